@@ -1,0 +1,3 @@
+"""tiermem: tiered memory for LLM agents."""
+
+__version__ = "0.1.0"

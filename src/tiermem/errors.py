@@ -1,0 +1,106 @@
+"""Typed errors raised by tiermem.
+
+Every error a user can cause names the offending field and how to fix it, so a
+caller can both catch a precise type and show a useful message. Errors about
+bad input also subclass :class:`ValueError` or :class:`TypeError`, so code written
+against the seeds' plain exceptions keeps working.
+"""
+
+from __future__ import annotations
+
+
+class TiermemError(Exception):
+    """Base class of every error tiermem raises on purpose."""
+
+
+class InputError(TiermemError, ValueError):
+    """A value given to a public entry point is not acceptable.
+
+    Attributes:
+        field: the argument or key that was wrong (``"role"``, ``"metadata.user_id"``).
+        hint: what to do instead.
+    """
+
+    def __init__(self, field: str, problem: str, hint: str = "") -> None:
+        self.field = field
+        self.problem = problem
+        self.hint = hint
+        text = f"{field}: {problem}"
+        if hint:
+            text += f" ({hint})"
+        super().__init__(text)
+
+
+class InvalidTypeError(InputError, TypeError):
+    """A value has the wrong Python type (content that is a list of ints, metadata that is a str)."""
+
+
+class InvalidRoleError(InputError):
+    """A message role outside user, assistant, system, tool, agent_call, agent_response."""
+
+
+class InvalidSizeError(InputError):
+    """A size, window or budget that is zero, negative or otherwise out of range."""
+
+
+class SerializationError(InputError):
+    """JSON or dict data that is malformed, truncated or of an unknown shape."""
+
+
+class ContentTooLargeError(InputError):
+    """Content larger than the configured maximum."""
+
+
+class MissingUserError(InputError):
+    """An operation that must be scoped to a user was called without ``user_id``."""
+
+
+class DimensionMismatchError(InputError):
+    """A vector whose dimension differs from the index or table it is meant for."""
+
+
+class ConfigError(InputError):
+    """A configuration key with a missing, unknown or out-of-range value."""
+
+
+class NotFoundError(TiermemError, KeyError):
+    """A memory, message or user that does not exist (or belongs to another user)."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable.
+        return str(self.args[0]) if self.args else ""
+
+
+class ProviderError(TiermemError):
+    """An LLM or embedding provider failed; the work that needed it is kept for retry."""
+
+
+class ProviderTimeoutError(ProviderError, TimeoutError):
+    """The provider did not answer within the configured timeout."""
+
+
+class RateLimitError(ProviderError):
+    """The provider answered 429 and retries were exhausted."""
+
+
+class AuthenticationError(ProviderError):
+    """The provider rejected the credentials, or none were configured."""
+
+
+class ProviderResponseError(ProviderError):
+    """The provider answered with an error status or a body tiermem cannot read."""
+
+
+class ModelLoadError(TiermemError):
+    """A local model could not be loaded; the message says how to provide it."""
+
+
+class StoreError(TiermemError):
+    """A long-term store operation failed; its transaction was rolled back."""
+
+
+class StoreUnavailableError(StoreError, ConnectionError):
+    """The database cannot be reached (down, refused, or lost mid-operation)."""
+
+
+class CacheError(TiermemError):
+    """The synopsis or shared cache backend failed."""
