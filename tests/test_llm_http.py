@@ -7,8 +7,8 @@ import socket
 import time
 
 import pytest
-from fakeserver import FakeServer, Reply
 
+from fakeserver import FakeServer, Reply
 from tiermem._http import HttpClient, require_api_key
 from tiermem.errors import (
     AuthenticationError,
