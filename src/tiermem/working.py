@@ -26,9 +26,10 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -53,7 +54,7 @@ from tiermem.errors import (
 
 log = logging.getLogger(__name__)
 
-ITEM_OVERHEAD_BYTES = 600
+ITEM_OVERHEAD_BYTES = 700
 """Python-side bytes per item beyond vector, content and metadata JSON (measured by
 benchmarks/working.py with tracemalloc); counted against ``max_memory_mb``."""
 
@@ -113,6 +114,22 @@ class _Pending:
     nbytes: int = 0
 
 
+@contextmanager
+def _omp_threads(count: int | None) -> Iterator[None]:
+    """Run faiss with ``count`` OpenMP threads in this thread (an OpenMP per-thread setting)."""
+    if count is None:
+        yield
+        return
+    import faiss
+
+    previous = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(count)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(previous)
+
+
 def _new_index(dimension: int) -> Any:
     import faiss
 
@@ -138,6 +155,10 @@ class WorkingMemory:
         user_isolation: every call must name a ``user_id`` (the Memory facade's mode).
         embed_timeout: seconds an embed may take before :class:`ProviderTimeoutError`.
         recency_half_life_s: age at which recency counts half, for ``recency_bias``.
+        faiss_threads: OpenMP threads per search (set for the calling thread only, then
+            restored). 1 by default: one query is too small to split, and OpenMP's
+            spinning threads made a 1k-item search 200x slower on a busy 2-core machine
+            (benchmarks/working.py). None keeps faiss's own setting.
     """
 
     def __init__(
@@ -150,8 +171,11 @@ class WorkingMemory:
         user_isolation: bool = False,
         embed_timeout: float | None = None,
         recency_half_life_s: float = 3600.0,
+        faiss_threads: int | None = 1,
     ) -> None:
         _check_positive("max_memory_mb", max_memory_mb)
+        if faiss_threads is not None:
+            _check_positive("faiss_threads", faiss_threads, integer=True)
         _check_positive("recency_half_life_s", recency_half_life_s)
         if embed_timeout is not None:
             _check_positive("embed_timeout", embed_timeout)
@@ -164,6 +188,7 @@ class WorkingMemory:
         self.user_isolation = user_isolation
         self.embed_timeout = embed_timeout
         self.recency_half_life_s = float(recency_half_life_s)
+        self.faiss_threads = faiss_threads
         self._lock = threading.RLock()
         self._records: OrderedDict[int, _Record] = OrderedDict()  # insertion order = age
         self._partitions: dict[str | None, _Partition] = {}
@@ -685,7 +710,7 @@ class WorkingMemory:
         """Exact top-k: widen the candidate set until no unseen item could rank higher."""
         wanted = dict(filter_metadata or {})
         now = time.time()
-        with self._lock:
+        with self._lock, _omp_threads(self.faiss_threads):
             if user_id is None:
                 partitions = list(self._partitions.values())
             else:
