@@ -248,6 +248,10 @@ class ExistingIdsOp(NamedTuple):
     ids: tuple[uuid.UUID, ...]
 
 
+class TableSizeOp(NamedTuple):
+    """Admin: how many records the table holds (all users)."""
+
+
 Op = Union[
     AddOp,
     GetOp,
@@ -261,6 +265,7 @@ Op = Union[
     ScanOp,
     ImportOp,
     ExistingIdsOp,
+    TableSizeOp,
 ]
 Result = Union[
     list[uuid.UUID], list[MemoryRecord], list[SearchResult], MemoryRecord, int, StoreStats, set[uuid.UUID]

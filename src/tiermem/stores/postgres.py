@@ -48,6 +48,7 @@ from tiermem.stores.base import (
     SearchResult,
     StatsOp,
     StoreStats,
+    TableSizeOp,
     UpdateOp,
     bump_access,
     content_hash,
@@ -287,6 +288,8 @@ class PostgresStore(MemoryStore):
         if isinstance(op, ExistingIdsOp):
             rows = c.execute(f"SELECT id FROM {t} WHERE id = ANY(%s)", (list(op.ids),))
             return {r["id"] for r in rows}  # type: ignore[call-overload]
+        if isinstance(op, TableSizeOp):
+            return c.execute(f"SELECT count(*) AS n FROM {t}").fetchone()["n"]  # type: ignore[index]
         raise InputError("op", f"{type(op).__name__} is not a store operation")
 
     # -- writes --

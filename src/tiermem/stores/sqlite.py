@@ -40,6 +40,7 @@ from tiermem.stores.base import (
     SearchResult,
     StatsOp,
     StoreStats,
+    TableSizeOp,
     UpdateOp,
     bump_access,
     content_hash,
@@ -56,7 +57,7 @@ _COLUMNS = (
     "seq, id, user_id, agent_id, session_id, content, content_hash, memory_type, importance,"
     " created_at, accessed_at, access_count, metadata, embedding"
 )
-_READ_ONLY = (ListOp, CountOp, StatsOp, ScanOp, ExistingIdsOp)
+_READ_ONLY = (ListOp, CountOp, StatsOp, ScanOp, ExistingIdsOp, TableSizeOp)
 # SQLite allows 32766 parameters; keep IN (...) lists well below it.
 _CHUNK = 500
 
@@ -297,6 +298,8 @@ class SQLiteStore(MemoryStore):
             return self._import(c, op.records)
         if isinstance(op, ExistingIdsOp):
             return self._existing_ids(c, op.ids)
+        if isinstance(op, TableSizeOp):
+            return c.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0]
         raise InputError("op", f"{type(op).__name__} is not a store operation")
 
     # -- writes --
