@@ -35,6 +35,7 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -111,7 +112,7 @@ class _DictBuffer(Subject):
         return self.cls(max_messages=n)
 
     def fill(self, buf: Any, roles: Sequence[str], texts: Sequence[str]) -> None:
-        for role, text in zip(roles, texts):
+        for role, text in zip(roles, texts, strict=True):
             buf.append({"role": role, "content": text})
 
     def last50(self, buf: Any) -> list[Any]:
@@ -165,7 +166,7 @@ class _TiermemMemory(Subject):
         return self.cls(buffer_size=n)
 
     def fill(self, buf: Any, roles: Sequence[str], texts: Sequence[str]) -> None:
-        for role, text in zip(roles, texts):
+        for role, text in zip(roles, texts, strict=True):
             buf.add_message(role, text)
 
     def last50(self, buf: Any) -> list[Any]:
@@ -220,7 +221,7 @@ class LangChain(Subject):
 
     def fill(self, buf: Any, roles: Sequence[str], texts: Sequence[str]) -> None:
         human, ai = self.m.HumanMessage, self.m.AIMessage
-        for role, text in zip(roles, texts):
+        for role, text in zip(roles, texts, strict=True):
             buf.add_message(human(content=text) if role == "user" else ai(content=text))
 
     def last50(self, buf: Any) -> list[Any]:
@@ -266,7 +267,7 @@ class LlamaIndex(Subject):
 
     def fill(self, buf: Any, roles: Sequence[str], texts: Sequence[str]) -> None:
         message = self.message
-        for role, text in zip(roles, texts):
+        for role, text in zip(roles, texts, strict=True):
             buf.put(message(role=role, content=text))
 
     def last50(self, buf: Any) -> list[Any]:
@@ -371,7 +372,7 @@ def time_reads(subject: Subject, history: int, cfg: dict[str, Any]) -> dict[str,
     out: dict[str, Any] = {}
     for name, read in (("last50", subject.last50), ("context", subject.context)):
         result = read(buf)
-        out[name] = time_call(lambda read=read: read(buf), cfg["read_timeout"], cfg["rounds"])
+        out[name] = time_call(partial(read, buf), cfg["read_timeout"], cfg["rounds"])
         out[name]["messages"] = len(result)
         out[name]["newest_ok"] = bool(result) and _content(result[-1]) == text_of(history - 1)
     return out
@@ -534,7 +535,8 @@ def summarize(results: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
         contexts = [_best(res["reads"][h]["context"]) for h in histories]
         summary[key] = {
             "append_vs_promptise": {
-                n: _ratio(a, _best(base.get("append", {}).get(n))) for n, a in zip(sizes, appends)
+                n: _ratio(a, _best(base.get("append", {}).get(n)))
+                for n, a in zip(sizes, appends, strict=True)
             },
             "append_largest_over_smallest": _ratio(appends[-1], appends[0]),
             "context_longest_over_shortest_history": _ratio(contexts[-1], contexts[0]),
@@ -647,11 +649,8 @@ def goal_lines(summary: dict[str, Any], results: dict[str, Any], cfg: dict[str, 
                 s["context_longest_over_shortest_history"],
             ),
         ]
-        marks = [
-            f"{name}: {'n/a' if ok is None else ('[green]met[/green]' if ok else '[red]missed[/red]')}"
-            f" ({value})"
-            for name, ok, value in checks
-        ]
+        verdict = {None: "n/a", True: "[green]met[/green]", False: "[red]missed[/red]"}
+        marks = [f"{name}: {verdict[ok]} ({value})" for name, ok, value in checks]
         lines.append(f"{SUBJECTS[key].label}: " + "; ".join(marks))
     return lines
 
@@ -681,9 +680,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"--peers: unknown {', '.join(unknown)}; choose among {', '.join(PEER_KEYS)}"
             )
     cfg = config(opts.quick, opts.read_timeout)
-    command = "python " + " ".join(
-        shlex.quote(a) for a in [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
-    )
+    given = sys.argv[1:] if argv is None else argv
+    command = " ".join(shlex.quote(a) for a in ["python", "benchmarks/buffer.py", *given])
     results = run_all(peer_names, cfg, lambda msg: print(msg, file=sys.stderr, flush=True))
     print_report(results, cfg, command)
     opts.out.parent.mkdir(parents=True, exist_ok=True)
