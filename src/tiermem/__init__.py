@@ -20,11 +20,15 @@ _EXPORTS = {
     "TiktokenCounter": "tiermem.tokens",
     "ApproxTokenCounter": "tiermem.tokens",
     "get_token_counter": "tiermem.tokens",
+    "Memory": "tiermem.memory",
+    "Context": "tiermem.planner",
 }
 
 if TYPE_CHECKING:
     from tiermem.buffer import BufferMemory, BufferRegistry, ConversationBuffer
+    from tiermem.memory import Memory
     from tiermem.messages import ROLES, Message
+    from tiermem.planner import Context
     from tiermem.tokens import ApproxTokenCounter, TiktokenCounter, TokenCounter, get_token_counter
 
 __all__ = [
@@ -32,7 +36,9 @@ __all__ = [
     "ApproxTokenCounter",
     "BufferMemory",
     "BufferRegistry",
+    "Context",
     "ConversationBuffer",
+    "Memory",
     "Message",
     "TiktokenCounter",
     "TokenCounter",

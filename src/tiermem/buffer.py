@@ -429,6 +429,23 @@ class BufferMemory(RingBuffer[Message]):
             kept[:0] = group
         return head + [m.to_openai() for m in kept]
 
+    def vector_search(self, query: Any, embedder: Any, k: int = 5) -> list[tuple[Message, float]]:
+        """The ``k`` messages most similar to ``query`` (text or vector), with cosine scores.
+
+        Messages are embedded with ``embedder`` (whose cache makes repeated searches cheap);
+        the planner uses this for messages not yet in long-term memory.
+        """
+        import numpy as np
+
+        messages = [m for m in self._snapshot() if m.text.strip()]
+        if not messages or k <= 0:
+            return []
+        vector = embedder.embed([query])[0] if isinstance(query, str) else np.asarray(query)
+        matrix = embedder.embed([m.text for m in messages])
+        scores = matrix @ vector.astype(np.float32)
+        best = np.argsort(-scores)[:k]
+        return [(messages[i], float(scores[i])) for i in best]
+
     # -- serialization ----------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
