@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 from tiermem.errors import ConfigError, InvalidSizeError, InvalidTypeError
 from tiermem.llm.base import LLM
 from tiermem.llm.factory import get_llm
+from tiermem.tokens import get_token_counter
 
 MessageLike = Mapping[str, Any] | Any
 """A dict with ``role`` and ``content`` (``name`` optional) or an object with those attributes."""
@@ -42,8 +43,8 @@ DEFAULT_MERGE_TEMPLATE = (
 """Used when a previous summary exists, so the summary accumulates instead of being replaced."""
 
 
-class TokenCounter(Protocol):
-    """What the extractive summarizer needs from a token counter."""
+class CountsTokens(Protocol):
+    """What the extractive summarizer needs from a token counter (any ``TokenCounter``)."""
 
     def count(self, text: str) -> int: ...
 
@@ -275,7 +276,7 @@ class ExtractiveSummarizer:
         self,
         max_tokens: int | None = 256,
         max_chars: int | None = None,
-        token_counter: TokenCounter | None = None,
+        token_counter: CountsTokens | None = None,
     ) -> None:
         if max_tokens is None and max_chars is None:
             raise InvalidSizeError("max_tokens", "both max_tokens and max_chars are None")
@@ -298,8 +299,6 @@ class ExtractiveSummarizer:
         if self.max_tokens is None:
             return len(text)
         if self._counter is None:
-            from tiermem.tokens import get_token_counter
-
             self._counter = get_token_counter()
         return int(self._counter.count(text))
 
