@@ -338,7 +338,7 @@ class ExtractiveSummarizer:
             if unit.cost > budget or unit.score <= 0:
                 continue
             words = _content_words(unit.text)
-            if any(_overlap(words, other) > _DUPLICATE_OVERLAP for other in seen):
+            if any(_repeats(words, other) for other in seen):
                 continue
             chosen.append(unit)
             seen.append(words)
@@ -396,8 +396,14 @@ def _content_words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text) if w.lower() not in _STOPWORDS}
 
 
-def _overlap(a: set[str], b: set[str]) -> float:
-    return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+def _repeats(words: set[str], other: set[str]) -> bool:
+    """True if a sentence with ``words`` says little that one with ``other`` did not:
+    most of its content words are shared and what is new holds no number."""
+    if not words or not other:
+        return False
+    new = words - other
+    shared = 1 - len(new) / len(words)
+    return shared > _DUPLICATE_OVERLAP and not any(w[0].isdigit() for w in new)
 
 
 def _score(units: list[_Unit]) -> None:
