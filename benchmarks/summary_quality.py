@@ -30,8 +30,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tiermem.summarize import ExtractiveSummarizer, TokenCounter, split_sentences
-from tiermem.tokens import get_token_counter
+from tiermem.summarize import ExtractiveSummarizer, split_sentences
+from tiermem.tokens import TokenCounter, get_token_counter
 
 CATEGORIES = (1, 2, 4)
 RANDOM_SEEDS = 5

@@ -58,10 +58,14 @@ class Recorded:
 def default_chat_reply(body: dict[str, Any]) -> str:
     """Deterministic reply: ``"reply: "`` + the last message's text (first 200 chars)."""
     messages = body.get("messages") or []
-    last = messages[-1]["content"] if messages else ""
-    if isinstance(last, list):
-        last = " ".join(str(part.get("text", "")) for part in last if isinstance(part, dict))
-    return "reply: " + str(last)[:200]
+    return "reply: " + _text(messages[-1].get("content") if messages else "")[:200]
+
+
+def _text(content: Any) -> str:
+    """Text of a message content: a string, or the text of its parts / blocks."""
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
 
 
 def default_embed(texts: list[str]) -> list[list[float]]:
@@ -247,7 +251,7 @@ def _error_body(protocol: str, status: int, message: str) -> dict[str, Any]:
 
 def _chat(fake: FakeServer, body: dict[str, Any]) -> dict[str, Any]:
     text = fake.chat_reply(body)
-    prompt = sum(_words(str(m.get("content", ""))) for m in body["messages"])
+    prompt = sum(_words(_text(m.get("content"))) for m in body["messages"])
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
@@ -270,7 +274,7 @@ def _chat(fake: FakeServer, body: dict[str, Any]) -> dict[str, Any]:
 def _messages(fake: FakeServer, body: dict[str, Any]) -> dict[str, Any]:
     text = fake.chat_reply(body)
     prompt = _words(str(body.get("system", ""))) + sum(
-        _words(json.dumps(m.get("content", ""))) for m in body["messages"]
+        _words(_text(m.get("content"))) for m in body["messages"]
     )
     return {
         "id": "msg_fake",

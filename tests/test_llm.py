@@ -59,9 +59,8 @@ def test_success_text_and_usage(protocol: str, keyed_server: FakeServer) -> None
 def test_generate_is_seed_compatible(protocol: str, keyed_server: FakeServer) -> None:
     llm = make(protocol, keyed_server)
     assert llm.generate("Summarize this") == "reply: Summarize this"
-    assert keyed_server.requests[0].json["messages"] == [
-        {"role": "user", "content": "Summarize this"}
-    ]
+    content = keyed_server.requests[0].json["messages"][0]["content"]
+    assert content in ("Summarize this", [{"type": "text", "text": "Summarize this"}])
 
 
 def test_slow_response_within_timeout(protocol: str, keyed_server: FakeServer) -> None:
@@ -264,3 +263,12 @@ def test_seed_openai_model_constructor() -> None:
     model = OpenAIModel("gpt-3.5-turbo", api_key="k")
     assert model.model == "gpt-3.5-turbo" and model.model_id == "openai/gpt-3.5-turbo"
     assert "api.openai.com" in repr(model)
+
+
+def test_usage_is_estimated_when_the_provider_omits_it(keyed_server: FakeServer) -> None:
+    body = b'{"choices": [{"message": {"role": "assistant", "content": "four words right here"}}]}'
+    keyed_server.enqueue(Reply(body=body))
+    result = make("openai", keyed_server).complete(HELLO)
+    assert result.usage.estimated
+    assert result.usage.completion_tokens == 4
+    assert result.usage.prompt_tokens >= 2

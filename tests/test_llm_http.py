@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import socket
+import struct
 import time
 
 import pytest
@@ -156,3 +158,25 @@ def test_async_client_survives_separate_event_loops(fake_server: FakeServer) -> 
     for _ in range(2):
         assert asyncio.run(http.apost_json("chat/completions", BODY))["choices"]
     assert len(fake_server.requests) == 2
+
+
+def test_fake_server_embeddings_protocol(fake_server: FakeServer) -> None:
+    fake_server.embed = lambda texts: [[float(len(t)), 0.5] for t in texts]
+    http = client(fake_server)
+    data = http.post_json("embeddings", {"model": "e", "input": ["ab", "abcd"]})
+    assert [d["embedding"] for d in data["data"]] == [[2.0, 0.5], [4.0, 0.5]]
+    assert data["usage"]["prompt_tokens"] == 2
+    one = http.post_json("embeddings", {"model": "e", "input": "abc", "encoding_format": "base64"})
+    raw = base64.b64decode(one["data"][0]["embedding"])
+    assert struct.unpack("<2f", raw) == (3.0, 0.5)
+
+
+def test_fake_server_anthropic_requires_version_header(fake_server: FakeServer) -> None:
+    http = HttpClient(fake_server.url, {"x-api-key": "k"}, max_retries=0)
+    body = {"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
+    with pytest.raises(ProviderResponseError, match="anthropic-version"):
+        http.post_json("/v1/messages", body)
+    with pytest.raises(ProviderResponseError, match="max_tokens"):
+        HttpClient(fake_server.url, {"anthropic-version": "2023-06-01"}).post_json(
+            "/v1/messages", {"model": "c", "messages": []}
+        )

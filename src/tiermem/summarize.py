@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 from tiermem.errors import ConfigError, InvalidSizeError, InvalidTypeError
 from tiermem.llm.base import LLM
 from tiermem.llm.factory import get_llm
+from tiermem.tokens import get_token_counter
 
 MessageLike = Mapping[str, Any] | Any
 """A dict with ``role`` and ``content`` (``name`` optional) or an object with those attributes."""
@@ -42,8 +43,8 @@ DEFAULT_MERGE_TEMPLATE = (
 """Used when a previous summary exists, so the summary accumulates instead of being replaced."""
 
 
-class TokenCounter(Protocol):
-    """What the extractive summarizer needs from a token counter."""
+class CountsTokens(Protocol):
+    """What the extractive summarizer needs from a token counter (any ``TokenCounter``)."""
 
     def count(self, text: str) -> int: ...
 
@@ -275,7 +276,7 @@ class ExtractiveSummarizer:
         self,
         max_tokens: int | None = 256,
         max_chars: int | None = None,
-        token_counter: TokenCounter | None = None,
+        token_counter: CountsTokens | None = None,
     ) -> None:
         if max_tokens is None and max_chars is None:
             raise InvalidSizeError("max_tokens", "both max_tokens and max_chars are None")
@@ -298,8 +299,6 @@ class ExtractiveSummarizer:
         if self.max_tokens is None:
             return len(text)
         if self._counter is None:
-            from tiermem.tokens import get_token_counter
-
             self._counter = get_token_counter()
         return int(self._counter.count(text))
 
@@ -339,7 +338,7 @@ class ExtractiveSummarizer:
             if unit.cost > budget or unit.score <= 0:
                 continue
             words = _content_words(unit.text)
-            if any(_overlap(words, other) > _DUPLICATE_OVERLAP for other in seen):
+            if any(_repeats(words, other) for other in seen):
                 continue
             chosen.append(unit)
             seen.append(words)
@@ -397,8 +396,14 @@ def _content_words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text) if w.lower() not in _STOPWORDS}
 
 
-def _overlap(a: set[str], b: set[str]) -> float:
-    return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+def _repeats(words: set[str], other: set[str]) -> bool:
+    """True if a sentence with ``words`` says little that one with ``other`` did not:
+    most of its content words are shared and what is new holds no number."""
+    if not words or not other:
+        return False
+    new = words - other
+    shared = 1 - len(new) / len(words)
+    return shared > _DUPLICATE_OVERLAP and not any(w[0].isdigit() for w in new)
 
 
 def _score(units: list[_Unit]) -> None:

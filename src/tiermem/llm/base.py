@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from tiermem._http import HttpClient
 from tiermem.errors import InputError, InvalidTypeError, ProviderResponseError
+from tiermem.messages import Message
+from tiermem.tokens import get_token_counter
 
 ChatMessage = dict[str, Any]
 """One message in OpenAI chat format: ``{"role": ..., "content": ...}`` and optional fields."""
@@ -33,6 +35,8 @@ class Usage:
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    estimated: bool = False
+    """True when the provider reported no usage and tiermem counted the tokens itself."""
 
     @property
     def total_tokens(self) -> int:
@@ -42,6 +46,7 @@ class Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.estimated or other.estimated,
         )
 
 
@@ -127,13 +132,15 @@ class HttpChatModel:
 
     def complete(self, messages: MessagesInput, **options: Any) -> Completion:
         """Send ``messages`` and return the model's answer with its token usage."""
-        path, body = self._request(to_chat_messages(messages), self._merged(options))
-        return self._account(self._parse(self._http.post_json(path, body)))
+        chat = to_chat_messages(messages)
+        path, body = self._request(chat, self._merged(options))
+        return self._account(chat, self._parse(self._http.post_json(path, body)))
 
     async def acomplete(self, messages: MessagesInput, **options: Any) -> Completion:
         """Async twin of :meth:`complete`."""
-        path, body = self._request(to_chat_messages(messages), self._merged(options))
-        return self._account(self._parse(await self._http.apost_json(path, body)))
+        chat = to_chat_messages(messages)
+        path, body = self._request(chat, self._merged(options))
+        return self._account(chat, self._parse(await self._http.apost_json(path, body)))
 
     def generate(self, prompt: str, **options: Any) -> str:
         """Seed-compatible shortcut: one user prompt in, the answer's text out."""
@@ -156,7 +163,10 @@ class HttpChatModel:
         _check_options(options)
         return {**self.options, **options}
 
-    def _account(self, completion: Completion) -> Completion:
+    def _account(self, messages: list[ChatMessage], completion: Completion) -> Completion:
+        """Add the call's usage to the totals, counting it ourselves if the provider did not."""
+        if "usage" not in completion.raw:
+            completion = replace(completion, usage=_estimate_usage(messages, completion.text))
         with self._usage_lock:
             self.total_usage = self.total_usage + completion.usage
             self.calls += 1
@@ -172,6 +182,12 @@ class HttpChatModel:
 
     def _parse(self, data: dict[str, Any]) -> Completion:
         raise NotImplementedError
+
+
+def _estimate_usage(messages: list[ChatMessage], text: str) -> Usage:
+    counter = get_token_counter()
+    prompt = sum(counter.count_message(Message.from_openai(m)) for m in messages)
+    return Usage(prompt, counter.count(text), estimated=True)
 
 
 def _prompt(prompt: str) -> str:
