@@ -225,7 +225,8 @@ def test_import_does_not_import_torch() -> None:
     code = (
         "import sys, tiermem.embeddings as e, tiermem.working\n"
         "assert e.get_embedder().dimension == 384\n"
-        "bad = [m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules]\n"
+        "heavy = ('torch', 'sentence_transformers', 'transformers')\n"
+        "bad = [m for m in heavy if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import threading
 import time
@@ -73,7 +75,7 @@ def test_seed_usage_add_and_search_without_user(wm: WorkingMemory) -> None:
     wm.add("user prefers dark roast coffee", {"topic": "prefs"})
     wm.add("weather tomorrow is rainy")
     results = wm.search("which coffee does the user prefer", k=5)
-    assert [r.content for r in results][0] == "user prefers dark roast coffee"
+    assert results[0].content == "user prefers dark roast coffee"
     assert len(results) == 3 and results[0].score >= results[1].score >= results[2].score
     top = results[0]
     assert isinstance(top, WorkingItem) and top.metadata["topic"] == "prefs"
@@ -342,11 +344,9 @@ def test_embed_timeout_sync_and_async() -> None:
     async def run() -> None:
         with pytest.raises(ProviderTimeoutError):
             await memory.aadd("too slow again")
-
-    import asyncio
+        slow.release.set()  # asyncio.run waits for the abandoned worker thread
 
     asyncio.run(run())
-    slow.release.set()
     assert len(memory) == 0
     assert_consistent(memory)
     memory.close()
@@ -442,10 +442,8 @@ def test_concurrent_adds_searches_removes_stay_consistent() -> None:
                 for hit in memory.search(f"item {i}", k=5, user_id=user):
                     assert hit.user_id == user
                 if i % 5 == 0:
-                    try:
+                    with contextlib.suppress(NotFoundError):  # evicted by FIFO meanwhile
                         memory.remove(item_id, user_id=user)
-                    except NotFoundError:
-                        pass  # evicted by FIFO meanwhile
                 if i % 50 == 0:
                     memory.stats()
         except BaseException as exc:  # surfaced below
