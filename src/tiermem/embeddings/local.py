@@ -209,7 +209,9 @@ class SentenceTransformerEmbedder(BaseEmbedder):
     @property
     def dimension(self) -> int:
         if self._dimension is None:
-            self._dimension = int(self.model.get_sentence_embedding_dimension())
+            model = self.model  # sentence-transformers 5 renamed the getter
+            getter = getattr(model, "get_embedding_dimension", None)
+            self._dimension = int((getter or model.get_sentence_embedding_dimension)())
         return self._dimension
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
