@@ -140,7 +140,8 @@ def _vector(value: object, model_id: str) -> np.ndarray:
     """A float list, or base64 of little-endian float32 (``encoding_format="base64"``)."""
     try:
         if isinstance(value, str):
-            return np.frombuffer(base64.b64decode(value, validate=True), dtype="<f4").copy()
+            raw = base64.b64decode(value, validate=True)
+            return np.frombuffer(raw, dtype="<f4").astype(np.float32)
         return np.asarray(value, dtype=np.float32).reshape(-1)
     except (TypeError, ValueError) as exc:
         raise ProviderResponseError(f"{model_id}: unreadable embedding ({exc})") from exc
