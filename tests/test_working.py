@@ -33,6 +33,11 @@ DIM = 32
 
 
 def fifo_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "tiermem-working-fifo"]
+
+
+def any_working_threads() -> list[threading.Thread]:
+    """Cleanup threads and embed-timeout workers."""
     return [t for t in threading.enumerate() if t.name.startswith("tiermem-working")]
 
 
@@ -170,6 +175,7 @@ def test_bad_input_raises_and_leaves_state_unchanged(
 
 def test_constructor_validates_options() -> None:
     emb = HashEmbedder(DIM)
+    before = len(fifo_threads())
     for kwargs in (
         {"max_memory_mb": 0},
         {"max_memory_mb": -1},
@@ -184,7 +190,7 @@ def test_constructor_validates_options() -> None:
             WorkingMemory(embedder=emb, **kwargs)  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError):
         WorkingMemory(embedder=emb, max_memory_mb="10")  # type: ignore[arg-type]
-    assert not fifo_threads()
+    assert len(fifo_threads()) == before  # a refused constructor starts no thread
 
 
 def test_item_larger_than_the_whole_memory_is_refused() -> None:
@@ -350,7 +356,7 @@ def test_embed_timeout_sync_and_async() -> None:
     assert len(memory) == 0
     assert_consistent(memory)
     memory.close()
-    assert wait_until(lambda: not fifo_threads())
+    assert wait_until(lambda: not any_working_threads())
 
 
 # ------------------------------------------------------------------- FIFO
@@ -461,13 +467,13 @@ def test_concurrent_adds_searches_removes_stay_consistent() -> None:
 
 
 def test_close_stops_threads_and_is_idempotent() -> None:
-    before = len(fifo_threads())
+    before = len(any_working_threads())
     memory = WorkingMemory(embedder=HashEmbedder(DIM), fifo_interval_min=5, embed_timeout=1.0)
     memory.add("uses the embed worker")
-    assert len(fifo_threads()) > before
+    assert len(any_working_threads()) == before + 2
     memory.close()
     memory.close()
-    assert wait_until(lambda: len(fifo_threads()) == before)
+    assert wait_until(lambda: len(any_working_threads()) == before)
     assert memory.search("embed worker")[0].content == "uses the embed worker"
 
 
