@@ -125,7 +125,11 @@ def bench_scale(total: int, n_queries: int) -> dict[str, Any]:
             assert all(users[i - 1] == user for i in got)
         tiermem(queries[0])  # warm up
         row = {"items": int(sizes[user])}
-        for name, fn in (("tiermem", tiermem), ("numpy", numpy_topk), ("faiss_global", faiss_global)):
+        for name, fn in (
+            ("tiermem", tiermem),
+            ("numpy", numpy_topk),
+            ("faiss_global", faiss_global),
+        ):
             p50, p95 = percentiles(timed(fn, queries))
             row[f"{name}_p50_ms"], row[f"{name}_p95_ms"] = p50, p95
         result["users"][user] = row
@@ -197,15 +201,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def report(results: dict[str, Any]) -> None:
     console = Console()
     table = Table(title=f"WorkingMemory search, k={K}, {DIM} dims (ms)")
-    for col in ("total", "user items", "tiermem p50", "tiermem p95", "numpy p95",
-                "faiss global p95", "numpy/tiermem", "faiss global/tiermem"):
+    for col in (
+        "total",
+        "user items",
+        "tiermem p50",
+        "tiermem p95",
+        "numpy p95",
+        "faiss global p95",
+        "numpy/tiermem",
+        "faiss global/tiermem",
+    ):
         table.add_column(col, justify="right")
     for scale in results["scales"]:
         for row in scale["users"].values():
             table.add_row(
-                f"{scale['total']:,}", f"{row['items']:,}",
-                f"{row['tiermem_p50_ms']:.3f}", f"{row['tiermem_p95_ms']:.3f}",
-                f"{row['numpy_p95_ms']:.3f}", f"{row['faiss_global_p95_ms']:.3f}",
+                f"{scale['total']:,}",
+                f"{row['items']:,}",
+                f"{row['tiermem_p50_ms']:.3f}",
+                f"{row['tiermem_p95_ms']:.3f}",
+                f"{row['numpy_p95_ms']:.3f}",
+                f"{row['faiss_global_p95_ms']:.3f}",
                 f"{row['numpy_p95_ms'] / row['tiermem_p95_ms']:.1f}x",
                 f"{row['faiss_global_p95_ms'] / row['tiermem_p95_ms']:.1f}x",
             )
@@ -215,8 +230,10 @@ def report(results: dict[str, Any]) -> None:
         memory.add_column(col, justify="right")
     for scale in results["scales"]:
         memory.add_row(
-            f"{scale['total']:,}", f"{scale['accounted_bytes_per_item']:.0f}",
-            f"{scale['python_bytes_per_item']:.0f}", f"{scale['rss_bytes_per_item']:.0f}",
+            f"{scale['total']:,}",
+            f"{scale['accounted_bytes_per_item']:.0f}",
+            f"{scale['python_bytes_per_item']:.0f}",
+            f"{scale['rss_bytes_per_item']:.0f}",
             f"{scale['insert_items_per_s']:,.0f}",
         )
     console.print(memory)

@@ -6,13 +6,15 @@ validation, batching, caching and normalization as the providers.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 import threading
 import time
 
 import numpy as np
 
-from tiermem.embeddings import BaseEmbedder
+from tiermem.embeddings import BaseEmbedder, SentenceTransformerEmbedder
 
 
 class HashEmbedder(BaseEmbedder):
@@ -85,3 +87,12 @@ def wait_until(predicate: object, timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.01)
     return False
+
+
+@functools.cache
+def minilm() -> SentenceTransformerEmbedder:
+    """The real packaged all-MiniLM-L6-v2, loaded once per test session."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    embedder = SentenceTransformerEmbedder()
+    embedder.embed(["warm up"])
+    return embedder

