@@ -12,10 +12,9 @@ import numpy as np
 import psycopg
 import pytest
 
+from conformance.conftest import pg_url  # noqa: F401  (the session-wide PostgreSQL)
 from tiermem.errors import StoreUnavailableError
 from tiermem.stores.postgres import PostgresStore
-
-from conformance.conftest import pg_url  # noqa: F401  (the session-wide PostgreSQL)
 
 DIM = 8
 
@@ -72,7 +71,9 @@ def test_connection_lost_mid_batch_rolls_back(pg: PostgresStore, pg_url: str) ->
     holder.execute(f"SELECT 1 FROM {pg.table} WHERE id = %s FOR UPDATE", (vid,))
     from tiermem.stores.base import AddOp, DeleteOp, NewMemory, check_vector
 
-    items = tuple(NewMemory(f"row {i}", embedding=check_vector(v, DIM)) for i, v in enumerate(vecs(50)))
+    items = tuple(
+        NewMemory(f"row {i}", embedding=check_vector(v, DIM)) for i, v in enumerate(vecs(50))
+    )
     errors: list[BaseException] = []
 
     def run() -> None:
@@ -96,7 +97,9 @@ def test_connection_lost_mid_batch_rolls_back(pg: PostgresStore, pg_url: str) ->
     holder.rollback()
     holder.close()
     assert killed and len(errors) == 1 and isinstance(errors[0], StoreUnavailableError)
-    assert pg.count(writer) == 0 and pg.count(victim) == 1  # the pool recovered, nothing half-written
+    assert (
+        pg.count(writer) == 0 and pg.count(victim) == 1
+    )  # the pool recovered, nothing half-written
     pg.add(writer, "after the outage", embedding=vecs(1)[0])
     assert pg.count(writer) == 1
 
