@@ -71,6 +71,7 @@ HNSW_MAX_DIMENSION = 2000
 #: Characters of content indexed for keyword search (a tsvector holds at most 1 MB).
 TSV_MAX_CHARS = 200_000
 _COUNT_TTL = 30.0
+_READS = (GetOp, SearchOp, ListOp, CountOp, StatsOp, ScanOp, ExistingIdsOp, TableSizeOp)
 
 
 def _v1(t: str, dim: int) -> list[str]:
@@ -271,6 +272,9 @@ class PostgresStore(MemoryStore):
     def batch(self, ops: Iterable[Op]) -> list[Any]:
         ops = list(ops)
         with self._transaction() as conn:
+            if all(isinstance(op, _READS) for op in ops):
+                # Its only writes are access counts: no need to wait for the WAL flush.
+                conn.execute("SET LOCAL synchronous_commit = off")
             return [self._run(conn, op) for op in ops]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Any]:
@@ -462,14 +466,13 @@ class PostgresStore(MemoryStore):
     def _touch(self, c: psycopg.Connection[Any], records: list[MemoryRecord]) -> list[MemoryRecord]:
         """Count an access of each record (in the current transaction).
 
-        The commit does not wait for the WAL flush (``synchronous_commit = off``): a crash
-        may forget the last few access counts, never data. The table's fillfactor leaves
+        A batch of reads commits without waiting for the WAL flush (see :meth:`batch`): a
+        crash may forget the last few access counts, never data. The table's fillfactor leaves
         room on each page so these updates are HOT and skip the HNSW index (5 ms -> 0.3 ms).
         """
         if not records:
             return records
         now = utcnow()
-        c.execute("SET LOCAL synchronous_commit = off")
         c.execute(
             f"UPDATE {self.table} SET access_count = access_count + 1, accessed_at = %s"
             " WHERE user_id = %s AND id = ANY(%s)",

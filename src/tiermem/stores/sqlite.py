@@ -57,6 +57,9 @@ _COLUMNS = (
     "seq, id, user_id, agent_id, session_id, content, content_hash, memory_type, importance,"
     " created_at, accessed_at, access_count, metadata, embedding"
 )
+# Statements naming rows by id or seq write ``+user_id``: the unary plus keeps SQLite from
+# scanning the user's whole (user_id, ...) index instead of using the primary key (60 ms
+# instead of 0.1 ms for a 50k-row user); the user condition still filters every row.
 _READ_ONLY = (ListOp, CountOp, StatsOp, ScanOp, ExistingIdsOp, TableSizeOp)
 # SQLite allows 32766 parameters; keep IN (...) lists well below it.
 _CHUNK = 500
@@ -444,7 +447,7 @@ class SQLiteStore(MemoryStore):
             params.append(json.dumps(op.metadata))
         if sets:
             c.execute(
-                f"UPDATE {self.table} SET {', '.join(sets)} WHERE user_id = ? AND id = ?",
+                f"UPDATE {self.table} SET {', '.join(sets)} WHERE +user_id = ? AND id = ?",
                 [*params, op.user_id, str(op.id)],
             )
         return self._by_ids(c, op.user_id, (op.id,))[0]
@@ -456,7 +459,7 @@ class SQLiteStore(MemoryStore):
             deleted = 0
             for part in _chunks([str(i) for i in ids]):
                 deleted += c.execute(
-                    f"DELETE FROM {self.table} WHERE user_id = ? AND id IN ({_marks(part)})",
+                    f"DELETE FROM {self.table} WHERE +user_id = ? AND id IN ({_marks(part)})",
                     [user_id, *part],
                 ).rowcount
         if deleted:
@@ -472,7 +475,7 @@ class SQLiteStore(MemoryStore):
         rows: list[sqlite3.Row] = []
         for part in _chunks(list(order)):
             sql = (
-                f"SELECT {_COLUMNS} FROM {self.table} WHERE user_id = ? AND id IN ({_marks(part)})"
+                f"SELECT {_COLUMNS} FROM {self.table} WHERE +user_id = ? AND id IN ({_marks(part)})"
             )
             rows.extend(c.execute(sql, [user_id, *part]))
         rows.sort(key=lambda r: order[r["id"]])
@@ -481,7 +484,7 @@ class SQLiteStore(MemoryStore):
     def _by_seqs(
         self, c: sqlite3.Connection, user_id: str, seqs: list[int]
     ) -> dict[int, MemoryRecord]:
-        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE user_id = ? AND seq IN ({_marks(seqs)})"
+        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE +user_id = ? AND seq IN ({_marks(seqs)})"
         return {r["seq"]: _record(r) for r in c.execute(sql, [user_id, *seqs])}
 
     def _existing_ids(self, c: sqlite3.Connection, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
@@ -500,7 +503,7 @@ class SQLiteStore(MemoryStore):
         ids = [str(r.id) for r in records]
         c.execute(
             f"UPDATE {self.table} SET access_count = access_count + 1, accessed_at = ?"
-            f" WHERE user_id = ? AND id IN ({_marks(ids)})",
+            f" WHERE +user_id = ? AND id IN ({_marks(ids)})",
             [_ts(now), user_id, *ids],
         )
         return [bump_access(r, now) for r in records]
