@@ -25,6 +25,6 @@ def test_stores_benchmark_quick(tmp_path: Path) -> None:
     assert any(e.startswith("SQLite") for e in engines) and any("PostgreSQL" in e for e in engines)
     for result in payload["results"]:
         for user in ("small", "big"):
-            assert 0.0 < result[user]["p95_ms"] and 0.0 <= result[user]["recall"] <= 1.0
+            assert result[user]["p95_ms"] > 0.0 and 0.0 <= result[user]["recall"] <= 1.0
     tiermem = [r for r in payload["results"] if "tiermem" in r["engine"]]
     assert all(r[user]["recall"] >= 0.95 for r in tiermem for user in ("small", "big"))
