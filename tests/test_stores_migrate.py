@@ -69,23 +69,47 @@ from conformance.conftest import pg_url  # noqa: E402, F401  (the session-wide P
 def test_migrate_interrupted_resumed_idempotent(connection: str, embedder: object) -> None:
     rng = np.random.default_rng(0)
     with open_store(connection, 16) as old:
-        old.add_many("alice", [NewMemory(f, importance=0.8, metadata={"i": i}) for i, f in enumerate(FACTS)],
-                     embeddings=rng.standard_normal((len(FACTS), 16)))
+        old.add_many(
+            "alice",
+            [NewMemory(f, importance=0.8, metadata={"i": i}) for i, f in enumerate(FACTS)],
+            embeddings=rng.standard_normal((len(FACTS), 16)),
+        )
         old.add("bob", "Bob likes jazz", embedding=rng.standard_normal(16))
         old.get_many("alice", [r.id for r in old.list("alice")][:2])
         before = {r.id: r for r in old.list("alice")}
 
     flaky = Interrupting(embedder, fail_on_call=2)
     with pytest.raises(KeyboardInterrupt):
-        migrate_embeddings(from_dim=16, to_dim=384, to_model=MODEL, connection_string=connection,
-                           batch_size=3, embedder=flaky, progress=False)  # type: ignore[arg-type]
+        migrate_embeddings(
+            from_dim=16,
+            to_dim=384,
+            to_model=MODEL,
+            connection_string=connection,
+            batch_size=3,
+            embedder=flaky,
+            progress=False,
+        )  # type: ignore[arg-type]
     with open_store(connection, 384) as new:
         assert new.count("alice") + new.count("bob") == 3  # the first batch was committed
-    report = migrate_embeddings(from_dim=16, to_dim=384, to_model=MODEL, connection_string=connection,
-                                batch_size=3, embedder=embedder, progress=False)  # type: ignore[arg-type]
+    report = migrate_embeddings(
+        from_dim=16,
+        to_dim=384,
+        to_model=MODEL,
+        connection_string=connection,
+        batch_size=3,
+        embedder=embedder,
+        progress=False,
+    )  # type: ignore[arg-type]
     assert (report.source_rows, report.migrated, report.already_present) == (8, 5, 3)
-    again = migrate_embeddings(from_dim=16, to_dim=384, to_model=MODEL, connection_string=connection,
-                               batch_size=3, embedder=embedder, progress=False)  # type: ignore[arg-type]
+    again = migrate_embeddings(
+        from_dim=16,
+        to_dim=384,
+        to_model=MODEL,
+        connection_string=connection,
+        batch_size=3,
+        embedder=embedder,
+        progress=False,
+    )  # type: ignore[arg-type]
     assert (again.migrated, again.already_present) == (0, 8)
 
     with open_store(connection, 384, embedder) as new, open_store(connection, 16) as old:  # type: ignore[arg-type]
@@ -93,15 +117,27 @@ def test_migrate_interrupted_resumed_idempotent(connection: str, embedder: objec
         assert new.count("bob") == 1
         for rec in new.list("alice"):
             src = before[rec.id]
-            assert (rec.content, rec.metadata, rec.importance, rec.created_at, rec.access_count) == (
-                src.content, src.metadata, pytest.approx(0.8), src.created_at, src.access_count)
+            assert (
+                rec.content,
+                rec.metadata,
+                rec.importance,
+                rec.created_at,
+                rec.access_count,
+            ) == (src.content, src.metadata, pytest.approx(0.8), src.created_at, src.access_count)
         hit = new.search("alice", "What is Alice's pet's name?", limit=1)[0]
         assert hit.record.content == "Alice's cat is called Miso"
 
 
 def test_migrate_rejects_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(InputError):
-        migrate_embeddings(from_dim=384, to_dim=384, to_model=MODEL, connection_string=str(tmp_path / "x.db"))
+        migrate_embeddings(
+            from_dim=384, to_dim=384, to_model=MODEL, connection_string=str(tmp_path / "x.db")
+        )
     with pytest.raises(InputError):
-        migrate_embeddings(from_dim=16, to_dim=384, to_model=MODEL, connection_string=str(tmp_path / "x.db"),
-                           batch_size=0)
+        migrate_embeddings(
+            from_dim=16,
+            to_dim=384,
+            to_model=MODEL,
+            connection_string=str(tmp_path / "x.db"),
+            batch_size=0,
+        )

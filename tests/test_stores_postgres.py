@@ -12,10 +12,9 @@ import numpy as np
 import psycopg
 import pytest
 
+from conformance.conftest import pg_url  # noqa: F401  (the session-wide PostgreSQL)
 from tiermem.errors import StoreUnavailableError
 from tiermem.stores.postgres import PostgresStore
-
-from conformance.conftest import pg_url  # noqa: F401  (the session-wide PostgreSQL)
 
 DIM = 8
 
@@ -47,9 +46,10 @@ def test_both_plans_agree_with_exact(pg_url: str) -> None:  # noqa: F811
         assert len(got) == 10 and all(h.record.user_id == user for h in got)
         agree += len({h.record.id for h in got} & set(truth))
     assert agree >= 95
-    # a filter that leaves few rows: HNSW comes back short, the exact plan answers
-    small = hnsw.search(user, vector=vecs(1, 4)[0], limit=10, created_before=None, metadata=None)
-    assert len(small) == 10
+    # a filter that leaves fewer rows than asked: HNSW comes back short, exact answers
+    tools = hnsw.add_many(user, ["t1", "t2", "t3"], embeddings=vecs(3, 4), memory_type="tool")
+    found = hnsw.search(user, vector=vecs(1, 5)[0], limit=10, memory_type="tool")
+    assert sorted(h.record.id for h in found) == sorted(tools)
     exact.close()
     hnsw.close()
 
@@ -72,7 +72,9 @@ def test_connection_lost_mid_batch_rolls_back(pg: PostgresStore, pg_url: str) ->
     holder.execute(f"SELECT 1 FROM {pg.table} WHERE id = %s FOR UPDATE", (vid,))
     from tiermem.stores.base import AddOp, DeleteOp, NewMemory, check_vector
 
-    items = tuple(NewMemory(f"row {i}", embedding=check_vector(v, DIM)) for i, v in enumerate(vecs(50)))
+    items = tuple(
+        NewMemory(f"row {i}", embedding=check_vector(v, DIM)) for i, v in enumerate(vecs(50))
+    )
     errors: list[BaseException] = []
 
     def run() -> None:
@@ -96,7 +98,9 @@ def test_connection_lost_mid_batch_rolls_back(pg: PostgresStore, pg_url: str) ->
     holder.rollback()
     holder.close()
     assert killed and len(errors) == 1 and isinstance(errors[0], StoreUnavailableError)
-    assert pg.count(writer) == 0 and pg.count(victim) == 1  # the pool recovered, nothing half-written
+    assert (
+        pg.count(writer) == 0 and pg.count(victim) == 1
+    )  # the pool recovered, nothing half-written
     pg.add(writer, "after the outage", embedding=vecs(1)[0])
     assert pg.count(writer) == 1
 

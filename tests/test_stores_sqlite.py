@@ -23,7 +23,9 @@ def vecs(n: int, seed: int = 0) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def test_default_path_is_under_user_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_default_path_is_under_user_data_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert default_path() == tmp_path / "tiermem" / "memory.db"
     with SQLiteStore(dimension=DIM) as store:

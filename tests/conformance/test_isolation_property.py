@@ -21,7 +21,9 @@ from .conftest import DIM
 USERS = 3
 ops = st.lists(
     st.tuples(
-        st.sampled_from(["add", "search", "keyword", "update", "delete", "delete_user", "get", "count"]),
+        st.sampled_from(
+            ["add", "search", "keyword", "update", "delete", "delete_user", "get", "count"]
+        ),
         st.integers(0, USERS - 1),  # acting user
         st.integers(0, USERS - 1),  # whose record the op names (may be someone else's)
         st.sampled_from(["apple", "banana", "cherry", "date", "elder"]),
@@ -32,7 +34,9 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(steps=ops)
 def test_operations_never_cross_users(
     store: MemoryStore, new_user: Callable[[], str], steps: list[tuple[str, int, int, str, int]]

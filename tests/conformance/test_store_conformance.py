@@ -35,10 +35,10 @@ rng = np.random.default_rng(7)
 
 INJECTIONS = [
     "'; DROP TABLE memories_8; --",
-    "\" OR 1=1 --",
+    '" OR 1=1 --',
     "x') OR ('1'='1",
-    "$.a\" AND 1=1",
-    "NEAR(a b) OR * AND \"",
+    '$.a" AND 1=1',
+    'NEAR(a b) OR * AND "',
     "%s %(x)s ? :1",
     "🙂 ünïcødé \\ '' \"\"",
 ]
@@ -60,16 +60,29 @@ def test_add_get_roundtrip(store: MemoryStore, new_user: NewUser) -> None:
     user = new_user()
     v = vecs(1)[0] * 3  # stored normalized
     mid = store.add(
-        user, "likes green tea", embedding=v, memory_type="preference", agent_id="a1",
-        session_id="s1", importance=0.9, metadata={"source": "chat", "n": 2},
+        user,
+        "likes green tea",
+        embedding=v,
+        memory_type="preference",
+        agent_id="a1",
+        session_id="s1",
+        importance=0.9,
+        metadata={"source": "chat", "n": 2},
     )
     rec = store.get(user, mid)
     assert rec is not None
-    assert (rec.id, rec.user_id, rec.content, rec.memory_type) == (mid, user, "likes green tea", "preference")
+    assert (rec.id, rec.user_id, rec.content, rec.memory_type) == (
+        mid,
+        user,
+        "likes green tea",
+        "preference",
+    )
     assert (rec.agent_id, rec.session_id, rec.importance) == ("a1", "s1", pytest.approx(0.9))
     assert rec.metadata == {"source": "chat", "n": 2}
     assert rec.access_count == 1 and rec.created_at.tzinfo is not None
-    assert rec.embedding is not None and np.allclose(rec.embedding, v / np.linalg.norm(v), atol=1e-6)
+    assert rec.embedding is not None and np.allclose(
+        rec.embedding, v / np.linalg.norm(v), atol=1e-6
+    )
     assert len(rec.content_hash) == 64
 
 
@@ -114,7 +127,9 @@ def test_vector_search_matches_exact_ranking(store: MemoryStore, new_user: NewUs
     assert hits_total >= 48  # recall >= 0.96 (exact on SQLite, HNSW on PostgreSQL)
 
 
-def test_search_small_user_among_many_returns_full_limit(store: MemoryStore, new_user: NewUser) -> None:
+def test_search_small_user_among_many_returns_full_limit(
+    store: MemoryStore, new_user: NewUser
+) -> None:
     small = new_user()
     store.add_many(new_user(), [f"big {i}" for i in range(200)], embeddings=vecs(200))
     m = vecs(12)
@@ -128,9 +143,13 @@ def test_search_filters(store: MemoryStore, new_user: NewUser) -> None:
     user = new_user()
     old = datetime(2020, 1, 1, tzinfo=timezone.utc)
     items = [
-        NewMemory("fact s1", memory_type="fact", session_id="s1", agent_id="a", metadata={"k": "v"}),
+        NewMemory(
+            "fact s1", memory_type="fact", session_id="s1", agent_id="a", metadata={"k": "v"}
+        ),
         NewMemory("pref s1", memory_type="preference", session_id="s1", metadata={"k": 1}),
-        NewMemory("fact s2", memory_type="fact", session_id="s2", agent_id="b", metadata={"k": True}),
+        NewMemory(
+            "fact s2", memory_type="fact", session_id="s2", agent_id="b", metadata={"k": True}
+        ),
         NewMemory("old ctx", memory_type="context", created_at=old, metadata={"k": None}),
     ]
     store.add_many(user, items, embeddings=vecs(4))
@@ -192,10 +211,21 @@ def test_update(store: MemoryStore, new_user: NewUser) -> None:
     user, other = new_user(), new_user()
     m = vecs(3)
     a, b = store.add_many(user, ["alpha", "beta"], embeddings=m[:2])
-    rec = store.update(user, a, content="gamma", embedding=m[2], importance=0.1, memory_type="summary",
-                       metadata={"edited": True})
+    rec = store.update(
+        user,
+        a,
+        content="gamma",
+        embedding=m[2],
+        importance=0.1,
+        memory_type="summary",
+        metadata={"edited": True},
+    )
     assert (rec.content, rec.memory_type, rec.importance, rec.metadata) == (
-        "gamma", "summary", pytest.approx(0.1), {"edited": True})
+        "gamma",
+        "summary",
+        pytest.approx(0.1),
+        {"edited": True},
+    )
     assert store.search(user, vector=m[2], limit=1)[0].record.id == a
     assert store.search(user, "gamma", mode="keyword")[0].record.id == a
     assert store.add(user, "gamma", embedding=m[0]) == a  # hash follows the new content
@@ -245,8 +275,11 @@ def test_list_pages_newest_first(store: MemoryStore, new_user: NewUser) -> None:
 def test_stats(store: MemoryStore, new_user: NewUser) -> None:
     user = new_user()
     assert store.stats(user).count == 0
-    store.add_many(user, [NewMemory("a", importance=0.2), NewMemory("b", memory_type="tool", importance=0.6)],
-                   embeddings=vecs(2))
+    store.add_many(
+        user,
+        [NewMemory("a", importance=0.2), NewMemory("b", memory_type="tool", importance=0.6)],
+        embeddings=vecs(2),
+    )
     stats = store.stats(user)
     assert stats.count == 2 and stats.by_type == {"fact": 1, "tool": 1}
     assert stats.mean_importance == pytest.approx(0.4)
@@ -369,10 +402,16 @@ def test_sql_injection_strings_are_plain_data(store: MemoryStore, new_user: NewU
     for i, evil in enumerate(INJECTIONS):
         user = evil + new_user()
         v = vecs(1)[0]
-        mid = store.add(user, evil, embedding=v, agent_id=evil, session_id=evil, metadata={evil: evil})
+        mid = store.add(
+            user, evil, embedding=v, agent_id=evil, session_id=evil, metadata={evil: evil}
+        )
         assert store.get(user, mid).content == evil  # type: ignore[union-attr]
-        assert [h.record.id for h in store.search(user, vector=v, agent_id=evil, session_id=evil,
-                                                 metadata={evil: evil})] == [mid]
+        assert [
+            h.record.id
+            for h in store.search(
+                user, vector=v, agent_id=evil, session_id=evil, metadata={evil: evil}
+            )
+        ] == [mid]
         assert store.search(user, vector=v, metadata={evil: evil + "x"}) == []
         assert store.count(user, metadata={evil: evil}) == 1
         store.search(user, evil, mode="keyword")
@@ -399,7 +438,9 @@ def test_failed_batch_writes_nothing(store: MemoryStore, new_user: NewUser) -> N
     user = new_user()
     from tiermem.stores.base import check_vector
 
-    items = tuple(NewMemory(f"row {i}", embedding=check_vector(v, DIM)) for i, v in enumerate(vecs(5)))
+    items = tuple(
+        NewMemory(f"row {i}", embedding=check_vector(v, DIM)) for i, v in enumerate(vecs(5))
+    )
     with pytest.raises(NotFoundError):
         store.batch([AddOp(user, items), UpdateOp(user, uuid.uuid4(), importance=0.3)])
     assert store.count(user) == 0

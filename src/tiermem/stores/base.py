@@ -9,6 +9,7 @@ embedding of text that comes without a vector and result shaping are written onc
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import math
 import uuid
@@ -16,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, Union, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, cast, get_args
 
 import numpy as np
 
@@ -252,24 +253,21 @@ class TableSizeOp(NamedTuple):
     """Admin: how many records the table holds (all users)."""
 
 
-Op = Union[
-    AddOp,
-    GetOp,
-    SearchOp,
-    UpdateOp,
-    DeleteOp,
-    DeleteUserOp,
-    ListOp,
-    CountOp,
-    StatsOp,
-    ScanOp,
-    ImportOp,
-    ExistingIdsOp,
-    TableSizeOp,
-]
-Result = Union[
-    list[uuid.UUID], list[MemoryRecord], list[SearchResult], MemoryRecord, int, StoreStats, set[uuid.UUID]
-]
+Op = (
+    AddOp
+    | GetOp
+    | SearchOp
+    | UpdateOp
+    | DeleteOp
+    | DeleteUserOp
+    | ListOp
+    | CountOp
+    | StatsOp
+    | ScanOp
+    | ImportOp
+    | ExistingIdsOp
+    | TableSizeOp
+)
 
 _T = TypeVar("_T")
 
@@ -297,7 +295,7 @@ def calculate_importance(
     recency = 0.5 ** (age_days / half_life_days)
     frequency = min(1.0, math.log(memory.access_count + 1) / math.log(access_saturation + 1))
     explicit = min(1.0, max(0.0, memory.importance))
-    return 0.3 * recency + 0.3 * frequency + 0.4 * explicit
+    return float(0.3 * recency + 0.3 * frequency + 0.4 * explicit)
 
 
 def reciprocal_rank_fusion(
@@ -367,7 +365,7 @@ def check_content(content: object, name: str = "content") -> str:
 def check_memory_type(value: object, name: str = "memory_type") -> str:
     if value not in MEMORY_TYPES:
         raise InputError(name, f"{value!r} is not a memory type", f"use one of {MEMORY_TYPES}")
-    return cast(str, value)
+    return str(value)
 
 
 def check_importance(value: object, name: str = "importance") -> float:
@@ -405,14 +403,15 @@ def check_vector(value: object, dimension: int, name: str = "embedding") -> np.n
         raise DimensionMismatchError(
             name,
             f"has shape {vec.shape}, the table stores {dimension}-dimensional vectors",
-            f"embed with a {dimension}-dimensional model or open the store with dimension={vec.size}",
+            f"embed with a {dimension}-dimensional model or use a store of dimension={vec.size}",
         )
     if not np.all(np.isfinite(vec)):
         raise InputError(name, "contains NaN or infinity")
     norm = float(np.linalg.norm(vec))
     if norm == 0.0:
         raise InputError(name, "is the zero vector, which has no direction")
-    return cast(np.ndarray, (vec / norm).astype(np.float32))
+    normalized: np.ndarray = (vec / norm).astype(np.float32)
+    return normalized
 
 
 def _aware(value: object, name: str) -> datetime | None:
@@ -492,7 +491,11 @@ class MemoryStore(ABC):
             if embedder is None:
                 raise InputError("dimension", "is required", "pass dimension= or embedder=")
             dimension = embedder.dimension
-        if isinstance(dimension, bool) or not isinstance(dimension, int) or not 1 <= dimension <= 16_000:
+        if (
+            isinstance(dimension, bool)
+            or not isinstance(dimension, int)
+            or not 1 <= dimension <= 16_000
+        ):
             raise InvalidSizeError("dimension", f"{dimension!r} is not in [1, 16000]")
         if embedder is not None and embedder.dimension != dimension:
             raise DimensionMismatchError(
@@ -518,8 +521,9 @@ class MemoryStore(ABC):
     async def abatch(self, ops: Iterable[Op]) -> list[Any]:
         """Async twin of :meth:`batch`."""
 
+    @abstractmethod
     def close(self) -> None:
-        """Release connections; the default has none."""
+        """Release connections and caches; the store is unusable afterwards."""
 
     def __enter__(self: _T) -> _T:
         return self
@@ -537,7 +541,7 @@ class MemoryStore(ABC):
     ) -> list[NewMemory]:
         items = []
         for i, item in enumerate(contents):
-            mem = item if isinstance(item, NewMemory) else NewMemory(content=item, **defaults)  # type: ignore[arg-type]
+            mem = item if isinstance(item, NewMemory) else NewMemory(content=item, **defaults)
             name = f"memories[{i}]"
             vec = mem.embedding
             if embeddings is not None:
@@ -545,7 +549,9 @@ class MemoryStore(ABC):
             items.append(
                 NewMemory(
                     content=check_content(mem.content, f"{name}.content"),
-                    embedding=None if vec is None else check_vector(vec, self.dimension, f"{name}.embedding"),
+                    embedding=None
+                    if vec is None
+                    else check_vector(vec, self.dimension, f"{name}.embedding"),
                     memory_type=check_memory_type(mem.memory_type, f"{name}.memory_type"),
                     agent_id=check_text_id(mem.agent_id, f"{name}.agent_id"),
                     session_id=check_text_id(mem.session_id, f"{name}.session_id"),
@@ -555,18 +561,24 @@ class MemoryStore(ABC):
                 )
             )
         if embeddings is not None and len(embeddings) != len(contents):
-            raise InputError("embeddings", f"has {len(embeddings)} rows for {len(contents)} contents")
+            raise InputError(
+                "embeddings", f"has {len(embeddings)} rows for {len(contents)} contents"
+            )
         return items
 
     def _needs_embedding(self, items: Sequence[NewMemory]) -> list[int]:
         missing = [i for i, m in enumerate(items) if m.embedding is None]
         if missing and self.embedder is None:
             raise InputError(
-                "embedding", "is missing and the store has no embedder", "pass embeddings or embedder="
+                "embedding",
+                "is missing and the store has no embedder",
+                "pass embeddings or embedder=",
             )
         return missing
 
-    def _fill(self, items: list[NewMemory], missing: list[int], vectors: np.ndarray) -> list[NewMemory]:
+    def _fill(
+        self, items: list[NewMemory], missing: list[int], vectors: np.ndarray
+    ) -> list[NewMemory]:
         for row, i in enumerate(missing):
             items[i] = items[i]._replace(embedding=check_vector(vectors[row], self.dimension))
         return items
@@ -586,7 +598,9 @@ class MemoryStore(ABC):
             if query is None:
                 raise InputError("vector", "vector search needs a vector or a query text")
             if self.embedder is None:
-                raise InputError("vector", "is missing and the store has no embedder", "pass vector=")
+                raise InputError(
+                    "vector", "is missing and the store has no embedder", "pass vector="
+                )
         return SearchOp(user_id, mode, vec, query, check_limit(limit), flt)
 
     def _update_op(self, user_id: str, memory_id: Any, fields: dict[str, Any]) -> UpdateOp:
@@ -598,13 +612,19 @@ class MemoryStore(ABC):
             id=check_uuid(memory_id),
             content=None if content is None else check_content(content),
             embedding=None if embedding is None else check_vector(embedding, self.dimension),
-            memory_type=None if fields.get("memory_type") is None else check_memory_type(fields["memory_type"]),
-            importance=None if fields.get("importance") is None else check_importance(fields["importance"]),
+            memory_type=None
+            if fields.get("memory_type") is None
+            else check_memory_type(fields["memory_type"]),
+            importance=None
+            if fields.get("importance") is None
+            else check_importance(fields["importance"]),
             metadata=None if fields.get("metadata") is None else check_metadata(fields["metadata"]),
         )
         if op.content is not None and op.embedding is None and self.embedder is None:
             raise InputError(
-                "embedding", "content changed but no embedding was given", "pass embedding= or embedder="
+                "embedding",
+                "content changed but no embedding was given",
+                "pass embedding= or embedder=",
             )
         return op
 
@@ -647,7 +667,9 @@ class MemoryStore(ABC):
         missing = self._needs_embedding(items)
         if missing:
             assert self.embedder is not None
-            items = self._fill(items, missing, self.embedder.embed([items[i].content for i in missing]))
+            items = self._fill(
+                items, missing, self.embedder.embed([items[i].content for i in missing])
+            )
         return cast(list[uuid.UUID], self.batch([AddOp(user_id, tuple(items))])[0])
 
     def get(self, user_id: str, memory_id: uuid.UUID | str) -> MemoryRecord | None:
@@ -699,7 +721,9 @@ class MemoryStore(ABC):
         op = self._update_op(user_id, memory_id, fields)
         if op.content is not None and op.embedding is None:
             assert self.embedder is not None
-            op = op._replace(embedding=check_vector(self.embedder.embed([op.content])[0], self.dimension))
+            op = op._replace(
+                embedding=check_vector(self.embedder.embed([op.content])[0], self.dimension)
+            )
         return cast(MemoryRecord, self.batch([op])[0])
 
     def delete(self, user_id: str, memory_id: uuid.UUID | str) -> bool:
@@ -715,12 +739,17 @@ class MemoryStore(ABC):
         """Erase every memory of ``user_id``; how many were deleted."""
         return cast(int, self.batch([DeleteUserOp(check_user_id(user_id))])[0])
 
-    def list(self, user_id: str, *, limit: int = 100, offset: int = 0, **filters: Any) -> list[MemoryRecord]:
+    def list(
+        self, user_id: str, *, limit: int = 100, offset: int = 0, **filters: Any
+    ) -> builtins.list[MemoryRecord]:
         """A page of the user's memories, newest first."""
         op = ListOp(
-            check_user_id(user_id), make_filter(**filters), check_limit(limit), check_limit(offset, "offset", 0)
+            check_user_id(user_id),
+            make_filter(**filters),
+            check_limit(limit),
+            check_limit(offset, "offset", 0),
         )
-        return cast(list[MemoryRecord], self.batch([op])[0])
+        return cast(builtins.list[MemoryRecord], self.batch([op])[0])
 
     def count(self, user_id: str, **filters: Any) -> int:
         """How many memories the user has (matching the filters)."""
@@ -755,7 +784,7 @@ class MemoryStore(ABC):
         *,
         embeddings: Sequence[Any] | np.ndarray | None = None,
         **defaults: Any,
-    ) -> list[uuid.UUID]:
+    ) -> builtins.list[uuid.UUID]:
         """Async twin of :meth:`add_many`."""
         check_user_id(user_id)
         items = self._new_memories(contents, embeddings, defaults)
@@ -764,17 +793,21 @@ class MemoryStore(ABC):
             assert self.embedder is not None
             vectors = await self.embedder.aembed([items[i].content for i in missing])
             items = self._fill(items, missing, vectors)
-        return cast(list[uuid.UUID], (await self.abatch([AddOp(user_id, tuple(items))]))[0])
+        return cast(
+            builtins.list[uuid.UUID], (await self.abatch([AddOp(user_id, tuple(items))]))[0]
+        )
 
     async def aget(self, user_id: str, memory_id: uuid.UUID | str) -> MemoryRecord | None:
         """Async twin of :meth:`get`."""
         found = await self.aget_many(user_id, [memory_id])
         return found[0] if found else None
 
-    async def aget_many(self, user_id: str, memory_ids: Sequence[uuid.UUID | str]) -> list[MemoryRecord]:
+    async def aget_many(
+        self, user_id: str, memory_ids: Sequence[uuid.UUID | str]
+    ) -> builtins.list[MemoryRecord]:
         """Async twin of :meth:`get_many`."""
         op = GetOp(check_user_id(user_id), tuple(check_uuid(i) for i in memory_ids))
-        return cast(list[MemoryRecord], (await self.abatch([op]))[0])
+        return cast(builtins.list[MemoryRecord], (await self.abatch([op]))[0])
 
     async def asearch(
         self,
@@ -785,16 +818,18 @@ class MemoryStore(ABC):
         mode: SearchMode = "vector",
         limit: int = 10,
         **filters: Any,
-    ) -> list[SearchResult]:
+    ) -> builtins.list[SearchResult]:
         """Async twin of :meth:`search`."""
         op = self._search_op(user_id, query, vector, mode, limit, make_filter(**filters))
         if op.vector is None and op.mode != "keyword":
             assert self.embedder is not None and query is not None
             vec = (await self.embedder.aembed([query]))[0]
             op = op._replace(vector=check_vector(vec, self.dimension))
-        return cast(list[SearchResult], (await self.abatch([op]))[0])
+        return cast(builtins.list[SearchResult], (await self.abatch([op]))[0])
 
-    async def aupdate(self, user_id: str, memory_id: uuid.UUID | str, **fields: Any) -> MemoryRecord:
+    async def aupdate(
+        self, user_id: str, memory_id: uuid.UUID | str, **fields: Any
+    ) -> MemoryRecord:
         """Async twin of :meth:`update`."""
         unknown = set(fields) - {"content", "embedding", "memory_type", "importance", "metadata"}
         if unknown:
@@ -821,16 +856,21 @@ class MemoryStore(ABC):
 
     async def alist(
         self, user_id: str, *, limit: int = 100, offset: int = 0, **filters: Any
-    ) -> list[MemoryRecord]:
+    ) -> builtins.list[MemoryRecord]:
         """Async twin of :meth:`list`."""
         op = ListOp(
-            check_user_id(user_id), make_filter(**filters), check_limit(limit), check_limit(offset, "offset", 0)
+            check_user_id(user_id),
+            make_filter(**filters),
+            check_limit(limit),
+            check_limit(offset, "offset", 0),
         )
-        return cast(list[MemoryRecord], (await self.abatch([op]))[0])
+        return cast(builtins.list[MemoryRecord], (await self.abatch([op]))[0])
 
     async def acount(self, user_id: str, **filters: Any) -> int:
         """Async twin of :meth:`count`."""
-        return cast(int, (await self.abatch([CountOp(check_user_id(user_id), make_filter(**filters))]))[0])
+        return cast(
+            int, (await self.abatch([CountOp(check_user_id(user_id), make_filter(**filters))]))[0]
+        )
 
     async def astats(self, user_id: str) -> StoreStats:
         """Async twin of :meth:`stats`."""

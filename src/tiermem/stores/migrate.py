@@ -9,6 +9,7 @@ repeated changes nothing. The source table is never modified.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
 
@@ -16,6 +17,7 @@ from tiermem.errors import InputError
 from tiermem.stores.base import (
     ExistingIdsOp,
     ImportOp,
+    MemoryRecord,
     MemoryStore,
     ScanOp,
     TableSizeOp,
@@ -41,7 +43,9 @@ class MigrationReport:
     duplicates: int
 
 
-def open_store(connection_string: str, dimension: int, embedder: Embedder | None = None) -> MemoryStore:
+def open_store(
+    connection_string: str, dimension: int, embedder: Embedder | None = None
+) -> MemoryStore:
     """PostgresStore for ``postgresql://`` / ``postgres://`` URIs, else SQLiteStore on a path
     (``sqlite:///path`` also accepted)."""
     if connection_string.startswith(("postgresql://", "postgres://")):
@@ -52,7 +56,9 @@ def open_store(connection_string: str, dimension: int, embedder: Embedder | None
 
     path = connection_string.removeprefix("sqlite:///")
     if not path:
-        raise InputError("connection_string", "is empty", "give a PostgreSQL URI or a SQLite file path")
+        raise InputError(
+            "connection_string", "is empty", "give a PostgreSQL URI or a SQLite file path"
+        )
     return SQLiteStore(path, dimension=dimension, embedder=embedder)
 
 
@@ -82,7 +88,9 @@ def migrate_embeddings(
         StoreUnavailableError: the database cannot be reached; rerun to resume.
     """
     if from_dim == to_dim:
-        raise InputError("to_dim", f"equals from_dim ({from_dim})", "migrate into a table of another dimension")
+        raise InputError(
+            "to_dim", f"equals from_dim ({from_dim})", "migrate into a table of another dimension"
+        )
     check_limit(batch_size, "batch_size")
     if embedder is None:
         from tiermem.embeddings import get_embedder
@@ -110,16 +118,19 @@ def _copy(
     with Progress(disable=not progress, transient=True) as bar:
         task = bar.add_task(f"{source.table} -> {target.table}", total=total)
         while True:
-            records = cast(list, source.batch([ScanOp(after, batch_size)])[0])
+            records = cast(list[MemoryRecord], source.batch([ScanOp(after, batch_size)])[0])
             if not records:
                 break
             after = records[-1].id
-            done = cast(set, target.batch([ExistingIdsOp(tuple(r.id for r in records))])[0])
+            done = cast(
+                set[uuid.UUID], target.batch([ExistingIdsOp(tuple(r.id for r in records))])[0]
+            )
             todo = [r for r in records if r.id not in done]
             if todo:
                 vectors = embedder.embed([r.content for r in todo])
                 fresh = tuple(
-                    replace(r, embedding=check_vector(v, target.dimension)) for r, v in zip(todo, vectors)
+                    replace(r, embedding=check_vector(v, target.dimension))
+                    for r, v in zip(todo, vectors, strict=True)
                 )
                 migrated += cast(int, target.batch([ImportOp(fresh)])[0])
             present += len(records) - len(todo)

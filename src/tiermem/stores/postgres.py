@@ -71,6 +71,7 @@ HNSW_MAX_DIMENSION = 2000
 #: Characters of content indexed for keyword search (a tsvector holds at most 1 MB).
 TSV_MAX_CHARS = 200_000
 _COUNT_TTL = 30.0
+_READS = (GetOp, SearchOp, ListOp, CountOp, StatsOp, ScanOp, ExistingIdsOp, TableSizeOp)
 
 
 def _v1(t: str, dim: int) -> list[str]:
@@ -91,13 +92,15 @@ def _v1(t: str, dim: int) -> list[str]:
             metadata jsonb NOT NULL DEFAULT '{{}}',
             tsv tsvector GENERATED ALWAYS AS
                 (to_tsvector('simple', left(content, {TSV_MAX_CHARS}))) STORED,
-            UNIQUE (user_id, content_hash))""",
+            UNIQUE (user_id, content_hash)) WITH (fillfactor = 70)""",
         f"CREATE INDEX {t}_user_created ON {t} (user_id, created_at DESC)",
         f"CREATE INDEX {t}_tsv ON {t} USING gin (tsv)",
         f"CREATE INDEX {t}_importance ON {t} (importance DESC)",
     ]
     if dim <= HNSW_MAX_DIMENSION:
-        statements.append(f"CREATE INDEX {t}_embedding ON {t} USING hnsw (embedding vector_cosine_ops)")
+        statements.append(
+            f"CREATE INDEX {t}_embedding ON {t} USING hnsw (embedding vector_cosine_ops)"
+        )
     return statements
 
 
@@ -147,6 +150,28 @@ def _where(user_id: str, flt: MemoryFilter) -> tuple[str, list[object]]:
     return " AND ".join(sql), params
 
 
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    """Set up each pooled connection: pgvector types, rows as dicts."""
+    from pgvector.psycopg import register_vector
+    from psycopg.rows import dict_row
+
+    register_vector(conn)
+    conn.row_factory = dict_row
+
+
+def _scalar(c: psycopg.Connection[Any], sql: str, params: list[object]) -> int:
+    """The ``n`` column of a one-row count query."""
+    row = c.execute(sql, params).fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+def psycopg_error() -> type[Exception]:
+    import psycopg
+
+    return psycopg.Error
+
+
 def _unavailable(exc: BaseException) -> bool:
     import psycopg
     import psycopg_pool
@@ -181,15 +206,17 @@ class PostgresStore(MemoryStore):
         super().__init__(dimension, embedder)
         import psycopg
         import psycopg_pool
-        from pgvector.psycopg import register_vector
 
         self.exact_max_rows = exact_max_rows
         self.ef_search = ef_search
         self._counts: dict[str, tuple[int, float]] = {}
         self._counts_lock = threading.Lock()
-        connect_args = {"prepare_threshold": None, "connect_timeout": max(1, int(timeout))}
+        connect_args: dict[str, Any] = {
+            "prepare_threshold": None,
+            "connect_timeout": max(1, int(timeout)),
+        }
         try:
-            with psycopg.connect(connection_string, autocommit=True, **connect_args) as conn:  # type: ignore[arg-type]
+            with psycopg.connect(connection_string, autocommit=True, **connect_args) as conn:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         except psycopg.Error as exc:
             raise StoreUnavailableError(f"cannot prepare PostgreSQL with pgvector: {exc}") from exc
@@ -198,7 +225,7 @@ class PostgresStore(MemoryStore):
             min_size=1,
             max_size=pool_size,
             kwargs=connect_args,
-            configure=register_vector,
+            configure=_configure,
             timeout=timeout,
             open=False,
         )
@@ -218,17 +245,13 @@ class PostgresStore(MemoryStore):
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
         """One transaction on a pooled connection; errors roll back and become StoreErrors."""
-        import psycopg
-        from psycopg.rows import dict_row
-
         try:
             with self._pool.connection() as conn, conn.transaction():
-                conn.row_factory = dict_row  # type: ignore[assignment]
                 yield conn
         except Exception as exc:
             if _unavailable(exc):
                 raise StoreUnavailableError(f"PostgreSQL unavailable: {exc}") from exc
-            if isinstance(exc, psycopg.Error):
+            if isinstance(exc, psycopg_error()):
                 raise StoreError(f"PostgreSQL operation failed: {exc}") from exc
             raise
 
@@ -240,7 +263,7 @@ class PostgresStore(MemoryStore):
         ).fetchall()
         for migration in schema.pending(MIGRATIONS, {r["name"] for r in rows}):
             for statement in migration.sql(self.table, self.dimension):
-                c.execute(statement)  # type: ignore[arg-type]
+                c.execute(statement)
             c.execute(
                 f"INSERT INTO {schema.MIGRATIONS_TABLE} VALUES (%s, %s, %s)",
                 (self.table, migration.name, utcnow().isoformat()),
@@ -249,6 +272,9 @@ class PostgresStore(MemoryStore):
     def batch(self, ops: Iterable[Op]) -> list[Any]:
         ops = list(ops)
         with self._transaction() as conn:
+            if all(isinstance(op, _READS) for op in ops):
+                # Its only writes are access counts: no need to wait for the WAL flush.
+                conn.execute("SET LOCAL synchronous_commit = off")
             return [self._run(conn, op) for op in ops]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Any]:
@@ -272,35 +298,45 @@ class PostgresStore(MemoryStore):
             return self._forget(op.user_id, c.execute(sql, (op.user_id,)).rowcount)
         if isinstance(op, ListOp):
             where, params = _where(op.user_id, op.filter)
-            sql = f"SELECT {_COLUMNS} FROM {t} WHERE {where} ORDER BY created_at DESC, id DESC LIMIT %s OFFSET %s"
-            return [_record(r) for r in c.execute(sql, [*params, op.limit, op.offset])]  # type: ignore[call-overload]
+            sql = (
+                f"SELECT {_COLUMNS} FROM {t} WHERE {where}"
+                " ORDER BY created_at DESC, id DESC LIMIT %s OFFSET %s"
+            )
+            return [_record(r) for r in c.execute(sql, [*params, op.limit, op.offset])]
         if isinstance(op, CountOp):
             where, params = _where(op.user_id, op.filter)
-            return c.execute(f"SELECT count(*) AS n FROM {t} WHERE {where}", params).fetchone()["n"]  # type: ignore[call-overload, index]
+            return _scalar(c, f"SELECT count(*) AS n FROM {t} WHERE {where}", params)
         if isinstance(op, StatsOp):
             return self._stats(c, op.user_id)
         if isinstance(op, ScanOp):
             after = op.after or uuid.UUID(int=0)
             sql = f"SELECT {_COLUMNS} FROM {t} WHERE id > %s ORDER BY id LIMIT %s"
-            return [_record(r) for r in c.execute(sql, (after, op.limit))]  # type: ignore[call-overload]
+            return [_record(r) for r in c.execute(sql, (after, op.limit))]
         if isinstance(op, ImportOp):
             return self._import(c, op.records)
         if isinstance(op, ExistingIdsOp):
             rows = c.execute(f"SELECT id FROM {t} WHERE id = ANY(%s)", (list(op.ids),))
-            return {r["id"] for r in rows}  # type: ignore[call-overload]
+            return {r["id"] for r in rows}
         if isinstance(op, TableSizeOp):
-            return c.execute(f"SELECT count(*) AS n FROM {t}").fetchone()["n"]  # type: ignore[index]
+            return _scalar(c, f"SELECT count(*) AS n FROM {t}", [])
         raise InputError("op", f"{type(op).__name__} is not a store operation")
 
     # -- writes --
 
     def _lock_user(self, c: psycopg.Connection[Any], user_id: str) -> None:
         """Serialize writers of one user so the content-hash check cannot race."""
-        c.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{self.table}:{user_id}",))
+        c.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{self.table}:{user_id}",)
+        )
 
-    def _existing_hashes(self, c: psycopg.Connection[Any], user_id: str, hashes: list[str]) -> dict[str, uuid.UUID]:
-        sql = f"SELECT content_hash, id FROM {self.table} WHERE user_id = %s AND content_hash = ANY(%s)"
-        return {r["content_hash"]: r["id"] for r in c.execute(sql, (user_id, hashes))}  # type: ignore[call-overload]
+    def _existing_hashes(
+        self, c: psycopg.Connection[Any], user_id: str, hashes: list[str]
+    ) -> dict[str, uuid.UUID]:
+        sql = (
+            f"SELECT content_hash, id FROM {self.table}"
+            " WHERE user_id = %s AND content_hash = ANY(%s)"
+        )
+        return {r["content_hash"]: r["id"] for r in c.execute(sql, (user_id, hashes))}
 
     def _add(self, c: psycopg.Connection[Any], op: AddOp) -> list[uuid.UUID]:
         self._lock_user(c, op.user_id)
@@ -308,7 +344,7 @@ class PostgresStore(MemoryStore):
         ids = self._existing_hashes(c, op.user_id, list(set(hashes)))
         now = utcnow()
         rows = []
-        for mem, digest in zip(op.memories, hashes):
+        for mem, digest in zip(op.memories, hashes, strict=True):
             if digest in ids:
                 continue
             ids[digest] = uuid.uuid4()
@@ -337,8 +373,9 @@ class PostgresStore(MemoryStore):
             return
         with c.cursor() as cur:
             cur.executemany(
-                f"INSERT INTO {self.table} (id, user_id, agent_id, session_id, content, content_hash,"
-                " memory_type, importance, created_at, accessed_at, access_count, metadata, embedding)"
+                f"INSERT INTO {self.table} (id, user_id, agent_id, session_id, content,"
+                " content_hash, memory_type, importance, created_at, accessed_at,"
+                " access_count, metadata, embedding)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 [
                     (
@@ -367,8 +404,10 @@ class PostgresStore(MemoryStore):
         by_user: dict[str, list[MemoryRecord]] = {}
         for r in records:
             by_user.setdefault(r.user_id, []).append(r)
-        rows = c.execute(f"SELECT id FROM {self.table} WHERE id = ANY(%s)", ([r.id for r in records],))
-        taken = {r["id"] for r in rows}  # type: ignore[call-overload]
+        rows = c.execute(
+            f"SELECT id FROM {self.table} WHERE id = ANY(%s)", ([r.id for r in records],)
+        )
+        taken = {r["id"] for r in rows}
         inserted = 0
         for user_id, items in by_user.items():
             self._lock_user(c, user_id)
@@ -406,7 +445,7 @@ class PostgresStore(MemoryStore):
             params.append(json.dumps(op.metadata))
         if sets:
             sql = f"UPDATE {self.table} SET {', '.join(sets)} WHERE user_id = %s AND id = %s"
-            c.execute(sql, [*params, op.user_id, op.id])  # type: ignore[arg-type]
+            c.execute(sql, [*params, op.user_id, op.id])
         return self._by_ids(c, op.user_id, (op.id,))[0]
 
     def _forget(self, user_id: str, deleted: int) -> int:
@@ -416,14 +455,21 @@ class PostgresStore(MemoryStore):
 
     # -- reads --
 
-    def _by_ids(self, c: psycopg.Connection[Any], user_id: str, ids: Sequence[uuid.UUID]) -> list[MemoryRecord]:
+    def _by_ids(
+        self, c: psycopg.Connection[Any], user_id: str, ids: Sequence[uuid.UUID]
+    ) -> list[MemoryRecord]:
         order = {i: n for n, i in enumerate(ids)}
         sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE user_id = %s AND id = ANY(%s)"
-        records = [_record(r) for r in c.execute(sql, (user_id, list(order)))]  # type: ignore[call-overload]
+        records = [_record(r) for r in c.execute(sql, (user_id, list(order)))]
         return sorted(records, key=lambda r: order[r.id])
 
     def _touch(self, c: psycopg.Connection[Any], records: list[MemoryRecord]) -> list[MemoryRecord]:
-        """Count an access of each record (in the current transaction)."""
+        """Count an access of each record (in the current transaction).
+
+        A batch of reads commits without waiting for the WAL flush (see :meth:`batch`): a
+        crash may forget the last few access counts, never data. The table's fillfactor leaves
+        room on each page so these updates are HOT and skip the HNSW index (5 ms -> 0.3 ms).
+        """
         if not records:
             return records
         now = utcnow()
@@ -442,35 +488,46 @@ class PostgresStore(MemoryStore):
         if cached is not None and cached[1] > now:
             return cached[0]
         sql = f"SELECT count(*) AS n FROM {self.table} WHERE user_id = %s"
-        n = int(c.execute(sql, (user_id,)).fetchone()["n"])  # type: ignore[index]
+        n = _scalar(c, sql, [user_id])
         with self._counts_lock:
             self._counts[user_id] = (n, now + _COUNT_TTL)
         return n
 
-    def _vector_hits(self, c: psycopg.Connection[Any], op: SearchOp, limit: int) -> list[SearchResult]:
+    def _vector_hits(
+        self, c: psycopg.Connection[Any], op: SearchOp, limit: int
+    ) -> list[SearchResult]:
         where, params = _where(op.user_id, op.filter)
         vec = op.vector
         big = self._user_rows(c, op.user_id) > self.exact_max_rows
+        rows: list[dict[str, Any]] = []
         if big and self.dimension <= HNSW_MAX_DIMENSION:
-            c.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(max(self.ef_search, limit)),))
+            c.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true)", (str(max(self.ef_search, limit)),)
+            )
             c.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             sql = (
-                f"SELECT {_COLUMNS}, embedding <=> %s AS dist FROM {self.table}"
+                f"SELECT id, embedding <=> %s AS dist FROM {self.table}"
                 f" WHERE {where} ORDER BY embedding <=> %s LIMIT %s"
             )
-            rows = c.execute(sql, [vec, *params, vec, limit]).fetchall()  # type: ignore[call-overload]
-            if len(rows) == limit:
-                rows.sort(key=lambda r: r["dist"])
-                return [SearchResult(_record(r), 1.0 - float(r["dist"])) for r in rows]
-        # Exact: OFFSET 0 keeps the planner from answering the ORDER BY with HNSW.
-        sql = (
-            f"SELECT * FROM (SELECT {_COLUMNS}, embedding <=> %s AS dist FROM {self.table}"
-            f" WHERE {where} OFFSET 0) AS mine ORDER BY dist LIMIT %s"
-        )
-        rows = c.execute(sql, [vec, *params, limit]).fetchall()  # type: ignore[call-overload]
-        return [SearchResult(_record(r), 1.0 - float(r["dist"])) for r in rows]
+            rows = c.execute(sql, [vec, *params, vec, limit]).fetchall()
+        if len(rows) < limit:
+            # Exact: OFFSET 0 keeps the planner from answering the ORDER BY with HNSW.
+            sql = (
+                f"SELECT id, dist FROM (SELECT id, embedding <=> %s AS dist FROM {self.table}"
+                f" WHERE {where} OFFSET 0) AS mine ORDER BY dist LIMIT %s"
+            )
+            rows = c.execute(sql, [vec, *params, limit]).fetchall()
+        rows.sort(key=lambda r: r["dist"])
+        records = {r.id: r for r in self._by_ids(c, op.user_id, [r["id"] for r in rows])}
+        return [
+            SearchResult(records[r["id"]], 1.0 - float(r["dist"]))
+            for r in rows
+            if r["id"] in records
+        ]
 
-    def _keyword_hits(self, c: psycopg.Connection[Any], op: SearchOp, limit: int) -> list[SearchResult]:
+    def _keyword_hits(
+        self, c: psycopg.Connection[Any], op: SearchOp, limit: int
+    ) -> list[SearchResult]:
         terms = keyword_terms(op.text or "")
         if not terms:
             return []
@@ -481,7 +538,7 @@ class PostgresStore(MemoryStore):
             f" WHERE tsv @@ q AND {where} ORDER BY rank DESC, id LIMIT %s"
         )
         query = " | ".join(f"'{t}'" for t in terms)  # \w+ tokens: no quotes or operators
-        rows = c.execute(sql, [query, *params, limit]).fetchall()  # type: ignore[call-overload]
+        rows = c.execute(sql, [query, *params, limit]).fetchall()
         return [SearchResult(_record(r), float(r["rank"])) for r in rows]
 
     def _search(self, c: psycopg.Connection[Any], op: SearchOp) -> list[SearchResult]:
@@ -495,7 +552,7 @@ class PostgresStore(MemoryStore):
                 [self._vector_hits(c, op, pool), self._keyword_hits(c, op, pool)], op.limit
             )
         touched = self._touch(c, [h.record for h in hits])
-        return [SearchResult(r, h.score) for r, h in zip(touched, hits)]
+        return [SearchResult(r, h.score) for r, h in zip(touched, hits, strict=True)]
 
     def _stats(self, c: psycopg.Connection[Any], user_id: str) -> StoreStats:
         row = c.execute(
@@ -506,12 +563,13 @@ class PostgresStore(MemoryStore):
         ).fetchone()
         assert row is not None
         by_type = c.execute(
-            f"SELECT memory_type, count(*) AS n FROM {self.table} WHERE user_id = %s GROUP BY memory_type",
+            f"SELECT memory_type, count(*) AS n FROM {self.table}"
+            " WHERE user_id = %s GROUP BY memory_type",
             (user_id,),
         )
         return StoreStats(
             count=row["n"],
-            by_type={r["memory_type"]: r["n"] for r in by_type},  # type: ignore[call-overload]
+            by_type={r["memory_type"]: r["n"] for r in by_type},
             oldest=row["oldest"],
             newest=row["newest"],
             total_access_count=int(row["access"]),

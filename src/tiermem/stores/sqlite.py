@@ -12,7 +12,7 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Sized
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -57,6 +57,9 @@ _COLUMNS = (
     "seq, id, user_id, agent_id, session_id, content, content_hash, memory_type, importance,"
     " created_at, accessed_at, access_count, metadata, embedding"
 )
+# Statements naming rows by id or seq write ``+user_id``: the unary plus keeps SQLite from
+# scanning the user's whole (user_id, ...) index instead of using the primary key (60 ms
+# instead of 0.1 ms for a 50k-row user); the user condition still filters every row.
 _READ_ONLY = (ListOp, CountOp, StatsOp, ScanOp, ExistingIdsOp, TableSizeOp)
 # SQLite allows 32766 parameters; keep IN (...) lists well below it.
 _CHUNK = 500
@@ -91,7 +94,8 @@ def _v1(t: str, dim: int) -> list[str]:
         f"""CREATE TRIGGER {t}_fts_insert AFTER INSERT ON {t} BEGIN
             INSERT INTO {t}_fts(rowid, content) VALUES (new.seq, new.content); END""",
         f"""CREATE TRIGGER {t}_fts_delete AFTER DELETE ON {t} BEGIN
-            INSERT INTO {t}_fts({t}_fts, rowid, content) VALUES ('delete', old.seq, old.content); END""",
+            INSERT INTO {t}_fts({t}_fts, rowid, content)
+            VALUES ('delete', old.seq, old.content); END""",
         f"""CREATE TRIGGER {t}_fts_update AFTER UPDATE OF content ON {t} BEGIN
             INSERT INTO {t}_fts({t}_fts, rowid, content) VALUES ('delete', old.seq, old.content);
             INSERT INTO {t}_fts(rowid, content) VALUES (new.seq, new.content); END""",
@@ -152,7 +156,7 @@ def _where(user_id: str, flt: MemoryFilter, alias: str = "") -> tuple[str, list[
     sql = [f"{p}user_id = ?"]
     params: list[object] = [user_id]
     if flt.memory_types:
-        sql.append(f"{p}memory_type IN ({','.join('?' * len(flt.memory_types))})")
+        sql.append(f"{p}memory_type IN ({_marks(flt.memory_types)})")
         params.extend(flt.memory_types)
     for column in ("session_id", "agent_id"):
         value = getattr(flt, column)
@@ -170,6 +174,11 @@ def _where(user_id: str, flt: MemoryFilter, alias: str = "") -> tuple[str, list[
         sql.append(f"EXISTS (SELECT 1 FROM json_each({p}metadata) WHERE key = ? AND {cond})")
         params.extend([key, *extra])
     return " AND ".join(sql), params
+
+
+def _marks(items: Sized) -> str:
+    """``?, ?, ...`` for an ``IN (...)`` list of ``items``."""
+    return ",".join("?" * len(items))
 
 
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
@@ -212,7 +221,9 @@ class SQLiteStore(MemoryStore):
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error as exc:
-            raise StoreUnavailableError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+            raise StoreUnavailableError(
+                f"cannot open SQLite database {self.path!r}: {exc}"
+            ) from exc
         with self._transaction(write=True):
             self._migrate()
 
@@ -233,7 +244,9 @@ class SQLiteStore(MemoryStore):
             except sqlite3.ProgrammingError as exc:
                 raise StoreUnavailableError(f"the store is closed: {exc}") from exc
             except sqlite3.OperationalError as exc:
-                raise StoreUnavailableError(f"SQLite database {self.path!r} unavailable: {exc}") from exc
+                raise StoreUnavailableError(
+                    f"SQLite database {self.path!r} unavailable: {exc}"
+                ) from exc
             try:
                 yield conn
                 conn.execute("COMMIT")
@@ -284,11 +297,16 @@ class SQLiteStore(MemoryStore):
             return self._delete(c, op.user_id, None)
         if isinstance(op, ListOp):
             where, params = _where(op.user_id, op.filter)
-            sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE {where} ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?"
+            sql = (
+                f"SELECT {_COLUMNS} FROM {self.table} WHERE {where}"
+                " ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?"
+            )
             return [_record(r) for r in c.execute(sql, [*params, op.limit, op.offset])]
         if isinstance(op, CountOp):
             where, params = _where(op.user_id, op.filter)
-            return c.execute(f"SELECT count(*) FROM {self.table} WHERE {where}", params).fetchone()[0]
+            return c.execute(f"SELECT count(*) FROM {self.table} WHERE {where}", params).fetchone()[
+                0
+            ]
         if isinstance(op, StatsOp):
             return self._stats(c, op.user_id)
         if isinstance(op, ScanOp):
@@ -314,12 +332,14 @@ class SQLiteStore(MemoryStore):
         ).fetchone()
         return int(row[0])
 
-    def _existing_hashes(self, c: sqlite3.Connection, user_id: str, hashes: list[str]) -> dict[str, uuid.UUID]:
+    def _existing_hashes(
+        self, c: sqlite3.Connection, user_id: str, hashes: list[str]
+    ) -> dict[str, uuid.UUID]:
         found: dict[str, uuid.UUID] = {}
         for part in _chunks(hashes):
             sql = (
                 f"SELECT content_hash, id FROM {self.table} WHERE user_id = ?"
-                f" AND content_hash IN ({','.join('?' * len(part))})"
+                f" AND content_hash IN ({_marks(part)})"
             )
             found.update((h, uuid.UUID(i)) for h, i in c.execute(sql, [user_id, *part]))
         return found
@@ -329,7 +349,7 @@ class SQLiteStore(MemoryStore):
         ids = self._existing_hashes(c, op.user_id, list(set(hashes)))
         now = utcnow()
         rows = []
-        for mem, digest in zip(op.memories, hashes):
+        for mem, digest in zip(op.memories, hashes, strict=True):
             if digest in ids:
                 continue
             ids[digest] = uuid.uuid4()
@@ -358,7 +378,8 @@ class SQLiteStore(MemoryStore):
         vseq = self._bump(c, user_id, vectors=True)
         c.executemany(
             f"INSERT INTO {self.table} (id, user_id, agent_id, session_id, content, content_hash,"
-            " memory_type, importance, created_at, accessed_at, access_count, metadata, embedding, vseq)"
+            " memory_type, importance, created_at, accessed_at, access_count, metadata,"
+            " embedding, vseq)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
@@ -413,7 +434,10 @@ class SQLiteStore(MemoryStore):
             params += [op.content, digest]
         if op.embedding is not None:
             sets += ["embedding = ?", "vseq = ?"]
-            params += [op.embedding.astype(np.float32).tobytes(), self._bump(c, op.user_id, vectors=True)]
+            params += [
+                op.embedding.astype(np.float32).tobytes(),
+                self._bump(c, op.user_id, vectors=True),
+            ]
         for column in ("memory_type", "importance"):
             if getattr(op, column) is not None:
                 sets.append(f"{column} = ?")
@@ -423,7 +447,7 @@ class SQLiteStore(MemoryStore):
             params.append(json.dumps(op.metadata))
         if sets:
             c.execute(
-                f"UPDATE {self.table} SET {', '.join(sets)} WHERE user_id = ? AND id = ?",
+                f"UPDATE {self.table} SET {', '.join(sets)} WHERE +user_id = ? AND id = ?",
                 [*params, op.user_id, str(op.id)],
             )
         return self._by_ids(c, op.user_id, (op.id,))[0]
@@ -435,7 +459,7 @@ class SQLiteStore(MemoryStore):
             deleted = 0
             for part in _chunks([str(i) for i in ids]):
                 deleted += c.execute(
-                    f"DELETE FROM {self.table} WHERE user_id = ? AND id IN ({','.join('?' * len(part))})",
+                    f"DELETE FROM {self.table} WHERE +user_id = ? AND id IN ({_marks(part)})",
                     [user_id, *part],
                 ).rowcount
         if deleted:
@@ -444,23 +468,29 @@ class SQLiteStore(MemoryStore):
 
     # -- reads --
 
-    def _by_ids(self, c: sqlite3.Connection, user_id: str, ids: Sequence[uuid.UUID]) -> list[MemoryRecord]:
+    def _by_ids(
+        self, c: sqlite3.Connection, user_id: str, ids: Sequence[uuid.UUID]
+    ) -> list[MemoryRecord]:
         order = {str(i): n for n, i in enumerate(ids)}
         rows: list[sqlite3.Row] = []
         for part in _chunks(list(order)):
-            sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE user_id = ? AND id IN ({','.join('?' * len(part))})"
+            sql = (
+                f"SELECT {_COLUMNS} FROM {self.table} WHERE +user_id = ? AND id IN ({_marks(part)})"
+            )
             rows.extend(c.execute(sql, [user_id, *part]))
         rows.sort(key=lambda r: order[r["id"]])
         return [_record(r) for r in rows]
 
-    def _by_seqs(self, c: sqlite3.Connection, user_id: str, seqs: list[int]) -> dict[int, MemoryRecord]:
-        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE user_id = ? AND seq IN ({','.join('?' * len(seqs))})"
+    def _by_seqs(
+        self, c: sqlite3.Connection, user_id: str, seqs: list[int]
+    ) -> dict[int, MemoryRecord]:
+        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE +user_id = ? AND seq IN ({_marks(seqs)})"
         return {r["seq"]: _record(r) for r in c.execute(sql, [user_id, *seqs])}
 
     def _existing_ids(self, c: sqlite3.Connection, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         found: set[uuid.UUID] = set()
         for part in _chunks([str(i) for i in ids]):
-            sql = f"SELECT id FROM {self.table} WHERE id IN ({','.join('?' * len(part))})"
+            sql = f"SELECT id FROM {self.table} WHERE id IN ({_marks(part)})"
             found.update(uuid.UUID(r[0]) for r in c.execute(sql, part))
         return found
 
@@ -473,14 +503,16 @@ class SQLiteStore(MemoryStore):
         ids = [str(r.id) for r in records]
         c.execute(
             f"UPDATE {self.table} SET access_count = access_count + 1, accessed_at = ?"
-            f" WHERE user_id = ? AND id IN ({','.join('?' * len(ids))})",
+            f" WHERE +user_id = ? AND id IN ({_marks(ids)})",
             [_ts(now), user_id, *ids],
         )
         return [bump_access(r, now) for r in records]
 
     def _vectors(self, c: sqlite3.Connection, user_id: str) -> Any:
         """The user's cached matrix, brought up to date with the transaction's snapshot."""
-        state = c.execute(f"SELECT vseq, epoch FROM {self.table}_users WHERE user_id = ?", (user_id,)).fetchone()
+        state = c.execute(
+            f"SELECT vseq, epoch FROM {self.table}_users WHERE user_id = ?", (user_id,)
+        ).fetchone()
         if state is None:
             return None
         vseq, epoch = int(state[0]), int(state[1])
@@ -491,7 +523,10 @@ class SQLiteStore(MemoryStore):
                 entry = load(c.execute(sql, (user_id,)).fetchall(), self.dimension, vseq, epoch)
                 self._cache.put(user_id, entry)
             elif entry.vseq < vseq:
-                sql = f"SELECT seq, embedding FROM {self.table} WHERE user_id = ? AND vseq > ? ORDER BY seq"
+                sql = (
+                    f"SELECT seq, embedding FROM {self.table}"
+                    " WHERE user_id = ? AND vseq > ? ORDER BY seq"
+                )
                 entry.apply(c.execute(sql, (user_id, entry.vseq)).fetchall(), vseq)
                 self._cache.put(user_id, entry)
             return entry
@@ -505,7 +540,12 @@ class SQLiteStore(MemoryStore):
             if op.filter != MemoryFilter():
                 where, params = _where(op.user_id, op.filter)
                 seqs = np.array(
-                    [r[0] for r in c.execute(f"SELECT seq FROM {self.table} WHERE {where} ORDER BY seq", params)],
+                    [
+                        r[0]
+                        for r in c.execute(
+                            f"SELECT seq FROM {self.table} WHERE {where} ORDER BY seq", params
+                        )
+                    ],
                     dtype=np.int64,
                 )
                 subset = entry.positions(seqs)
@@ -527,7 +567,10 @@ class SQLiteStore(MemoryStore):
             f" JOIN {self.table} AS m ON m.seq = {self.table}_fts.rowid"
             f" WHERE {self.table}_fts MATCH ? AND {where} ORDER BY rank LIMIT ?"
         )
-        return [SearchResult(_record(r), -float(r["rank"])) for r in c.execute(sql, [match, *params, limit])]
+        return [
+            SearchResult(_record(r), -float(r["rank"]))
+            for r in c.execute(sql, [match, *params, limit])
+        ]
 
     def _search(self, c: sqlite3.Connection, op: SearchOp) -> list[SearchResult]:
         if op.mode == "vector":
@@ -540,7 +583,7 @@ class SQLiteStore(MemoryStore):
                 [self._vector_hits(c, op, pool), self._keyword_hits(c, op, pool)], op.limit
             )
         touched = self._touch(c, [h.record for h in hits])
-        return [SearchResult(r, h.score) for r, h in zip(touched, hits)]
+        return [SearchResult(r, h.score) for r, h in zip(touched, hits, strict=True)]
 
     def _stats(self, c: sqlite3.Connection, user_id: str) -> StoreStats:
         row = c.execute(
@@ -549,7 +592,8 @@ class SQLiteStore(MemoryStore):
             (user_id,),
         ).fetchone()
         by_type = c.execute(
-            f"SELECT memory_type, count(*) FROM {self.table} WHERE user_id = ? GROUP BY memory_type",
+            f"SELECT memory_type, count(*) FROM {self.table}"
+            " WHERE user_id = ? GROUP BY memory_type",
             (user_id,),
         ).fetchall()
         return StoreStats(
