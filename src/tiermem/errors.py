@@ -32,7 +32,7 @@ class InputError(TiermemError, ValueError):
 
 
 class InvalidTypeError(InputError, TypeError):
-    """A value has the wrong Python type (content that is a list of ints, metadata that is a str)."""
+    """A value has the wrong Python type (metadata that is a str, content that is an int)."""
 
 
 class InvalidRoleError(InputError):

@@ -1,0 +1,768 @@
+"""Short-term memory: a ring of recent messages with count and token windows.
+
+:class:`BufferMemory` (seeds 000 and 001) and :class:`ConversationBuffer` (seed 003) share
+one core, :class:`RingBuffer`: append is O(1), the window is kept by count and/or by
+tokens, and every message that leaves the window is handed, in order, to the
+registered eviction consumers (the summarizer, the long-term archive), so nothing
+leaves unseen. Eviction never separates an assistant tool call from its results, and
+never keeps a tool result whose call has left.
+
+Sync methods are safe under threads; the ``async_*`` methods also take an asyncio lock
+so that concurrent coroutines see whole operations. Eviction consumers run under the
+buffer's lock, in eviction order: they must be quick (enqueue, don't call a model).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import islice
+from typing import Any, Generic, TypeVar
+
+from tiermem.errors import (
+    InvalidRoleError,
+    InvalidSizeError,
+    InvalidTypeError,
+    MissingUserError,
+    SerializationError,
+)
+from tiermem.messages import ROLES, Content, Message, copy_json, parse_json
+from tiermem.tokens import TokenCounter, get_token_counter
+
+log = logging.getLogger(__name__)
+
+EvictionConsumer = Callable[[list[Message]], None]
+"""Receives messages that left a buffer, oldest first."""
+
+SERIAL_VERSION = 1
+_PLAIN_ROLES = ROLES - {"tool"}
+T = TypeVar("T")
+
+
+def _check_size(name: str, value: Any, *, allow_zero: bool = False) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(name, f"expected an int or None, got {type(value).__name__}")
+    if value < 0 or (value == 0 and not allow_zero):
+        floor = "0" if allow_zero else "1"
+        raise InvalidSizeError(name, f"must be >= {floor}, got {value}", "or None for no limit")
+    return value
+
+
+class RingBuffer(Generic[T]):
+    """The windowed FIFO both buffers are built on.
+
+    Subclasses say how to read an item: its tool-call ids, the call it answers, and
+    the :class:`Message` consumers receive.
+    """
+
+    def __init__(
+        self,
+        max_items: int | None,
+        max_tokens: int | None = None,
+        token_counter: TokenCounter | None = None,
+    ) -> None:
+        self._max_items = max_items
+        self._max_tokens = _check_size("max_tokens", max_tokens)
+        self._counter = token_counter
+        self._items: deque[T] = deque()
+        self._costs: deque[int] = deque()
+        self._tokens = 0
+        self._open_calls: dict[str, int] = {}
+        self._consumers: list[EvictionConsumer] = []
+        self._lock = threading.RLock()
+        self._alock: asyncio.Lock | None = None
+        self.evicted_count = 0
+        """Messages that have left the window since creation."""
+
+    # -- item reading (overridden) ----------------------------------------------------
+
+    @staticmethod
+    def _call_ids(item: T) -> list[str] | None:
+        raise NotImplementedError
+
+    @staticmethod
+    def _answers(item: T) -> str | None:
+        raise NotImplementedError
+
+    @staticmethod
+    def _as_message(item: T) -> Message:
+        raise NotImplementedError
+
+    # -- window ---------------------------------------------------------------------
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """The counter used for the token window and token totals."""
+        if self._counter is None:
+            self._counter = get_token_counter()
+        return self._counter
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of the messages in the window (OpenAI chat counting)."""
+        with self._lock:
+            if self._max_tokens is not None:
+                return self._tokens
+            counter = self.token_counter
+            return sum(counter.count_message(self._as_message(i)) for i in self._items)
+
+    def add_eviction_consumer(self, consumer: EvictionConsumer) -> None:
+        """Register ``consumer`` to receive every message that leaves the window, in order."""
+        if not callable(consumer):
+            raise InvalidTypeError("consumer", "expected a callable taking a list of messages")
+        with self._lock:
+            self._consumers.append(consumer)
+
+    def remove_eviction_consumer(self, consumer: EvictionConsumer) -> None:
+        """Stop sending evictions to ``consumer``."""
+        with self._lock:
+            self._consumers.remove(consumer)
+
+    def _push_all(self, items: Iterable[T]) -> None:
+        with self._lock:
+            for item in items:
+                self._push(item)
+            self._evict()
+
+    def _append(self, item: T, plain: bool) -> None:
+        """Append one item; ``plain`` says it neither calls a tool nor answers one.
+
+        The hot path (a plain item, a count-only window, no tool call in the window)
+        costs a deque append, a length check and at most one popleft.
+        """
+        with self._lock:
+            if plain and self._max_tokens is None and not self._open_calls:
+                items = self._items
+                items.append(item)
+                if self._max_items is not None and len(items) > self._max_items:
+                    evicted = items.popleft()
+                    self.evicted_count += 1
+                    if self._consumers:
+                        self._notify([evicted])
+                return
+            self._push(item)
+            self._evict()
+
+    def _push(self, item: T) -> None:
+        answers = self._answers(item)
+        if answers is not None and answers not in self._open_calls:
+            self._deliver([item])  # its call already left: never keep an orphan result
+            return
+        self._items.append(item)
+        if self._max_tokens is not None:
+            cost = self.token_counter.count_message(self._as_message(item))
+            self._costs.append(cost)
+            self._tokens += cost
+        ids = self._call_ids(item)
+        if ids:
+            for call_id in ids:
+                self._open_calls[call_id] = self._open_calls.get(call_id, 0) + 1
+
+    def _over(self) -> bool:
+        if self._max_items is not None and len(self._items) > self._max_items:
+            return True
+        return self._max_tokens is not None and self._tokens > self._max_tokens
+
+    def _evict(self) -> None:
+        evicted: list[T] = []
+        while self._items and self._over():
+            evicted.extend(self._pop_group())
+        self._deliver(evicted)
+
+    def _pop_left(self) -> T:
+        item = self._items.popleft()
+        if self._max_tokens is not None:
+            self._tokens -= self._costs.popleft()
+        return item
+
+    def _pop_group(self) -> list[T]:
+        """Pop the oldest item, and with a tool call, every result that answers it."""
+        item = self._pop_left()
+        ids = self._call_ids(item)
+        if not ids:
+            return [item]
+        group = [item]
+        pending = set(ids)
+        for call_id in ids:
+            left = self._open_calls.pop(call_id, 1) - 1
+            if left > 0:
+                self._open_calls[call_id] = left
+        while self._items and self._answers(self._items[0]) in pending:
+            group.append(self._pop_left())
+        stray = [i for i in self._items if self._answers(i) in pending]
+        if stray:  # results not right after their call: rare, remove them too
+            self._remove(stray)
+            group.extend(stray)
+        return group
+
+    def _remove(self, items: list[T]) -> None:
+        drop = {id(i) for i in items}
+        if self._max_tokens is None:
+            self._items = deque(i for i in self._items if id(i) not in drop)
+            return
+        kept = [(i, c) for i, c in zip(self._items, self._costs, strict=True) if id(i) not in drop]
+        self._items = deque(i for i, _ in kept)
+        self._costs = deque(c for _, c in kept)
+        self._tokens = sum(self._costs)
+
+    def _deliver(self, items: list[T]) -> None:
+        if items:
+            self.evicted_count += len(items)
+            if self._consumers:
+                self._notify(items)
+
+    def _notify(self, items: list[T]) -> None:
+        messages = [self._as_message(i) for i in items]
+        for consumer in self._consumers:
+            try:
+                consumer(messages)
+            except Exception:
+                log.exception("eviction consumer %r failed on %d messages", consumer, len(items))
+
+    def drain(self) -> int:
+        """Evict every message to the consumers (oldest first); returns how many left."""
+        with self._lock:
+            items = list(self._items)
+            self._reset()
+            self._deliver(items)
+            return len(items)
+
+    def _reset(self) -> None:
+        self._items.clear()
+        self._costs.clear()
+        self._tokens = 0
+        self._open_calls.clear()
+
+    def _snapshot(self) -> list[T]:
+        with self._lock:
+            return list(self._items)
+
+    def _recent(self, n: int) -> list[T]:
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise InvalidTypeError("n", f"expected an int, got {type(n).__name__}")
+        if n <= 0:
+            return []
+        with self._lock:
+            recent = list(islice(reversed(self._items), n))
+        recent.reverse()
+        return recent
+
+    def _async_lock(self) -> asyncio.Lock:
+        if self._alock is None:
+            with self._lock:
+                if self._alock is None:
+                    self._alock = asyncio.Lock()
+        return self._alock
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._snapshot())
+
+
+class BufferMemory(RingBuffer[Message]):
+    """Recent messages of one conversation, with a running summary of what left.
+
+    Args:
+        buffer_size: messages kept (count window); None for no count limit.
+        max_tokens: tokens kept (token window), counted with ``token_counter``.
+        summarizer: summarizes evicted messages (see :mod:`tiermem.summarize`).
+        multiplier: the ``summaries`` ring holds ``buffer_size * multiplier`` entries.
+        token_counter: defaults to the exact o200k_base counter.
+        size: seed 001's name for ``buffer_size``.
+    """
+
+    def __init__(
+        self,
+        buffer_size: int | None = 50,
+        max_tokens: int | None = None,
+        summarizer: Any = None,
+        multiplier: int = 10,
+        *,
+        token_counter: TokenCounter | None = None,
+        size: int | None = None,
+    ) -> None:
+        if size is not None:
+            buffer_size = size
+        self.buffer_size = _check_size("buffer_size", buffer_size)
+        if isinstance(multiplier, bool) or not isinstance(multiplier, int) or multiplier < 1:
+            raise InvalidSizeError("multiplier", f"must be an int >= 1, got {multiplier!r}")
+        super().__init__(self.buffer_size, max_tokens, token_counter)
+        self.multiplier = multiplier
+        self.summarizer = summarizer
+        self.summary: str | None = None
+        """The running summary of everything that left the window."""
+        self.summaries: deque[str] = deque(maxlen=(self.buffer_size or 50) * multiplier)
+        """One entry per summarized batch, newest last."""
+
+    @property
+    def size(self) -> int | None:
+        """Seed 001's name for ``buffer_size``."""
+        return self.buffer_size
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The token window, if any."""
+        return self._max_tokens
+
+    @staticmethod
+    def _call_ids(item: Message) -> list[str] | None:
+        calls = item.tool_calls
+        return [c["id"] for c in calls] if calls else None
+
+    @staticmethod
+    def _answers(item: Message) -> str | None:
+        return item.tool_call_id if item.role == "tool" else None
+
+    @staticmethod
+    def _as_message(item: Message) -> Message:
+        return item
+
+    # -- writing --------------------------------------------------------------------
+
+    def add_message(
+        self,
+        role: str,
+        content: Content,
+        metadata: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> Message:
+        """Append a message (seed 000) and return it; other Message fields go in ``fields``."""
+        if metadata is None:
+            message = Message(role, content, **fields)
+        else:
+            message = Message(role, content, metadata=metadata, **fields)
+        self.add(message)
+        return message
+
+    def add(self, message: Message) -> None:
+        """Append an existing :class:`Message`."""
+        if type(message) is not Message:
+            raise InvalidTypeError(
+                "message", f"expected a Message, got {type(message).__name__}", "use add_message"
+            )
+        self._append(message, not message.tool_calls and message.role != "tool")
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        """Append several messages in order (validated before any is added)."""
+        batch = list(messages)
+        for i, message in enumerate(batch):
+            if type(message) is not Message:
+                raise InvalidTypeError(f"messages[{i}]", f"expected a Message, got {message!r}")
+        self._push_all(batch)
+
+    async def aadd_message(
+        self, role: str, content: Content, metadata: dict[str, Any] | None = None, **fields: Any
+    ) -> Message:
+        """:meth:`add_message` under the buffer's asyncio lock."""
+        async with self._async_lock():
+            return self.add_message(role, content, metadata, **fields)
+
+    def clear(self) -> None:
+        """Remove all messages and summaries (not an eviction: consumers are not called)."""
+        with self._lock:
+            self._reset()
+            self.summary = None
+            self.summaries.clear()
+
+    # -- reading --------------------------------------------------------------------
+
+    @property
+    def messages(self) -> list[Message]:
+        """The messages in the window, oldest first (a copy)."""
+        return self._snapshot()
+
+    def get_messages(self, filter_metadata: Mapping[str, Any] | None = None) -> list[Message]:
+        """Messages in the window, optionally only those whose metadata has these values."""
+        messages = self._snapshot()
+        if not filter_metadata:
+            return messages
+        if not isinstance(filter_metadata, Mapping):
+            raise InvalidTypeError("filter_metadata", "expected a dict")
+        wanted = list(filter_metadata.items())
+        return [m for m in messages if all(m.metadata.get(k) == v for k, v in wanted)]
+
+    def get_recent(self, n: int = 10) -> list[Message]:
+        """The ``n`` newest messages, oldest first; O(n)."""
+        return self._recent(n)
+
+    def get_formatted_messages(self) -> list[dict[str, Any]]:
+        """OpenAI-format messages, the summary first as a system message (seed 000)."""
+        with self._lock:
+            messages = list(self._items)
+            summary = self.summary
+        formatted = [m.to_openai() for m in messages]
+        if summary:
+            formatted.insert(0, summary_message(summary))
+        return formatted
+
+    def get_context(self, max_tokens: int | None = None) -> list[dict[str, Any]]:
+        """Formatted messages with the summary, newest kept within ``max_tokens`` if given.
+
+        Trimming never separates a tool call from its results; the summary is kept first
+        while it fits.
+        """
+        limit = _check_size("max_tokens", max_tokens)
+        if limit is None:
+            return self.get_formatted_messages()
+        with self._lock:
+            messages = list(self._items)
+            summary = self.summary
+        counter = self.token_counter
+        head = [summary_message(summary)] if summary else []
+        budget = limit - sum(counter.count_message(Message.from_openai(h)) for h in head)
+        if budget < 0:
+            head, budget = [], limit
+        kept: list[Message] = []
+        for group in reversed(tool_groups(messages)):
+            cost = sum(counter.count_message(m) for m in group)
+            if cost > budget:
+                break
+            budget -= cost
+            kept[:0] = group
+        return head + [m.to_openai() for m in kept]
+
+    # -- serialization ----------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-compatible copy of the buffer: settings, summaries and messages."""
+        with self._lock:
+            return {
+                "version": SERIAL_VERSION,
+                "buffer_size": self.buffer_size,
+                "max_tokens": self._max_tokens,
+                "multiplier": self.multiplier,
+                "summary": self.summary,
+                "summaries": list(self.summaries),
+                "messages": [m.to_dict() for m in self._items],
+            }
+
+    @classmethod
+    def from_dict(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        summarizer: Any = None,
+        token_counter: TokenCounter | None = None,
+        on_evict: EvictionConsumer | None = None,
+    ) -> BufferMemory:
+        """Rebuild a buffer from :meth:`to_dict` (or seed 000's JSON shape).
+
+        The window is honoured: messages beyond it are evicted, to ``on_evict`` if given.
+
+        Raises:
+            SerializationError: the data is not a buffer dict; names the bad field.
+        """
+        if not isinstance(data, Mapping):
+            raise SerializationError("buffer", f"expected a dict, got {type(data).__name__}")
+        raw = data.get("messages", [])
+        if not isinstance(raw, list):
+            raise SerializationError("messages", "expected a list of message dicts")
+        messages = _read_messages(raw)
+        summaries = data.get("summaries") or []
+        summary = data.get("summary")
+        if not isinstance(summaries, list) or not all(isinstance(s, str) for s in summaries):
+            raise SerializationError("summaries", "expected a list of strings")
+        if summary is not None and not isinstance(summary, str):
+            raise SerializationError("summary", "expected a string or null")
+        try:
+            buffer = cls(
+                buffer_size=data.get("buffer_size", 50),
+                max_tokens=data.get("max_tokens"),
+                multiplier=data.get("multiplier", 10),
+                summarizer=summarizer,
+                token_counter=token_counter,
+            )
+        except (InvalidSizeError, InvalidTypeError) as exc:
+            raise SerializationError(exc.field, exc.problem, exc.hint) from None
+        buffer.summary = summary
+        buffer.summaries.extend(summaries)
+        if on_evict is not None:
+            buffer.add_eviction_consumer(on_evict)
+        buffer.extend(messages)
+        return buffer
+
+    def to_json(self) -> str:
+        """Serialize to JSON (see :meth:`to_dict`)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, json_data: str | bytes, **options: Any) -> BufferMemory:
+        """Rebuild a buffer from :meth:`to_json`; options as :meth:`from_dict`."""
+        return cls.from_dict(parse_json(json_data, "buffer"), **options)
+
+    def __repr__(self) -> str:
+        return (
+            f"BufferMemory(messages={len(self)}, buffer_size={self.buffer_size}, "
+            f"max_tokens={self._max_tokens})"
+        )
+
+
+class ConversationBuffer(RingBuffer[dict[str, Any]]):
+    """Seed 003's rolling window of message dicts (promptise's API), on the shared core.
+
+    Args:
+        max_messages: messages kept; 0 disables buffering (every message is evicted at
+            once), None keeps everything.
+        enabled: False also disables buffering.
+        max_tokens: an optional token window on top of the count window.
+        token_counter: counter for the token window.
+    """
+
+    def __init__(
+        self,
+        max_messages: int | None = 100,
+        enabled: bool = True,
+        *,
+        max_tokens: int | None = None,
+        token_counter: TokenCounter | None = None,
+    ) -> None:
+        self.max_messages = _check_size("max_messages", max_messages, allow_zero=True)
+        self.enabled = bool(enabled)
+        limit = self.max_messages if self.enabled else 0
+        super().__init__(limit, max_tokens, token_counter)
+
+    @staticmethod
+    def _call_ids(item: dict[str, Any]) -> list[str] | None:
+        calls = item.get("tool_calls")
+        return [c["id"] for c in calls if isinstance(c, dict) and "id" in c] if calls else None
+
+    @staticmethod
+    def _answers(item: dict[str, Any]) -> str | None:
+        return item.get("tool_call_id") if item.get("role") == "tool" else None
+
+    @staticmethod
+    def _as_message(item: dict[str, Any]) -> Message:
+        return Message.from_openai(item)
+
+    @staticmethod
+    def _check(message: Any, field: str = "message") -> dict[str, Any]:
+        checked: dict[str, Any]
+        if type(message) is dict:
+            checked = message
+        else:
+            if not isinstance(message, Mapping):
+                raise InvalidTypeError(
+                    field, f"expected a message dict, got {type(message).__name__}"
+                )
+            checked = dict(message)
+        role = checked.get("role")
+        if role not in ROLES:
+            raise InvalidRoleError(
+                f"{field}.role", f"unknown role {role!r}", f"use one of {', '.join(sorted(ROLES))}"
+            )
+        content = checked.get("content")
+        if not (content is None or isinstance(content, (str, list, dict))):
+            raise InvalidTypeError(
+                f"{field}.content",
+                f"expected str, list, dict or None, got {type(content).__name__}",
+            )
+        return checked
+
+    def _check_all(self, messages: Any) -> list[dict[str, Any]]:
+        if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
+            raise InvalidTypeError("messages", "expected a list of message dicts")
+        return [self._check(m, f"messages[{i}]") for i, m in enumerate(messages)]
+
+    def append(self, message: dict[str, Any]) -> None:
+        """Add one message dict; the oldest leave when the window is full."""
+        if (
+            type(message) is dict
+            and message.get("role") in _PLAIN_ROLES
+            and type(message.get("content")) is str
+            and "tool_calls" not in message
+        ):
+            self._append(message, True)
+            return
+        message = self._check(message)
+        self._append(message, "tool_calls" not in message and message["role"] != "tool")
+
+    def extend(self, messages: Iterable[dict[str, Any]]) -> None:
+        """Add several message dicts (all validated before any is added)."""
+        self._push_all(self._check_all(messages))
+
+    def get_messages(self) -> list[dict[str, Any]]:
+        """All buffered messages, oldest first (copies)."""
+        return [dict(m) for m in self._snapshot()]
+
+    def set_messages(self, messages: Iterable[dict[str, Any]]) -> None:
+        """Replace the contents (hot reload); the window is applied to the new list."""
+        checked = self._check_all(messages)
+        with self._lock:
+            self._reset()
+            self._push_all(checked)
+
+    def clear(self) -> None:
+        """Remove all messages (not an eviction: consumers are not called)."""
+        with self._lock:
+            self._reset()
+
+    async def async_snapshot(self) -> list[dict[str, Any]]:
+        """:meth:`get_messages` under the asyncio lock."""
+        async with self._async_lock():
+            return self.get_messages()
+
+    async def async_replace(self, messages: Iterable[dict[str, Any]]) -> None:
+        """:meth:`set_messages` under the asyncio lock."""
+        async with self._async_lock():
+            self.set_messages(messages)
+
+    async def async_append(self, message: dict[str, Any]) -> None:
+        """:meth:`append` under the asyncio lock."""
+        async with self._async_lock():
+            self.append(message)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"max_messages", "enabled", "messages"}`` with copies of the messages."""
+        return {
+            "max_messages": self.max_messages,
+            "enabled": self.enabled,
+            "messages": [copy_json(m) for m in self._snapshot()],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ConversationBuffer:
+        """Rebuild from :meth:`to_dict`, keeping only what fits the window."""
+        if not isinstance(data, Mapping):
+            raise SerializationError("buffer", f"expected a dict, got {type(data).__name__}")
+        try:
+            buffer = cls(
+                max_messages=data.get("max_messages", 100), enabled=data.get("enabled", True)
+            )
+            buffer.extend(data.get("messages", []))
+        except (InvalidTypeError, InvalidSizeError) as exc:
+            raise SerializationError(exc.field, exc.problem, exc.hint) from None
+        except ValueError as exc:  # InvalidRoleError
+            raise SerializationError("messages", str(exc)) from None
+        return buffer
+
+    def __repr__(self) -> str:
+        return f"ConversationBuffer(messages={len(self)}, max={self.max_messages})"
+
+
+class BufferRegistry:
+    """One :class:`BufferMemory` per (user_id, session_id), created on first use.
+
+    Args:
+        factory: builds the buffer for a new key.
+        max_buffers: keep at most this many; the least recently used is drained to its
+            eviction consumers (nothing is lost) and dropped.
+    """
+
+    def __init__(
+        self,
+        factory: Callable[[str, str | None], BufferMemory] | None = None,
+        max_buffers: int | None = None,
+    ) -> None:
+        self._factory = factory or (lambda user_id, session_id: BufferMemory())
+        self._max = _check_size("max_buffers", max_buffers)
+        self._buffers: OrderedDict[tuple[str, str | None], BufferMemory] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(user_id: Any, session_id: Any) -> tuple[str, str | None]:
+        if not isinstance(user_id, str) or not user_id:
+            raise MissingUserError("user_id", "a non-empty string is required")
+        if session_id is not None and not isinstance(session_id, str):
+            raise InvalidTypeError("session_id", "expected a string or None")
+        return user_id, session_id
+
+    def get(self, user_id: str, session_id: str | None = None) -> BufferMemory:
+        """The buffer of this user and session, created if needed."""
+        key = self._key(user_id, session_id)
+        with self._lock:
+            buffer = self._buffers.get(key)
+            if buffer is not None:
+                self._buffers.move_to_end(key)
+                return buffer
+            buffer = self._factory(*key)
+            self._buffers[key] = buffer
+            evicted = []
+            while self._max is not None and len(self._buffers) > self._max:
+                evicted.append(self._buffers.popitem(last=False)[1])
+        for old in evicted:
+            old.drain()
+        return buffer
+
+    def peek(self, user_id: str, session_id: str | None = None) -> BufferMemory | None:
+        """The buffer if it exists, without creating it."""
+        with self._lock:
+            return self._buffers.get(self._key(user_id, session_id))
+
+    def drop(self, user_id: str, session_id: str | None = None, *, drain: bool = True) -> None:
+        """Remove a buffer; with ``drain`` its messages go to its consumers first."""
+        with self._lock:
+            buffer = self._buffers.pop(self._key(user_id, session_id), None)
+        if buffer is not None and drain:
+            buffer.drain()
+
+    def drop_user(self, user_id: str, *, drain: bool = True) -> int:
+        """Remove every buffer of ``user_id``; returns how many."""
+        self._key(user_id, None)
+        with self._lock:
+            keys = [k for k in self._buffers if k[0] == user_id]
+            buffers = [self._buffers.pop(k) for k in keys]
+        if drain:
+            for buffer in buffers:
+                buffer.drain()
+        return len(buffers)
+
+    def keys(self) -> list[tuple[str, str | None]]:
+        """(user_id, session_id) of every live buffer."""
+        with self._lock:
+            return list(self._buffers)
+
+    def __len__(self) -> int:
+        return len(self._buffers)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._buffers
+
+
+def summary_message(summary: str) -> dict[str, Any]:
+    """The system message that carries a running summary (seed 000's wording)."""
+    return {"role": "system", "content": f"Previous conversation summary: {summary}"}
+
+
+def tool_groups(messages: list[Message]) -> list[list[Message]]:
+    """Split messages into units that must stay together: a tool call with its results."""
+    groups: list[list[Message]] = []
+    owner: dict[str, list[Message]] = {}
+    for message in messages:
+        target = owner.get(message.tool_call_id or "") if message.role == "tool" else None
+        if target is not None:
+            target.append(message)
+            continue
+        group = [message]
+        groups.append(group)
+        for call in message.tool_calls or ():
+            owner[call["id"]] = group
+    return groups
+
+
+def _read_messages(raw: list[Any]) -> list[Message]:
+    messages = []
+    for i, item in enumerate(raw):
+        try:
+            messages.append(Message.from_dict(item))
+        except (SerializationError, InvalidTypeError, ValueError) as exc:
+            raise SerializationError(f"messages[{i}]", str(exc)) from None
+    return messages
+
+
+__all__ = [
+    "BufferMemory",
+    "BufferRegistry",
+    "ConversationBuffer",
+    "EvictionConsumer",
+    "RingBuffer",
+    "summary_message",
+    "tool_groups",
+]
