@@ -747,8 +747,8 @@ class SynopsisGenerator:
         identity, context = self.select(records)
         return Synopsis(
             user_id=user_id,
-            identity=self._bounded(_grouped(identity)),
-            context=self._bounded(_grouped(context)),
+            identity=_grouped(identity, self.max_chars),
+            context=_grouped(context, self.max_chars),
             generated_at=_now(),
             source="offline",
         )
@@ -914,12 +914,29 @@ _LABELS = {
 }
 
 
-def _grouped(memories: list[MemoryRecord]) -> str:
-    """One line per memory type, ``Label: item; item``, in first-appearance order."""
+def _grouped(memories: list[MemoryRecord], limit: int) -> str:
+    """One line per memory type, ``Label: item; item``, in first-appearance order.
+
+    Items are taken in rank order while the text fits in ``limit`` characters; each
+    item is cut to a quarter of the limit so one long memory cannot crowd out the rest.
+    """
     groups: dict[str, list[str]] = {}
+    text = ""
     for memory in memories:
-        groups.setdefault(memory.memory_type, []).append(_clean(memory.content).rstrip(" .;"))
-    return "\n".join(f"{_LABELS[kind]}: {'; '.join(items)}." for kind, items in groups.items())
+        item = _clean(memory.content, max(40, limit // 4)).rstrip(" .;")
+        groups.setdefault(memory.memory_type, []).append(item)
+        candidate = _render_groups(groups)
+        if len(candidate) > limit:
+            groups[memory.memory_type].pop()
+            break
+        text = candidate
+    return text
+
+
+def _render_groups(groups: dict[str, list[str]]) -> str:
+    return "\n".join(
+        f"{_LABELS[kind]}: {'; '.join(items)}." for kind, items in groups.items() if items
+    )
 
 
 def _cut(text: str, limit: int) -> str:
