@@ -482,7 +482,7 @@ def test_redis_down_raises_cache_error_quickly() -> None:
 
 async def test_redis_down_async_raises_cache_error() -> None:
     cache = RedisSynopsisCache("redis://127.0.0.1:1/0", timeout=0.5)
-    with pytest.raises(CacheError, match="Redis at redis://127.0.0.1:1/0"):
+    with pytest.raises(CacheError, match=r"Redis at redis://127\.0\.0\.1:1/0"):
         await cache.aset("alice", "context", SynopsisTier("x", T0, "offline"))
     with pytest.raises(CacheError):
         await cache.aclear()

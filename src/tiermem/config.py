@@ -95,7 +95,7 @@ def _check_model(value: str | None, providers: Any, example: str) -> str | None:
             return value
     allowed = ", ".join(sorted(providers))
     raise ValueError(
-        f"{value!r} is not '<provider>/<model>' with provider one of {allowed} ({example})"
+        f"{value!r} is not '<provider>/<model>' with provider in {allowed} ({example})"
     )
 
 
