@@ -348,3 +348,17 @@ def test_check_config_reports_every_key_with_secrets_masked(tmp_path: Path) -> N
         check_config(tmp_path / "nope.yaml")
     with pytest.raises(ConfigError, match="POSTGRES_URI"):
         check_config(file, environ={})
+
+
+def test_docs_yaml_examples_load() -> None:
+    import re
+
+    text = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    assert blocks
+    for block in blocks:
+        config = load(block, POSTGRES_URI=SECRET)
+        assert config.chat_model == "openai/gpt-4o-mini"
+    synopsis_doc = (Path(__file__).parents[1] / "docs" / "synopsis.md").read_text()
+    for block in re.findall(r"```yaml\n(.*?)```", synopsis_doc, re.S):
+        assert load(block, REDIS_URL="redis://127.0.0.1:6379/0").memory.synopsis.backend == "redis"

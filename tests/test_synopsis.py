@@ -522,3 +522,18 @@ def redis_url() -> str:
     if not redis_reachable():
         pytest.skip("Redis is not reachable on 127.0.0.1:6379 (CI starts it)")
     return "redis://127.0.0.1:6379/0"
+
+
+def test_docs_quick_start_runs_and_prints_what_it_says(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "synopsis.md").read_text()
+    code = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    exec(compile(code, "docs/synopsis.md", "exec"), {})
+    expected = [
+        line.removeprefix("# ").removeprefix("#")
+        for line in code.splitlines()
+        if line.startswith("#")
+    ]
+    assert capsys.readouterr().out.splitlines() == expected
