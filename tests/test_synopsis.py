@@ -537,3 +537,19 @@ def test_docs_quick_start_runs_and_prints_what_it_says(capsys: pytest.CaptureFix
         if line.startswith("#")
     ]
     assert capsys.readouterr().out.splitlines() == expected
+
+
+async def test_concurrent_async_misses_generate_once() -> None:
+    import asyncio
+
+    calls = 0
+
+    async def slow_fetch(user_id: str) -> list[MemoryRecord]:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0.1)
+        return [m for m in MEMORIES if m.user_id == user_id]
+
+    svc = SynopsisService(InMemorySynopsisCache())
+    results = await asyncio.gather(*(svc.aget("alice", slow_fetch) for _ in range(8)))
+    assert calls == 1 and len({r.identity for r in results}) == 1

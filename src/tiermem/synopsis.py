@@ -355,10 +355,7 @@ class SynopsisCache(ABC):
         return await self.ainvalidate(user_id)
 
     def _get_ops(self, user_id: str, refresh: bool, tiers: Sequence[Tier]) -> list[CacheOp]:
-        return [
-            CacheGet(self.key(t, user_id), self.ttls[t] if refresh else None)
-            for t in (_check_tier(t) for t in tiers)
-        ]
+        return [CacheGet(self.key(t, user_id), self.ttls[t] if refresh else None) for t in tiers]
 
     @staticmethod
     def _read(tiers: Sequence[Tier], values: list[Any]) -> dict[Tier, SynopsisTier]:
@@ -727,7 +724,7 @@ class SynopsisGenerator:
         try:
             answer = self.llm.complete(self.messages(records), **self.options).text
         except Exception as exc:  # any provider failure degrades to offline
-            return self._fallback(user_id, records, f"LLM call failed: {exc}")
+            return self._fallback(user_id, records, _failure(exc))
         return self._from_answer(user_id, records, answer)
 
     async def agenerate(self, user_id: str, memories: Sequence[MemoryRecord]) -> Synopsis:
@@ -738,7 +735,7 @@ class SynopsisGenerator:
         try:
             answer = (await self.llm.acomplete(self.messages(records), **self.options)).text
         except Exception as exc:
-            return self._fallback(user_id, records, f"LLM call failed: {exc}")
+            return self._fallback(user_id, records, _failure(exc))
         return self._from_answer(user_id, records, answer)
 
     def offline(self, user_id: str, memories: Sequence[MemoryRecord]) -> Synopsis:
@@ -808,7 +805,8 @@ class SynopsisGenerator:
     def _from_answer(self, user_id: str, records: list[MemoryRecord], answer: str) -> Synopsis:
         sections = parse_sections(answer)
         if sections is None:
-            return self._fallback(user_id, records, f"unreadable LLM answer {answer[:120]!r}")
+            why = f"the LLM answer ({len(answer)} characters) lacks IDENTITY or CONTEXT"
+            return self._fallback(user_id, records, why)
         identity, context = sections
         return Synopsis(
             user_id=user_id,
@@ -824,6 +822,10 @@ class SynopsisGenerator:
 
     def _bounded(self, text: str) -> str:
         return _cut(text.strip(), self.max_chars)
+
+
+def _failure(exc: Exception) -> str:
+    return f"the LLM call failed ({type(exc).__name__}: {str(exc)[:200]})"
 
 
 def parse_sections(answer: str) -> tuple[str, str] | None:
