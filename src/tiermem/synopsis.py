@@ -389,8 +389,8 @@ class InMemorySynopsisCache(SynopsisCache):
 
     Args:
         clock: returns seconds (monotonic); inject a fake clock to test expiry.
-        max_entries: keys kept at most; beyond it expired keys, then the least
-            recently used, are dropped.
+        max_entries: keys kept at most; beyond it the least recently used are dropped
+            (expired keys are dropped when read).
     """
 
     def __init__(
@@ -426,7 +426,8 @@ class InMemorySynopsisCache(SynopsisCache):
 
     def clear(self) -> int:
         with self._lock:
-            count = len(self._data)
+            now = self._clock()
+            count = sum(1 for _, expires in self._data.values() if expires > now)
             self._data.clear()
             return count
 
@@ -446,18 +447,14 @@ class InMemorySynopsisCache(SynopsisCache):
         if isinstance(op, CacheSet):
             self._data[op.key] = (op.value, now + op.ttl)
             self._data.move_to_end(op.key)
-            self._bound(now)
+            self._bound()
             return True
         held = self._data.pop(op.key, None)
         return held is not None and held[1] > now
 
-    def _bound(self, now: float) -> None:
-        if len(self._data) <= self._max_entries:
-            return
-        for key in [k for k, (_, expires) in self._data.items() if expires <= now]:
-            del self._data[key]
+    def _bound(self) -> None:
         while len(self._data) > self._max_entries:
-            self._data.popitem(last=False)
+            self._data.popitem(last=False)  # least recently used first
 
 
 class RedisSynopsisCache(SynopsisCache):
