@@ -197,7 +197,8 @@ def run(data_dir: Path, budgets: list[int], quick: bool) -> dict[str, Any]:
                         recall(context.text(), wanted)
                     )
                     ranked = sorted(
-                        (i for i in context.items if i.section == "retrieved"), key=lambda i: -i.score
+                        (i for i in context.items if i.section == "retrieved"),
+                        key=lambda i: -i.score,
                     )
                     if budget == max(budgets):
                         for k in at_k:
@@ -207,7 +208,9 @@ def run(data_dir: Path, budgets: list[int], quick: bool) -> dict[str, Any]:
                     qv = embedder.embed([q["question"]])[0]
                     baselines = {
                         "buffer-only": recent,
-                        "bm25-only": [conv.turns[i] for i in np.argsort(-bm25.scores(q["question"]))],
+                        "bm25-only": [
+                            conv.turns[i] for i in np.argsort(-bm25.scores(q["question"]))
+                        ],
                         "dense-only": [conv.turns[i] for i in np.argsort(-(dense @ qv))],
                     }
                     for name, ranked_turns in baselines.items():
@@ -243,8 +246,10 @@ def report(result: dict[str, Any], command: str) -> None:
     from rich.table import Table
 
     console = Console()
-    table = Table(title=f"LoCoMo evidence recall ({result['questions']} questions, "
-                  f"{len(result['conversations'])} conversations)")
+    table = Table(
+        title=f"LoCoMo evidence recall ({result['questions']} questions, "
+        f"{len(result['conversations'])} conversations)"
+    )
     table.add_column("method")
     for b in result["budgets"]:
         table.add_column(f"{b} tokens", justify="right")
@@ -271,7 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     result = run(args.data_dir, sorted(args.budgets), args.quick)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "locomo.json").write_text(json.dumps(result, indent=2, default=str))
-    report(result, "python benchmarks/locomo.py " + " ".join(argv if argv is not None else sys.argv[1:]))
+    report(
+        result,
+        "python benchmarks/locomo.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    )
     return 0
 
 

@@ -191,7 +191,9 @@ class Archiver:
             except Exception as exc:  # keep the batch: it goes back to the head
                 self.failures += 1
                 self.last_error = exc
-                log.warning("archiving %d messages failed (%s); retrying in %.1fs", len(batch), exc, delay)
+                log.warning(
+                    "archiving %d messages failed (%s); retrying in %.1fs", len(batch), exc, delay
+                )
                 with self._cond:
                     self._queue.extendleft(reversed(batch))
                     self._in_flight = 0
@@ -213,4 +215,3 @@ class Archiver:
             by_user.setdefault(item.user_id, []).append(to_new_memory(item, vector))
         for user_id, rows in by_user.items():
             self.store.add_many(user_id, rows)
-

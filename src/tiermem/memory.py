@@ -67,7 +67,9 @@ class Memory:
         synopsis: Any = None,
     ) -> None:
         if retention not in RETENTIONS:
-            raise ConfigError("retention", f"unknown policy {retention!r}", f"use one of {RETENTIONS}")
+            raise ConfigError(
+                "retention", f"unknown policy {retention!r}", f"use one of {RETENTIONS}"
+            )
         self.retention = retention
         self._path = path
         self._store = store
@@ -432,9 +434,7 @@ class Memory:
         await asyncio.to_thread(self.close)
 
 
-def _from_record(
-    record: Any, similarity: float | None, keyword: float | None = None
-) -> Candidate:
+def _from_record(record: Any, similarity: float | None, keyword: float | None = None) -> Candidate:
     metadata = record.metadata or {}
     return Candidate(
         content=record.content,
@@ -451,4 +451,3 @@ def _from_record(
 
 
 __all__ = ["RETENTIONS", "Memory", "Retention"]
-

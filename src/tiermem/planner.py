@@ -169,9 +169,8 @@ class Context:
             preview = item.content.replace("\n", " ")
             if len(preview) > 70:
                 preview = preview[:67] + "..."
-            lines.append(
-                f"{item.section:<10} {item.source:<9} {item.score:>6.3f} {item.tokens:>6}  {preview}"
-            )
+            score = f"{item.score:>6.3f}"
+            lines.append(f"{item.section:<10} {item.source:<9} {score} {item.tokens:>6}  {preview}")
         return "\n".join(lines)
 
     def __len__(self) -> int:
@@ -263,7 +262,11 @@ class QueryPlanner:
         shares = self.settings.shares
         left = budget - _REPLY_PRIMING
         parts: dict[Section, tuple[list[dict[str, Any]], list[ContextItem]]] = {}
-        for section, text in (("synopsis", synopsis), ("summary", summary)):
+        notes: tuple[tuple[Section, str | None], ...] = (
+            ("synopsis", synopsis),
+            ("summary", summary),
+        )
+        for section, text in notes:
             if text:
                 cap = min(left, int(budget * shares.get(section, 0.0)))
                 parts[section] = self._note(section, text, cap)
@@ -282,7 +285,7 @@ class QueryPlanner:
             if section in parts:
                 messages.extend(parts[section][0])
                 items.extend(parts[section][1])
-        total = self.counter.count_messages(Message.from_openai(m) for m in messages)
+        total = sum(self.counter.count_message(Message.from_openai(m)) for m in messages)
         total += _REPLY_PRIMING if messages else 0
         return Context(messages, items, total, budget, query)
 
@@ -437,4 +440,3 @@ def _line(message: Message) -> str:
 def candidate_key(text: str) -> str:
     """The deduplication key of a memory's text (case and punctuation folded)."""
     return _key(text)
-
