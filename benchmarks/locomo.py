@@ -113,17 +113,16 @@ class BM25:
 
 def fit_turns(turns: list[Turn], budget: int, counter: Any) -> str:
     """Render ranked turns like tiermem does (date groups, time order) within ``budget``."""
+    from tiermem.config import PlannerConfig
     from tiermem.messages import Message
-    from tiermem.planner import Candidate, PlannerSettings, QueryPlanner
+    from tiermem.planner import Candidate, QueryPlanner
 
     planner = QueryPlanner(counter=counter)
     candidates = [
         Candidate(line(t), "baseline", timestamp=t.timestamp, key=t.dia_id, relevance=1.0 - i / 300)
         for i, t in enumerate(turns[:300])
     ]
-    planner.settings = PlannerSettings(
-        similarity_weight=1.0, recency_weight=0.0, importance_weight=0.0
-    )
+    planner.settings = PlannerConfig(weights={"recency": 0.0, "importance": 0.0})
     messages, _ = planner._retrieved(candidates, budget - 3)
     assert sum(counter.count_message(Message.from_openai(m)) for m in messages) <= budget
     return "\n".join(m["content"] for m in messages)

@@ -1,8 +1,9 @@
-"""The archive: writes conversation messages to long-term memory off the hot path.
+"""The archive: writes conversation messages to searchable memory off the hot path.
 
 ``Memory.add`` hands each message to :class:`Archiver.submit`, which only enqueues. A
-worker thread takes the queue in batches, embeds a batch with one model call and writes it
-to the store in one transaction. A failed batch (embedder or database error) stays at the
+worker thread takes the queue in batches, embeds a batch with one model call and hands it
+to its sink: the long-term store (one transaction per user) or, for non-persistent
+retention, the in-process working memory. A failed batch (embedder or database error) stays at the
 head of the queue and is retried with backoff: it is never dropped. ``flush()`` waits until
 everything submitted is written; ``pending`` and ``failures`` make the state visible.
 
@@ -16,7 +17,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from tiermem.messages import Message
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder
     from tiermem.stores.base import MemoryStore, NewMemory
+    from tiermem.working import WorkingMemory
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +82,46 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
+Sink = Callable[[list[ArchivedMessage], Any], None]
+"""Writes an embedded batch: the items and their vectors (one row each)."""
+
+
+def store_sink(store: MemoryStore) -> Sink:
+    """A sink that adds each user's messages to ``store`` in one transaction."""
+
+    def write(batch: list[ArchivedMessage], vectors: Any) -> None:
+        by_user: dict[str, list[NewMemory]] = {}
+        for item, vector in zip(batch, vectors, strict=True):
+            by_user.setdefault(item.user_id, []).append(to_new_memory(item, vector))
+        for user_id, rows in by_user.items():
+            store.add_many(user_id, rows)
+
+    return write
+
+
+def working_sink(working: WorkingMemory) -> Sink:
+    """A sink that adds messages to the in-process working memory."""
+
+    def write(batch: list[ArchivedMessage], vectors: Any) -> None:
+        for item, vector in zip(batch, vectors, strict=True):
+            working.add_with_embedding(
+                transcript_line(item.message),
+                vector,
+                {"message_id": item.message.message_id, "role": item.message.role},
+                user_id=item.user_id,
+                session_id=item.session_id,
+                source="message",
+                timestamp=item.message.timestamp,
+            )
+
+    return write
+
+
 class Archiver:
-    """Batches messages into the store from a background thread.
+    """Embeds queued messages in batches from a background thread and writes them.
 
     Args:
-        store: the long-term store.
+        sink: where embedded batches go (:func:`store_sink`, :func:`working_sink`).
         embedder: embeds each batch in one call.
         batch_size: messages per embed call and transaction.
         flush_interval: seconds a partial batch may wait before it is written.
@@ -93,14 +130,14 @@ class Archiver:
 
     def __init__(
         self,
-        store: MemoryStore,
+        sink: Sink,
         embedder: Embedder,
         *,
         batch_size: int = 64,
         flush_interval: float = 0.2,
         retry_backoff: float = 0.5,
     ) -> None:
-        self.store = store
+        self.sink = sink
         self.embedder = embedder
         self.batch_size = batch_size
         self.flush_interval = flush_interval
@@ -209,9 +246,4 @@ class Archiver:
                 self._cond.notify_all()
 
     def _write(self, batch: list[ArchivedMessage]) -> None:
-        vectors = self.embedder.embed([transcript_line(i.message) for i in batch])
-        by_user: dict[str, list[NewMemory]] = {}
-        for item, vector in zip(batch, vectors, strict=True):
-            by_user.setdefault(item.user_id, []).append(to_new_memory(item, vector))
-        for user_id, rows in by_user.items():
-            self.store.add_many(user_id, rows)
+        self.sink(batch, self.embedder.embed([transcript_line(i.message) for i in batch]))

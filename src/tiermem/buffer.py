@@ -784,6 +784,9 @@ class BufferRegistry:
         with self._lock:
             return list(self._buffers)
 
+    def __iter__(self) -> Iterator[tuple[str, str | None]]:
+        return iter(self.keys())
+
     def __len__(self) -> int:
         return len(self._buffers)
 

@@ -195,44 +195,58 @@ class SynopsisConfig(Section):
 
 
 class SharesConfig(Section):
-    """``memory.planner.shares``: fraction of ``max_tokens`` each section may use."""
+    """``memory.planner.shares``: the most of ``max_tokens`` each section may use.
+
+    Synopsis, summary and recent are filled first, each up to its share; the retrieved
+    section then takes what is left, up to its own share (1.0: all of it).
+    """
 
     synopsis: float = Field(default=0.1, ge=0, le=1)
     summary: float = Field(default=0.1, ge=0, le=1)
-    retrieved: float = Field(default=0.5, ge=0, le=1)
-    recent: float = Field(default=0.3, ge=0, le=1)
-
-    @model_validator(mode="after")
-    def _at_most_one(self) -> SharesConfig:
-        total = self.synopsis + self.summary + self.retrieved + self.recent
-        if total > 1 + 1e-9:
-            raise ValueError(f"the shares sum to {total:g}; they must sum to at most 1")
-        return self
+    retrieved: float = Field(default=1.0, ge=0, le=1)
+    recent: float = Field(default=0.2, ge=0, le=1)
 
 
 class WeightsConfig(Section):
-    """``memory.planner.weights``: the ranking blend of retrieved items."""
+    """``memory.planner.weights``: how retrieved memories are ranked.
 
-    similarity: float = Field(default=0.6, ge=0)
-    recency: float = Field(default=0.2, ge=0)
-    importance: float = Field(default=0.2, ge=0)
+    ``similarity``, ``recency`` and ``importance`` are the final blend (normalized to sum
+    to 1). The others shape the relevance that ``similarity`` weighs: ``keyword`` (the
+    keyword score beside the vector score), ``session`` (how relevant a memory's whole
+    session is), ``temporal`` (a bonus inside a time the query names) and ``neighbour``
+    (the share of a message's relevance passed to the messages next to it).
+    """
+
+    similarity: float = Field(default=0.9, ge=0)
+    recency: float = Field(default=0.05, ge=0)
+    importance: float = Field(default=0.05, ge=0)
+    keyword: float = Field(default=0.5, ge=0)
+    session: float = Field(default=0.3, ge=0)
+    temporal: float = Field(default=0.3, ge=0)
+    neighbour: float = Field(default=0.5, ge=0, le=1)
 
     @model_validator(mode="after")
     def _some_weight(self) -> WeightsConfig:
         if self.similarity + self.recency + self.importance <= 0:
-            raise ValueError("at least one weight must be positive")
+            raise ValueError("at least one of similarity, recency, importance must be positive")
         return self
 
 
 class PlannerConfig(Section):
     """``memory.planner``: how ``get_context`` fills the budget."""
 
-    max_tokens: int = Field(default=4000, gt=0)
-    recent_messages: int = Field(default=10, ge=0)
-    k: int = Field(default=10, gt=0, description="Items retrieved per tier before ranking.")
-    order: list[PlannerSection] = Field(default_factory=lambda: list(DEFAULT_ORDER), min_length=1)
+    max_tokens: int = Field(default=4000, gt=0, description="Budget when none is given.")
+    recent_messages: int = Field(default=6, ge=0, description="Newest messages always offered.")
+    k: int = Field(default=120, gt=0, description="Candidates per search before ranking.")
+    order: list[PlannerSection] = Field(
+        default_factory=lambda: list(DEFAULT_ORDER), min_length=4, max_length=4
+    )
     shares: SharesConfig = Field(default_factory=lambda: SharesConfig())
     weights: WeightsConfig = Field(default_factory=lambda: WeightsConfig())
+    recency_half_life_days: float = Field(default=30.0, gt=0)
+    near_duplicate: float = Field(
+        default=0.9, gt=0, le=1, description="Word-set Jaccard at which two memories are one."
+    )
 
     @field_validator("order")
     @classmethod

@@ -11,17 +11,24 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any
 
-from tiermem.archive import ArchivedMessage, Archiver, transcript_line
+from tiermem.archive import (
+    ArchivedMessage,
+    Archiver,
+    store_sink,
+    transcript_line,
+    working_sink,
+)
 from tiermem.buffer import BufferMemory, BufferRegistry
+from tiermem.config import Retention
 from tiermem.errors import ConfigError, InvalidTypeError, MissingUserError
 from tiermem.messages import Content, Message
-from tiermem.planner import Candidate, Context, PlannerSettings, QueryPlanner, candidate_key
+from tiermem.planner import Candidate, Context, QueryPlanner, candidate_key
 from tiermem.tokens import TokenCounter, get_token_counter
 
-Retention = Literal["single_run", "session", "persistent"]
 RETENTIONS: tuple[str, ...] = ("single_run", "session", "persistent")
+PROFILE_TYPES = ("fact", "preference", "context", "summary")
 
 
 def _user(user_id: Any) -> str:
@@ -36,58 +43,64 @@ class Memory:
     """Tiered memory for many users and agents.
 
     Args:
-        path: SQLite file of the embedded store (default: the user data dir).
-        store: a :class:`~tiermem.stores.MemoryStore` to use instead (PostgresStore...).
-        embedder: an Embedder or a model string (default ``local/all-MiniLM-L6-v2``).
-        summarizer: summarizes what leaves a buffer (default: the offline extractive one).
-        token_counter: counts context tokens (default: exact o200k_base).
-        buffer_size: messages each (user, session) buffer keeps.
-        buffer_tokens: optional token window of each buffer.
-        planner: ranking and budget settings of :meth:`get_context`.
-        retention: ``persistent`` archives messages to the store; ``session`` keeps them in
-            the buffers and working memory of this process; ``single_run`` also clears them
-            at :meth:`end_run`.
-        working: keep session-scoped vectors (tool results, non-persistent messages) in an
-            in-process FAISS index.
+        path: SQLite file of the embedded store (default: ``memory.persistent.path``).
+        config: a :class:`~tiermem.config.TiermemConfig`, or what ``TiermemConfig.load``
+            takes (a YAML path, YAML text or a dict); default: the embedded setup.
+        store: a :class:`~tiermem.stores.MemoryStore` to use instead of the configured one.
+        embedder: an Embedder or a model string instead of the configured model.
+        llm: an LLM (or model string) for summaries and synopses instead of the configured
+            chat model; none means offline (extractive) summaries and synopses.
+        summarizer: what summarizes messages that leave a buffer.
+        token_counter: counts context tokens (default: exact, by the chat model's encoding).
+        synopsis: a :class:`~tiermem.synopsis.SynopsisService` instead of the configured one.
+
+    Retention (``memory.retention``): ``persistent`` archives every message to the store;
+    ``session`` keeps messages only in this process's buffers (facts from ``remember`` are
+    still stored); ``single_run`` also clears the buffers at :meth:`end_run`.
     """
 
     def __init__(
         self,
         path: str | None = None,
         *,
+        config: Any = None,
         store: Any = None,
         embedder: Any = None,
+        llm: Any = None,
         summarizer: Any = None,
         token_counter: TokenCounter | None = None,
-        buffer_size: int = 50,
-        buffer_tokens: int | None = None,
-        planner: PlannerSettings | None = None,
-        retention: Retention = "persistent",
-        working: bool = True,
         synopsis: Any = None,
     ) -> None:
-        if retention not in RETENTIONS:
-            raise ConfigError(
-                "retention", f"unknown policy {retention!r}", f"use one of {RETENTIONS}"
-            )
-        self.retention = retention
+        from tiermem.config import TiermemConfig
+
+        self.config = config if isinstance(config, TiermemConfig) else TiermemConfig.load(config)
+        settings = self.config.memory
+        self.retention: Retention = settings.retention
         self._path = path
         self._store = store
         self._embedder_spec = embedder
         self._embedder: Any = None
-        self.token_counter = token_counter or get_token_counter()
+        self._llm_spec = llm
+        self._llm: Any = None
         self._summarizer = summarizer
-        self.planner = QueryPlanner(planner, counter=self.token_counter)
-        self._use_working = working
+        self.token_counter = token_counter or get_token_counter(self.config.chat_model)
+        self.planner = QueryPlanner(settings.planner, counter=self.token_counter)
         self._working: Any = None
         self._synopsis = synopsis
         self._archiver: Archiver | None = None
         self._lock = threading.RLock()
         self._closed = False
         self.buffers = BufferRegistry(self._new_buffer)
-        self._buffer_size = buffer_size
-        self._buffer_tokens = buffer_tokens
-        BufferMemory(buffer_size=buffer_size, max_tokens=buffer_tokens)  # validate early
+
+    @classmethod
+    def from_config(cls, source: Any, *, secrets_file: str | None = None, **parts: Any) -> Memory:
+        """A Memory built from a YAML file, YAML text or dict (see docs/configuration.md).
+
+        ``parts`` are the component overrides of :class:`Memory` (``store=``...).
+        """
+        from tiermem.config import TiermemConfig
+
+        return cls(config=TiermemConfig.load(source, secrets_file=secrets_file), **parts)
 
     # -- lazily built tiers --------------------------------------------------------------
 
@@ -99,34 +112,92 @@ class Memory:
                 if self._embedder is None:
                     from tiermem.embeddings import get_embedder
 
-                    self._embedder = get_embedder(self._embedder_spec or "local/all-MiniLM-L6-v2")
+                    spec = self._embedder_spec or self.config.embedding_model
+                    options = {}
+                    if isinstance(spec, str) and spec.startswith("openai/"):
+                        options = self.config.llm.provider_options()
+                    self._embedder = get_embedder(spec, **options)
         return self._embedder
 
     @property
+    def llm(self) -> Any:
+        """The chat model for summaries and synopses, or None (offline)."""
+        spec = self._llm_spec or self.config.chat_model
+        if self._llm is None and spec is not None:
+            with self._lock:
+                if self._llm is None:
+                    from tiermem.llm import get_llm
+
+                    options = self.config.llm.provider_options()
+                    self._llm = get_llm(spec, **options) if isinstance(spec, str) else spec
+        return self._llm
+
+    @property
     def store(self) -> Any:
-        """The long-term store (a SQLite file unless another store was given)."""
+        """The long-term store (a SQLite file unless configured or given otherwise)."""
         if self._store is None:
             with self._lock:
                 if self._store is None:
-                    from tiermem.stores import SQLiteStore
-
-                    self._store = SQLiteStore(
-                        self._path, dimension=self.embedder.dimension, embedder=self.embedder
-                    )
+                    self._store = self._build_store()
         return self._store
+
+    def _build_store(self) -> Any:
+        persistent = self.config.memory.persistent
+        if persistent.provider == "postgresql" and persistent.enabled:
+            from tiermem.stores.postgres import PostgresStore
+
+            assert persistent.connection_string is not None  # checked by the config
+            return PostgresStore(
+                persistent.connection_string.get_secret_value(),
+                dimension=self.embedder.dimension,
+                embedder=self.embedder,
+            )
+        from tiermem.stores import SQLiteStore
+
+        path = self._path or (str(persistent.path) if persistent.enabled else ":memory:")
+        return SQLiteStore(path, dimension=self.embedder.dimension, embedder=self.embedder)
 
     @property
     def working(self) -> Any:
-        """The in-process working memory (None when disabled)."""
-        if self._working is None and self._use_working:
+        """The in-process working memory (None when ``memory.working.enabled`` is false)."""
+        settings = self.config.memory.working
+        if self._working is None and settings.enabled:
             with self._lock:
                 if self._working is None:
                     from tiermem.working import WorkingMemory
 
                     self._working = WorkingMemory(
-                        embedder=self.embedder, user_isolation=True, fifo_interval_min=None
+                        embedder=self.embedder,
+                        max_memory_mb=settings.max_memory_mb,
+                        fifo_interval_min=settings.fifo_interval_min,
+                        user_isolation=True,
                     )
         return self._working
+
+    @property
+    def synopses(self) -> Any:
+        """The synopsis service (None when ``memory.synopsis.enabled`` is false)."""
+        settings = self.config.memory.synopsis
+        if self._synopsis is None and settings.enabled:
+            with self._lock:
+                if self._synopsis is None:
+                    from tiermem.synopsis import (
+                        SynopsisGenerator,
+                        SynopsisService,
+                        cache_from_config,
+                    )
+
+                    self._synopsis = SynopsisService(
+                        cache_from_config(settings),
+                        SynopsisGenerator(self.llm, max_items=settings.max_items),
+                        refresh_on_access=settings.refresh_on_access,
+                        fetch_memories=self._profile_memories,
+                    )
+        return self._synopsis
+
+    def _profile_memories(self, user_id: str) -> list[Any]:
+        """What a synopsis is written from: the user's facts, preferences and context."""
+        return list(self.store.list(user_id, limit=200, memory_type=list(PROFILE_TYPES)))
 
     @property
     def archiver(self) -> Archiver:
@@ -134,15 +205,39 @@ class Memory:
         if self._archiver is None:
             with self._lock:
                 if self._archiver is None:
-                    self._archiver = Archiver(self.store, self.embedder)
+                    if self.retention == "persistent":
+                        sink = store_sink(self.store)
+                    elif self.working is not None:
+                        sink = working_sink(self.working)
+                    else:
+                        sink = _discard
+                    self._archiver = Archiver(sink, self.embedder)
         return self._archiver
 
     def _new_buffer(self, user_id: str, session_id: str | None) -> BufferMemory:
+        from tiermem.summarize import ExtractiveSummarizer, MemorySummarizer
+        from tiermem.summarize_worker import SummaryPolicy
+
+        settings = self.config.memory.buffer
+        summarizer = self._summarizer
+        if summarizer is None:
+            use_llm = settings.summarizer == "llm" or (
+                settings.summarizer == "auto" and self.llm is not None
+            )
+            if use_llm and self.llm is None:
+                raise ConfigError(
+                    "memory.buffer.summarizer",
+                    "is 'llm' but no chat model is configured",
+                    "add llm.models: [{chat: openai/gpt-4o-mini}] or use 'extractive'",
+                )
+            summarizer = MemorySummarizer(model=self.llm) if use_llm else ExtractiveSummarizer()
         return BufferMemory(
-            buffer_size=self._buffer_size,
-            max_tokens=self._buffer_tokens,
-            summarizer=self._summarizer,
+            buffer_size=settings.size,
+            max_tokens=settings.max_tokens,
+            summarizer=summarizer,
+            multiplier=settings.multiplier,
             token_counter=self.token_counter,
+            summary_policy=SummaryPolicy(batch_size=min(settings.summary_batch, settings.size)),
         )
 
     # -- writing ---------------------------------------------------------------------------
@@ -224,12 +319,11 @@ class Memory:
         last = buffer.get_recent(1)
         previous = last[0].message_id if last else None
         buffer.extend(messages)
-        if self.retention == "persistent":
-            items = []
-            for message in messages:
-                items.append(ArchivedMessage(user_id, message, session_id, None, previous))
-                previous = message.message_id
-            self.archiver.submit(items)
+        items = []
+        for message in messages:
+            items.append(ArchivedMessage(user_id, message, session_id, None, previous))
+            previous = message.message_id
+        self.archiver.submit(items)
 
     def remember(
         self,
@@ -253,7 +347,23 @@ class Memory:
             agent_id=agent_id,
             metadata=metadata,
         )
+        if self.synopses is not None:
+            self.synopses.memory_added(user_id, memory_type)
         return str(memory_id)
+
+    def synopsis(self, user_id: str) -> Any:
+        """The user's :class:`~tiermem.synopsis.Synopsis` (cached; generated on a miss)."""
+        self._check_open()
+        if self.synopses is None:
+            raise ConfigError("memory.synopsis.enabled", "is false", "enable it to use synopses")
+        return self.synopses.get(_user(user_id))
+
+    def generate_synopsis(self, user_id: str) -> Any:
+        """Regenerate and cache the user's synopsis now (seed 001's ``generate_synopsis``)."""
+        self._check_open()
+        if self.synopses is None:
+            raise ConfigError("memory.synopsis.enabled", "is false", "enable it to use synopses")
+        return self.synopses.generate_synopsis(_user(user_id))
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -293,7 +403,7 @@ class Memory:
             recent=recent,
             candidates=candidates,
             summary=buffer.summary if buffer is not None else None,
-            synopsis=None,
+            synopsis=self.synopses.get(user_id).render() if self.synopses is not None else None,
         )
 
     def _candidates(
@@ -365,13 +475,33 @@ class Memory:
             self._archiver.flush()
         if self._working is not None:
             self._working.clear(user_id)
+        if self.synopses is not None:
+            self.synopses.clear_user(user_id)
         return int(self.store.delete_user(user_id))
 
+    def end_session(self, user_id: str, session_id: str | None = None) -> None:
+        """Close a session: its buffer is drained to the summarizer and dropped."""
+        self.buffers.drop(_user(user_id), session_id)
+
+    def end_run(self) -> None:
+        """End a run. With ``single_run`` retention, every buffer and the working memory
+        are cleared (seed 004's policy); otherwise nothing happens."""
+        if self.retention != "single_run":
+            return
+        self.flush()
+        for user_id, session_id in self.buffers:
+            self.buffers.drop(user_id, session_id, drain=False)
+        if self._working is not None:
+            self._working.clear(all_users=True)
+
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until queued messages are archived; False on timeout."""
-        if self._archiver is None:
-            return True
-        return self._archiver.flush(timeout)
+        """Wait until queued messages are archived and summarized; False on timeout."""
+        done = self._archiver.flush(timeout) if self._archiver is not None else True
+        for key in self.buffers:
+            buffer = self.buffers.peek(*key)
+            if buffer is not None:
+                done = buffer.flush(timeout) and done
+        return done
 
     def close(self) -> None:
         """Archive what is queued and release the store, workers and threads."""
@@ -434,6 +564,10 @@ class Memory:
         await asyncio.to_thread(self.close)
 
 
+def _discard(batch: list[ArchivedMessage], vectors: Any) -> None:
+    """The sink when nothing outside the buffers keeps messages."""
+
+
 def _from_record(record: Any, similarity: float | None, keyword: float | None = None) -> Candidate:
     metadata = record.metadata or {}
     return Candidate(
@@ -450,4 +584,4 @@ def _from_record(record: Any, similarity: float | None, keyword: float | None = 
     )
 
 
-__all__ = ["RETENTIONS", "Memory", "Retention"]
+__all__ = ["RETENTIONS", "Memory"]

@@ -20,14 +20,16 @@ its tokens (:meth:`Context.explain`).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
 from tiermem.buffer import summary_message, tool_groups
-from tiermem.errors import ConfigError, InvalidSizeError
+from tiermem.config import PlannerConfig
+from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message, to_anthropic_messages
 from tiermem.temporal import time_windows, within
 
@@ -38,65 +40,6 @@ Section = Literal["synopsis", "summary", "retrieved", "recent"]
 SECTIONS: tuple[Section, ...] = ("synopsis", "summary", "retrieved", "recent")
 RETRIEVED_HEADER = "Relevant memories from earlier conversations:"
 SYNOPSIS_HEADER = "What is known about the user:"
-
-
-@dataclass(frozen=True)
-class PlannerSettings:
-    """How the planner ranks and spends the budget.
-
-    Args:
-        max_tokens: default budget when ``get_context`` is given none.
-        recent_messages: newest buffer messages always considered for the recent section.
-        k: candidates taken from each search (store, working memory, buffer).
-        order: order of the sections in the rendered context.
-        shares: the most each section may take, as a share of the budget; what a section
-            leaves unused goes to the retrieved section.
-        similarity_weight, recency_weight, importance_weight: the ranking blend (see
-            :meth:`QueryPlanner.score`); they are normalized to sum to 1.
-        recency_half_life_days: age, relative to the user's newest memory, at which the
-            recency term halves.
-        near_duplicate: word-set Jaccard similarity above which two memories count as one.
-        keyword_weight: weight of the keyword score beside the vector score.
-        session_weight: weight of how relevant a memory's session is as a whole.
-        temporal_weight: bonus of memories inside a time the query names.
-        neighbour_weight: share of a message's relevance passed to the messages right
-            before and after it in its session.
-    """
-
-    max_tokens: int = 4000
-    recent_messages: int = 6
-    k: int = 200
-    order: tuple[Section, ...] = SECTIONS
-    shares: dict[str, float] = field(
-        default_factory=lambda: {"synopsis": 0.1, "summary": 0.1, "retrieved": 1.0, "recent": 0.2}
-    )
-    similarity_weight: float = 0.8
-    recency_weight: float = 0.1
-    importance_weight: float = 0.1
-    recency_half_life_days: float = 30.0
-    near_duplicate: float = 0.9
-    keyword_weight: float = 0.5
-    session_weight: float = 0.3
-    temporal_weight: float = 0.3
-    neighbour_weight: float = 0.5
-
-    def __post_init__(self) -> None:
-        if set(self.order) != set(SECTIONS) or len(self.order) != len(SECTIONS):
-            raise ConfigError(
-                "planner.order", f"got {list(self.order)}", f"list each of {list(SECTIONS)} once"
-            )
-        unknown = set(self.shares) - set(SECTIONS)
-        if unknown:
-            raise ConfigError(f"planner.shares.{sorted(unknown)[0]}", "unknown section")
-        for name, share in self.shares.items():
-            if not 0 <= share <= 1:
-                raise ConfigError(f"planner.shares.{name}", f"must be in [0, 1], got {share}")
-        weights = (self.similarity_weight, self.recency_weight, self.importance_weight)
-        if min(weights) < 0 or sum(weights) <= 0:
-            raise ConfigError("planner.weights", "must be >= 0 and not all 0")
-        for name in ("keyword_weight", "session_weight", "temporal_weight", "neighbour_weight"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"planner.{name}", "must be >= 0")
 
 
 @dataclass
@@ -180,9 +123,10 @@ class Context:
 class QueryPlanner:
     """Ranks candidates from every tier and fits them to a token budget."""
 
-    def __init__(self, settings: PlannerSettings | None = None, *, counter: TokenCounter) -> None:
-        self.settings = settings or PlannerSettings()
+    def __init__(self, settings: PlannerConfig | None = None, *, counter: TokenCounter) -> None:
+        self.settings = settings or PlannerConfig()
         self.counter = counter
+        self._counts: dict[str, int] = {}
 
     def rank_relevance(self, query: str, candidates: Sequence[Candidate]) -> None:
         """Set each candidate's ``relevance`` in [0, 1] from all the evidence at hand.
@@ -197,30 +141,30 @@ class QueryPlanner:
         """
         if not candidates:
             return
-        s = self.settings
+        w = self.settings.weights
         dense = _rescale([c.similarity for c in candidates])
         keyword = _rescale([c.keyword for c in candidates])
-        base = [d + s.keyword_weight * k for d, k in zip(dense, keyword, strict=True)]
+        base = [d + w.keyword * k for d, k in zip(dense, keyword, strict=True)]
         sessions: dict[str, list[float]] = {}
         for candidate, value in zip(candidates, base, strict=True):
             if candidate.session_id is not None:
                 sessions.setdefault(candidate.session_id, []).append(value)
         context = {sid: sum(sorted(v)[-3:]) / min(len(v), 3) for sid, v in sessions.items()}
         years = {c.timestamp.year for c in candidates if c.timestamp is not None}
-        windows = time_windows(query, years) if s.temporal_weight else []
+        windows = time_windows(query, years) if w.temporal else []
         own = []
         for candidate, value in zip(candidates, base, strict=True):
-            value += s.session_weight * context.get(candidate.session_id or "", 0.0)
+            value += w.session * context.get(candidate.session_id or "", 0.0)
             if windows and within(candidate.timestamp, windows):
-                value += s.temporal_weight
+                value += w.temporal
             own.append(value)
         by_id = {c.message_id: i for i, c in enumerate(candidates) if c.message_id}
         final = list(own)
         for i, candidate in enumerate(candidates):
             j = by_id.get(candidate.previous_id) if candidate.previous_id else None
             if j is not None:
-                final[i] = max(final[i], s.neighbour_weight * own[j])
-                final[j] = max(final[j], s.neighbour_weight * own[i])
+                final[i] = max(final[i], w.neighbour * own[j])
+                final[j] = max(final[j], w.neighbour * own[i])
         top = max(final) or 1.0
         for candidate, value in zip(candidates, final, strict=True):
             candidate.relevance = max(value, 0.0) / top
@@ -232,16 +176,16 @@ class QueryPlanner:
         ``0.5 ** (age_days / half_life)`` with age measured from the user's newest
         memory, so importing an old history does not make all of it "old".
         """
-        s = self.settings
-        total = s.similarity_weight + s.recency_weight + s.importance_weight
+        w = self.settings.weights
+        total = w.similarity + w.recency + w.importance
         recency = 0.0
         if candidate.timestamp is not None and newest is not None:
             age_days = max((newest - candidate.timestamp).total_seconds(), 0.0) / 86400
-            recency = 0.5 ** (age_days / s.recency_half_life_days)
+            recency = 0.5 ** (age_days / self.settings.recency_half_life_days)
         value = (
-            s.similarity_weight * candidate.relevance
-            + s.recency_weight * recency
-            + s.importance_weight * candidate.importance
+            w.similarity * candidate.relevance
+            + w.recency * recency
+            + w.importance * candidate.importance
         )
         return value / total
 
@@ -259,7 +203,7 @@ class QueryPlanner:
         budget = self.settings.max_tokens if max_tokens is None else max_tokens
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise InvalidSizeError("max_tokens", f"must be an int >= 1, got {budget!r}")
-        shares = self.settings.shares
+        shares = self.settings.shares.model_dump()
         left = budget - _REPLY_PRIMING
         parts: dict[Section, tuple[list[dict[str, Any]], list[ContextItem]]] = {}
         notes: tuple[tuple[Section, str | None], ...] = (
@@ -330,25 +274,29 @@ class QueryPlanner:
             candidate.score = self.score(candidate, newest)
         ranked = sorted(candidates, key=lambda c: -c.score)
         chosen: list[Candidate] = []
-        seen: list[set[str]] = []
+        seen: dict[int, list[set[str]]] = {}
         keys: set[str] = set()
-        overhead = self._tokens({"role": "system", "content": RETRIEVED_HEADER})
-        used = overhead
+        used = self._tokens({"role": "system", "content": RETRIEVED_HEADER})
         dates: set[str] = set()
         costs: dict[int, int] = {}
         for candidate in ranked:
-            if candidate.key in keys or self._near_duplicate(candidate.content, seen):
+            if cap - used < _MIN_LINE_TOKENS:
+                break
+            if candidate.key in keys:
                 continue
             date = _date_label(candidate.timestamp)
-            cost = self.counter.count(candidate.content) + 1
+            cost = self._count(candidate.content) + 1
             if date not in dates:
-                cost += self.counter.count(date) + 1
+                cost += self._count(date) + 1
             if used + cost > cap:
+                continue
+            words = _words(candidate.content)
+            if self._near_duplicate(words, seen):
                 continue
             used += cost
             dates.add(date)
             keys.add(candidate.key)
-            seen.append(_words(candidate.content))
+            seen.setdefault(len(words), []).append(words)
             chosen.append(candidate)
             costs[id(candidate)] = cost
         while chosen:
@@ -364,18 +312,38 @@ class QueryPlanner:
             chosen.remove(min(chosen, key=lambda c: c.score))  # rare: token merges at joins
         return [], []
 
-    def _near_duplicate(self, content: str, seen: list[set[str]]) -> bool:
-        words = _words(content)
+    def _near_duplicate(self, words: set[str], seen: dict[int, list[set[str]]]) -> bool:
+        """Whether ``words`` overlaps a chosen memory's by the Jaccard limit or more.
+
+        Jaccard >= t needs the smaller set to hold at least t of the larger, so only
+        chosen memories of a similar size are compared.
+        """
         if not words:
             return False
         limit = self.settings.near_duplicate
-        return any(len(words & other) / len(words | other) >= limit for other in seen)
+        size = len(words)
+        for other_size in range(math.ceil(size * limit), math.floor(size / limit) + 1):
+            for other in seen.get(other_size, ()):
+                if len(words & other) >= limit * len(words | other):
+                    return True
+        return False
+
+    def _count(self, text: str) -> int:
+        """Tokens of ``text``, cached: the same memories come back query after query."""
+        tokens = self._counts.get(text)
+        if tokens is None:
+            if len(self._counts) >= _COUNT_CACHE:
+                self._counts.clear()
+            tokens = self._counts[text] = self.counter.count(text)
+        return tokens
 
     def _tokens(self, message: dict[str, Any]) -> int:
         return self.counter.count_message(Message.from_openai(message))
 
 
 _REPLY_PRIMING = 3  # OpenAI adds 3 tokens that prime the reply
+_MIN_LINE_TOKENS = 4  # no memory line is cheaper: stop filling below this
+_COUNT_CACHE = 100_000
 
 
 def _rescale(values: list[float | None]) -> list[float]:
