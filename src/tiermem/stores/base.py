@@ -10,7 +10,6 @@ embedding of text that comes without a vector and result shaping are written onc
 from __future__ import annotations
 
 import builtins
-import hashlib
 import math
 import uuid
 from abc import ABC, abstractmethod
@@ -55,11 +54,6 @@ ACCESS_SATURATION = 100
 def utcnow() -> datetime:
     """The current time, timezone-aware in UTC (every stored timestamp is UTC)."""
     return datetime.now(timezone.utc)
-
-
-def content_hash(content: str) -> str:
-    """SHA-256 hex digest of ``content``: the per-user deduplication key."""
-    return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tiermem.embeddings.cache import content_hash
 from tiermem.errors import InputError, NotFoundError, StoreError, StoreUnavailableError
 from tiermem.stores import schema
 from tiermem.stores.base import (
@@ -51,7 +52,6 @@ from tiermem.stores.base import (
     TableSizeOp,
     UpdateOp,
     bump_access,
-    content_hash,
     keyword_terms,
     reciprocal_rank_fusion,
     utcnow,

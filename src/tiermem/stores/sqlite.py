@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from tiermem.embeddings.cache import content_hash
 from tiermem.errors import InputError, NotFoundError, StoreError, StoreUnavailableError
 from tiermem.stores import schema
 from tiermem.stores.base import (
@@ -43,7 +44,6 @@ from tiermem.stores.base import (
     TableSizeOp,
     UpdateOp,
     bump_access,
-    content_hash,
     keyword_terms,
     reciprocal_rank_fusion,
     utcnow,
