@@ -120,12 +120,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.openai_url:
         remote = get_embedder(f"openai/{args.openai_model}", base_url=args.openai_url, cache_size=0)
     else:
-        import fakeserver
         from fakeserver import FakeServer
 
-        # Without TCP_NODELAY the test server's split writes meet delayed ACKs (~40 ms a
-        # request); the fix belongs in tests/fakeserver.py, owned by the llm helper.
-        fakeserver._Handler.disable_nagle_algorithm = True
         server = FakeServer(embed=lambda batch: raw_encode(batch).tolist()).start()
         remote = get_embedder(
             "openai/all-MiniLM-L6-v2",
