@@ -28,7 +28,6 @@ import gc
 import importlib.metadata
 import json
 import platform
-import shlex
 import signal
 import statistics
 import sys
@@ -39,6 +38,8 @@ from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+from _common import reproduce_command, write_json
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -688,11 +689,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"--peers: unknown {', '.join(unknown)}; choose among {', '.join(PEER_KEYS)}"
             )
     cfg = config(opts.quick, opts.read_timeout)
-    given = sys.argv[1:] if argv is None else argv
-    command = " ".join(shlex.quote(a) for a in ["python", "benchmarks/buffer.py", *given])
+    command = reproduce_command(__file__, argv)
     results = run_all(peer_names, cfg, lambda msg: print(msg, file=sys.stderr, flush=True))
     print_report(results, cfg, command)
-    opts.out.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "benchmark": "buffer",
         "command": command,
@@ -701,7 +700,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "results": results,
         "summary": summarize(results, cfg),
     }
-    opts.out.write_text(json.dumps(report, indent=2))
+    write_json(opts.out, report)
     print(f"wrote {opts.out}")
     failed = [k for k in TIERMEM_KEYS if "error" in results.get(k, {})]
     return 1 if failed else 0

@@ -21,7 +21,6 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -31,8 +30,8 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
-from rich.table import Table
 
+from _common import nearest_rank, reproduce_command, rich_table, write_json
 from tiermem.embeddings import get_embedder
 from tiermem.embeddings.local import packaged_model_path
 
@@ -87,10 +86,7 @@ def latency(
     out = {}
     for name, values in samples.items():
         values.sort()
-        out[name] = (
-            statistics.median(values),
-            values[min(len(values) - 1, int(0.95 * len(values)))],
-        )
+        out[name] = (statistics.median(values), nearest_rank(values, 0.95))
     return out
 
 
@@ -124,12 +120,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.openai_url:
         remote = get_embedder(f"openai/{args.openai_model}", base_url=args.openai_url, cache_size=0)
     else:
-        import fakeserver
         from fakeserver import FakeServer
 
-        # Without TCP_NODELAY the test server's split writes meet delayed ACKs (~40 ms a
-        # request); the fix belongs in tests/fakeserver.py, owned by the llm helper.
-        fakeserver._Handler.disable_nagle_algorithm = True
         server = FakeServer(embed=lambda batch: raw_encode(batch).tolist()).start()
         remote = get_embedder(
             "openai/all-MiniLM-L6-v2",
@@ -172,27 +164,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "single_messages": singles,
         "providers": rows,
         "torch_threads": __import__("torch").get_num_threads(),
-        "command": " ".join([sys.executable, *sys.argv]),
+        "command": reproduce_command(__file__, argv),
     }
     report(results)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
+    write_json(args.out, results)
     return results
 
 
 def report(results: dict[str, Any]) -> None:
-    table = Table(title=f"Embedding all-MiniLM-L6-v2 on CPU, {results['texts']} texts")
-    for col in (
-        "provider",
-        "sentences/s",
-        "vs raw",
-        "single p50 ms",
-        "single p95 ms",
-        "p50 speed vs raw",
-        "min cosine vs raw",
-    ):
-        table.add_column(col, justify="right")
+    table = rich_table(
+        f"Embedding all-MiniLM-L6-v2 on CPU, {results['texts']} texts",
+        (
+            "provider",
+            "sentences/s",
+            "vs raw",
+            "single p50 ms",
+            "single p95 ms",
+            "p50 speed vs raw",
+            "min cosine vs raw",
+        ),
+        left=0,
+    )
     for name, row in results["providers"].items():
         table.add_row(
             name,

@@ -16,9 +16,7 @@ to users of 100. Recall@10 is measured against exact numpy search over the user'
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shlex
 import sys
 import tempfile
 import time
@@ -28,7 +26,8 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
-from rich.table import Table
+
+from _common import reproduce_command, rich_table, write_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -221,22 +220,21 @@ def report(
     results: list[dict[str, Any]], e2e: dict[str, float], args: argparse.Namespace, command: str
 ) -> None:
     console = Console(width=170)
-    table = Table(
-        title=f"Long-term stores: {args.total:,} memories, k={K}, dim={args.dim}, "
-        f"{args.queries} queries per user"
+    table = rich_table(
+        f"Long-term stores: {args.total:,} memories, k={K}, dim={args.dim}, "
+        f"{args.queries} queries per user",
+        (
+            "engine",
+            "ingest rows/s",
+            "user",
+            "p50 ms",
+            "p95 ms",
+            "goal p95",
+            "recall@10",
+            "first search ms",
+            "p95 vs mem0 200 ms",
+        ),
     )
-    for col in (
-        "engine",
-        "ingest rows/s",
-        "user",
-        "p50 ms",
-        "p95 ms",
-        "goal p95",
-        "recall@10",
-        "first search ms",
-        "p95 vs mem0 200 ms",
-    ):
-        table.add_column(col, justify="right" if col != "engine" else "left")
     for r in results:
         for user in ("small", "big"):
             s = r[user]
@@ -284,9 +282,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.quick:
         args.total, args.big, args.small, args.queries, args.e2e_rows = 3_000, 1_500, 100, 20, 0
-    command = "python benchmarks/stores.py " + shlex.join(
-        argv if argv is not None else sys.argv[1:]
-    )
+    command = reproduce_command(__file__, argv)
     users, queries = make_data(args)
     results: list[dict[str, Any]] = []
     e2e: dict[str, float] = {}
@@ -333,8 +329,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "end_to_end_rows_per_s": e2e,
         "command": command,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(payload, indent=2))
+    write_json(args.out, payload)
     return payload
 
 

@@ -19,7 +19,6 @@ Run: python benchmarks/summarize_latency.py [--quick]
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -27,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
+from _common import nearest_rank, reproduce_command, rich_table, write_json
 from tiermem.buffer import BufferMemory
 from tiermem.llm import OpenAIModel
 from tiermem.summarize import MemorySummarizer
@@ -64,8 +63,8 @@ def summarize_samples(samples: list[float]) -> dict[str, float]:
     return {
         "appends": len(samples),
         "mean_us": 1e6 * statistics.fmean(samples),
-        "p50_us": 1e6 * ordered[len(ordered) // 2],
-        "p99_us": 1e6 * ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+        "p50_us": 1e6 * nearest_rank(ordered, 0.5),
+        "p99_us": 1e6 * nearest_rank(ordered, 0.99),
         "max_us": 1e6 * ordered[-1],
         "total_s": sum(samples),
     }
@@ -140,13 +139,11 @@ def run(
 
 def report(result: dict[str, Any], command: str) -> None:
     console = Console(width=max(Console().width, 110))
-    table = Table(
-        title=f"BufferMemory.add_message latency, buffer_size={result['buffer_size']}, "
-        f"LLM endpoint {result['llm_delay_s'] * 1000:.0f} ms per call"
+    table = rich_table(
+        f"BufferMemory.add_message latency, buffer_size={result['buffer_size']}, "
+        f"LLM endpoint {result['llm_delay_s'] * 1000:.0f} ms per call",
+        ("buffer", "appends", "mean µs", "p50 µs", "p99 µs", "max µs", "mean", "p50", "p99"),
     )
-    columns = ("buffer", "appends", "mean µs", "p50 µs", "p99 µs", "max µs", "mean", "p50", "p99")
-    for column in columns:
-        table.add_column(column, justify="left" if column == "buffer" else "right")
     for name, row in result["rows"].items():
         table.add_row(
             name,
@@ -194,10 +191,9 @@ def main(argv: list[str] | None = None) -> None:
             "--appends, --sync-appends, --buffer-size, --rounds must be >= 1, --delay >= 0"
         )
     result = run(args.appends, args.sync_appends, args.buffer_size, args.delay, args.rounds)
-    command = " ".join(["python", "benchmarks/summarize_latency.py", *(argv or sys.argv[1:])])
+    command = reproduce_command(__file__, argv)
     result["command"] = command
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    write_json(args.out, result)
     report(result, command)
 
 

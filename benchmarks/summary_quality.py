@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
+from _common import reproduce_command, rich_table, write_json
 from tiermem.summarize import ExtractiveSummarizer, split_sentences
 from tiermem.tokens import TokenCounter, get_token_counter
 
@@ -222,20 +222,19 @@ def run(data_dir: Path, ratio: float, quick: bool, seed: int) -> dict[str, Any]:
 
 def report(result: dict[str, Any], command: str) -> None:
     console = Console(width=max(Console().width, 110))
-    table = Table(
-        title=f"Summary quality on LoCoMo: {result['sessions']} sessions, "
+    table = rich_table(
+        f"Summary quality on LoCoMo: {result['sessions']} sessions, "
         f"{result['questions']} questions (categories 1, 2, 4), "
-        f"summary <= {result['ratio']:.0%} of session tokens"
+        f"summary <= {result['ratio']:.0%} of session tokens",
+        (
+            "method",
+            "answer in summary",
+            "vs lead-k",
+            "answer-word recall",
+            "evidence kept",
+            "mean tokens",
+        ),
     )
-    for column in (
-        "method",
-        "answer in summary",
-        "vs lead-k",
-        "answer-word recall",
-        "evidence kept",
-        "mean tokens",
-    ):
-        table.add_column(column, justify="left" if column == "method" else "right")
     lead = result["methods"]["lead-k"]["answer_in_summary"] or 1e-9
     for name, row in result["methods"].items():
         table.add_row(
@@ -266,10 +265,9 @@ def main(argv: list[str] | None = None) -> None:
     if not 0 < args.ratio <= 1:
         parser.error("--ratio must be in (0, 1]")
     result = run(args.data_dir, args.ratio, args.quick, args.seed)
-    command = " ".join(["python", "benchmarks/summary_quality.py", *(argv or sys.argv[1:])])
+    command = reproduce_command(__file__, argv)
     result["command"] = command
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    write_json(args.out, result)
     report(result, command)
 
 

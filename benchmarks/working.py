@@ -18,21 +18,18 @@ Every tiermem result is checked against numpy's exact top-k. Goal: p95 <= 1 ms f
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import sys
 import time
 import tracemalloc
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import faiss
 import numpy as np
 from rich.console import Console
-from rich.table import Table
 
+from _common import nearest_rank, reproduce_command, rich_table, write_json
 from tiermem.working import WorkingMemory
 
 DIM = 384
@@ -42,7 +39,7 @@ K = 5
 def percentiles(samples_s: list[float]) -> tuple[float, float]:
     """(p50, p95) in milliseconds."""
     ms = sorted(s * 1000 for s in samples_s)
-    return statistics.median(ms), ms[min(len(ms) - 1, int(0.95 * len(ms)))]
+    return statistics.median(ms), nearest_rank(ms, 0.95)
 
 
 def timed(fn: Callable[[np.ndarray], Any], queries: np.ndarray) -> list[float]:
@@ -189,29 +186,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "scales": [bench_scale(total, n_queries) for total in scales],
         "fifo": bench_fifo(200 if args.quick else 2000),
         "faiss_version": faiss.__version__,
-        "command": " ".join([sys.executable, *sys.argv]),
+        "command": reproduce_command(__file__, argv),
     }
     report(results)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
+    write_json(args.out, results)
     return results
 
 
 def report(results: dict[str, Any]) -> None:
     console = Console()
-    table = Table(title=f"WorkingMemory search, k={K}, {DIM} dims (ms)")
-    for col in (
-        "total",
-        "user items",
-        "tiermem p50",
-        "tiermem p95",
-        "numpy p95",
-        "faiss global p95",
-        "numpy/tiermem",
-        "faiss global/tiermem",
-    ):
-        table.add_column(col, justify="right")
+    table = rich_table(
+        f"WorkingMemory search, k={K}, {DIM} dims (ms)",
+        (
+            "total",
+            "user items",
+            "tiermem p50",
+            "tiermem p95",
+            "numpy p95",
+            "faiss global p95",
+            "numpy/tiermem",
+            "faiss global/tiermem",
+        ),
+        left=0,
+    )
     for scale in results["scales"]:
         for row in scale["users"].values():
             table.add_row(
@@ -225,9 +222,11 @@ def report(results: dict[str, Any]) -> None:
                 f"{row['faiss_global_p95_ms'] / row['tiermem_p95_ms']:.1f}x",
             )
     console.print(table)
-    memory = Table(title="Memory per item (bytes) and insert rate")
-    for col in ("total", "accounted", "python heap", "RSS delta", "adds/s"):
-        memory.add_column(col, justify="right")
+    memory = rich_table(
+        "Memory per item (bytes) and insert rate",
+        ("total", "accounted", "python heap", "RSS delta", "adds/s"),
+        left=0,
+    )
     for scale in results["scales"]:
         memory.add_row(
             f"{scale['total']:,}",
@@ -238,9 +237,7 @@ def report(results: dict[str, Any]) -> None:
         )
     console.print(memory)
     fifo = results["fifo"]
-    fifo_table = Table(title="FIFO cleanup (max_memory_mb=10)")
-    fifo_table.add_column("measure")
-    fifo_table.add_column("value", justify="right")
+    fifo_table = rich_table("FIFO cleanup (max_memory_mb=10)", ("measure", "value"))
     for key, value in fifo.items():
         fifo_table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
     console.print(fifo_table)

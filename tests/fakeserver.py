@@ -177,6 +177,9 @@ class FakeServer:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeServer
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY: the headers and the body go out as separate small writes, which
+    # otherwise wait for the client's delayed ACK (~40 ms per keep-alive request).
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # silence stderr
         pass

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from benchsmoke import run_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
@@ -41,12 +42,8 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_quick_tiermem_only_prints_table_and_writes_json(tmp_path: Path) -> None:
-    out = tmp_path / "buffer.json"
-    proc = _run("--quick", "--peers", "none", "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
+    proc, report = run_benchmark("buffer", "--quick", "--peers", "none", out=tmp_path / "b.json")
     assert "µs per append" in proc.stdout
-    assert "reproduce: python benchmarks/buffer.py --quick --peers none --out" in proc.stdout
-    report = json.loads(out.read_text())
     assert set(report["results"]) == set(TIERMEM_KEYS)
     cfg = report["config"]
     for key in TIERMEM_KEYS:

@@ -2,36 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).parents[1]
+from benchsmoke import run_benchmark
 
 
 def test_working_benchmark_quick(tmp_path: Path) -> None:
-    out = tmp_path / "working.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    run = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks/working.py"),
-            "--quick",
-            "--queries",
-            "20",
-            "--out",
-            str(out),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    assert "reproduce:" in run.stdout and "WorkingMemory search" in run.stdout
-    results = json.loads(out.read_text())
+    proc, results = run_benchmark("working", "--quick", "--queries", "20", out=tmp_path / "w.json")
+    assert "WorkingMemory search" in proc.stdout
     assert [scale["total"] for scale in results["scales"]] == [2000, 10000]
     for scale in results["scales"]:
         assert set(scale["users"]) == {"small", "big"}

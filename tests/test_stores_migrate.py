@@ -11,7 +11,7 @@ import pytest
 
 from tiermem.errors import InputError
 from tiermem.stores.base import NewMemory
-from tiermem.stores.migrate import migrate_embeddings, open_store
+from tiermem.stores.migrate import MigrationReport, migrate_embeddings, open_store
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 MODEL = "local/all-MiniLM-L6-v2"
@@ -78,38 +78,24 @@ def test_migrate_interrupted_resumed_idempotent(connection: str, embedder: objec
         old.get_many("alice", [r.id for r in old.list("alice")][:2])
         before = {r.id: r for r in old.list("alice")}
 
-    flaky = Interrupting(embedder, fail_on_call=2)
-    with pytest.raises(KeyboardInterrupt):
-        migrate_embeddings(
+    def migrate(with_embedder: object) -> MigrationReport:
+        return migrate_embeddings(
             from_dim=16,
             to_dim=384,
             to_model=MODEL,
             connection_string=connection,
             batch_size=3,
-            embedder=flaky,
+            embedder=with_embedder,  # type: ignore[arg-type]
             progress=False,
-        )  # type: ignore[arg-type]
+        )
+
+    with pytest.raises(KeyboardInterrupt):
+        migrate(Interrupting(embedder, fail_on_call=2))
     with open_store(connection, 384) as new:
         assert new.count("alice") + new.count("bob") == 3  # the first batch was committed
-    report = migrate_embeddings(
-        from_dim=16,
-        to_dim=384,
-        to_model=MODEL,
-        connection_string=connection,
-        batch_size=3,
-        embedder=embedder,
-        progress=False,
-    )  # type: ignore[arg-type]
+    report = migrate(embedder)
     assert (report.source_rows, report.migrated, report.already_present) == (8, 5, 3)
-    again = migrate_embeddings(
-        from_dim=16,
-        to_dim=384,
-        to_model=MODEL,
-        connection_string=connection,
-        batch_size=3,
-        embedder=embedder,
-        progress=False,
-    )  # type: ignore[arg-type]
+    again = migrate(embedder)
     assert (again.migrated, again.already_present) == (0, 8)
 
     with open_store(connection, 384, embedder) as new, open_store(connection, 16) as old:  # type: ignore[arg-type]

@@ -30,7 +30,14 @@ from tiermem.errors import (
     MissingUserError,
     SerializationError,
 )
-from tiermem.messages import ROLES, Content, Message, copy_json, parse_json
+from tiermem.messages import (
+    ROLES,
+    Content,
+    Message,
+    copy_json,
+    messages_from_dicts,
+    parse_json,
+)
 from tiermem.summarize import ExtractiveSummarizer
 from tiermem.summarize_worker import SummaryPipeline, SummaryPolicy
 from tiermem.tokens import TokenCounter, get_token_counter
@@ -524,7 +531,7 @@ class BufferMemory(RingBuffer[Message]):
         raw = data.get("messages", [])
         if not isinstance(raw, list):
             raise SerializationError("messages", "expected a list of message dicts")
-        messages = _read_messages(raw)
+        messages = messages_from_dicts(raw)
         summaries = data.get("summaries") or []
         summary = data.get("summary")
         if not isinstance(summaries, list) or not all(isinstance(s, str) for s in summaries):
@@ -813,16 +820,6 @@ def tool_groups(messages: list[Message]) -> list[list[Message]]:
         for call in message.tool_calls or ():
             owner[call["id"]] = group
     return groups
-
-
-def _read_messages(raw: list[Any]) -> list[Message]:
-    messages = []
-    for i, item in enumerate(raw):
-        try:
-            messages.append(Message.from_dict(item))
-        except (SerializationError, InvalidTypeError, ValueError) as exc:
-            raise SerializationError(f"messages[{i}]", str(exc)) from None
-    return messages
 
 
 __all__ = [

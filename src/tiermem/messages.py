@@ -363,6 +363,21 @@ def from_openai_messages(messages: Iterable[Mapping[str, Any]], **fields: Any) -
     return [Message.from_openai(m, **fields) for m in messages]
 
 
+def messages_from_dicts(raw: Iterable[Any], field_name: str = "messages") -> list[Message]:
+    """Rebuild messages written by :meth:`Message.to_dict`, as saved buffers hold them.
+
+    Raises:
+        SerializationError: an item is not a message dict; names it as ``field_name[i]``.
+    """
+    messages = []
+    for i, item in enumerate(raw):
+        try:
+            messages.append(Message.from_dict(item))
+        except (TypeError, ValueError) as exc:
+            raise SerializationError(f"{field_name}[{i}]", str(exc)) from None
+    return messages
+
+
 def to_anthropic_messages(
     messages: Iterable[Message],
 ) -> tuple[str | None, list[dict[str, Any]]]:

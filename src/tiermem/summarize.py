@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 from tiermem.errors import ConfigError, InvalidSizeError, InvalidTypeError
 from tiermem.llm.base import LLM
 from tiermem.llm.factory import get_llm
-from tiermem.tokens import get_token_counter
+from tiermem.tokens import CountsTokens, get_token_counter
 
 MessageLike = Mapping[str, Any] | Any
 """A dict with ``role`` and ``content`` (``name`` optional) or an object with those attributes."""
@@ -41,12 +41,6 @@ DEFAULT_MERGE_TEMPLATE = (
     "Answer with the updated summary only.\n\n{conversation}"
 )
 """Used when a previous summary exists, so the summary accumulates instead of being replaced."""
-
-
-class CountsTokens(Protocol):
-    """What the extractive summarizer needs from a token counter (any ``TokenCounter``)."""
-
-    def count(self, text: str) -> int: ...
 
 
 @runtime_checkable

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tiermem.errors import InvalidSizeError, InvalidTypeError, SerializationError
-from tiermem.messages import Message
+from tiermem.messages import Message, messages_from_dicts
 from tiermem.summarize import ExtractiveSummarizer, Summarizer
 
 log = logging.getLogger(__name__)
@@ -322,19 +322,9 @@ def _read_state(data: Mapping[str, Any]) -> tuple[list[PendingBatch], list[Messa
         failures = raw.get("failures", 0)
         batches.append(
             PendingBatch(
-                _read_messages(raw["messages"], f"pending_summaries.batches[{i}]"),
+                messages_from_dicts(raw["messages"], f"pending_summaries.batches[{i}]"),
                 failures if isinstance(failures, int) else 0,
                 raw.get("last_error"),
             )
         )
-    return batches, _read_messages(raw_partial, "pending_summaries.partial")
-
-
-def _read_messages(raw: list[Any], field_name: str) -> list[Message]:
-    messages = []
-    for i, item in enumerate(raw):
-        try:
-            messages.append(Message.from_dict(item))
-        except (TypeError, ValueError) as exc:
-            raise SerializationError(f"{field_name}[{i}]", str(exc)) from None
-    return messages
+    return batches, messages_from_dicts(raw_partial, "pending_summaries.partial")

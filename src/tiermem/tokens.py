@@ -38,8 +38,14 @@ _CL100K_PREFIXES = ("gpt-4-", "gpt-3.5", "text-embedding-3", "text-embedding-ada
 _seed_lock = threading.Lock()
 
 
+class CountsTokens(Protocol):
+    """Counts tokens of text: all a length bound needs (``ExtractiveSummarizer`` takes one)."""
+
+    def count(self, text: str) -> int: ...
+
+
 @runtime_checkable
-class TokenCounter(Protocol):
+class TokenCounter(CountsTokens, Protocol):
     """Counts tokens of text and of whole messages.
 
     ``name`` identifies the counting scheme, so cached counts of one counter are
@@ -47,8 +53,6 @@ class TokenCounter(Protocol):
     """
 
     name: str
-
-    def count(self, text: str) -> int: ...
 
     def count_message(self, message: Message) -> int: ...
 

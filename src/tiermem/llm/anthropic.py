@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tiermem._http import HttpClient, require_api_key
 from tiermem.errors import InputError
-from tiermem.llm.base import ChatMessage, Completion, HttpChatModel, usage_from
+from tiermem.llm.base import ChatMessage, Completion, HttpChatModel
 from tiermem.messages import from_openai_messages, to_anthropic_messages
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -32,6 +31,7 @@ class AnthropicModel(HttpChatModel):
     """
 
     provider = "anthropic"
+    key_env = "ANTHROPIC_API_KEY"
 
     def __init__(
         self,
@@ -48,23 +48,14 @@ class AnthropicModel(HttpChatModel):
         headers = {"anthropic-version": API_VERSION}
         if key:
             headers["x-api-key"] = key
-        http = HttpClient(
-            base,
-            headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            backoff=backoff,
-            provider=self.provider,
-            auth_hint="check ANTHROPIC_API_KEY or api_key=",
-        )
+        http = self._http_client(base, headers, timeout, max_retries, backoff)
         super().__init__(model, http, options)
         self._has_key = bool(key)
 
     def _request(
         self, messages: list[ChatMessage], options: dict[str, Any]
     ) -> tuple[str, dict[str, Any]]:
-        if not self._has_key:
-            require_api_key(None, "ANTHROPIC_API_KEY", self.provider)
+        self._check_key()
         system, turns = to_anthropic_messages(from_openai_messages(messages))
         if not turns:
             raise InputError(
@@ -86,10 +77,6 @@ class AnthropicModel(HttpChatModel):
             for b in blocks
             if isinstance(b, dict) and b.get("type") == "text"
         )
-        return Completion(
-            text=text,
-            usage=usage_from(data, "input_tokens", "output_tokens"),
-            model=str(data.get("model") or self.model),
-            finish_reason=data.get("stop_reason"),
-            raw=data,
+        return self._completion(
+            data, text, data.get("stop_reason"), ("input_tokens", "output_tokens")
         )

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from tiermem._http import HttpClient
+from tiermem._http import HttpClient, require_api_key
 from tiermem.errors import InputError, InvalidTypeError, ProviderResponseError
 from tiermem.messages import Message
 from tiermem.tokens import get_token_counter
@@ -117,6 +117,9 @@ class HttpChatModel:
     """
 
     provider = ""
+    key_env = ""
+    """The environment variable of the provider's API key, named in authentication errors."""
+    _has_key = True
 
     def __init__(self, model: str, http: HttpClient, options: dict[str, Any]) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -171,6 +174,47 @@ class HttpChatModel:
             self.total_usage = self.total_usage + completion.usage
             self.calls += 1
         return completion
+
+    @classmethod
+    def _http_client(
+        cls,
+        base_url: str,
+        headers: dict[str, str],
+        timeout: float,
+        max_retries: int,
+        backoff: float,
+    ) -> HttpClient:
+        """The provider's HTTP client; a rejected key is reported with :attr:`key_env`."""
+        return HttpClient(
+            base_url,
+            headers,
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            provider=cls.provider,
+            auth_hint=f"check {cls.key_env} or api_key=",
+        )
+
+    def _check_key(self) -> None:
+        """Raise :class:`AuthenticationError` naming :attr:`key_env` if no key was given."""
+        if not self._has_key:
+            require_api_key(None, self.key_env, self.provider)
+
+    def _completion(
+        self,
+        data: dict[str, Any],
+        text: str,
+        finish_reason: Any,
+        usage_keys: tuple[str, str],
+    ) -> Completion:
+        """The parsed answer; ``usage_keys`` name the prompt and completion token counts."""
+        return Completion(
+            text=text,
+            usage=usage_from(data, *usage_keys),
+            model=str(data.get("model") or self.model),
+            finish_reason=finish_reason,
+            raw=data,
+        )
 
     def _bad_response(self, what: str, data: dict[str, Any]) -> ProviderResponseError:
         return ProviderResponseError(f"{self.provider}: {what} in response: {str(data)[:300]}")

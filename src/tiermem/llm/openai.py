@@ -6,8 +6,7 @@ import os
 from typing import Any
 from urllib.parse import urlparse
 
-from tiermem._http import HttpClient, require_api_key
-from tiermem.llm.base import ChatMessage, Completion, HttpChatModel, usage_from
+from tiermem.llm.base import ChatMessage, Completion, HttpChatModel
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -31,6 +30,7 @@ class OpenAIModel(HttpChatModel):
     """
 
     provider = "openai"
+    key_env = "OPENAI_API_KEY"
 
     def __init__(
         self,
@@ -52,23 +52,15 @@ class OpenAIModel(HttpChatModel):
         ):
             if os.environ.get(env):
                 headers[header] = os.environ[env]
-        http = HttpClient(
-            base,
-            headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            backoff=backoff,
-            provider=self.provider,
-            auth_hint="check OPENAI_API_KEY or api_key=",
-        )
+        http = self._http_client(base, headers, timeout, max_retries, backoff)
         super().__init__(model, http, options)
         self._has_key = bool(key)
 
     def _request(
         self, messages: list[ChatMessage], options: dict[str, Any]
     ) -> tuple[str, dict[str, Any]]:
-        if self._key_required and not self._has_key:
-            require_api_key(None, "OPENAI_API_KEY", self.provider)
+        if self._key_required:
+            self._check_key()
         return "/chat/completions", {"model": self.model, "messages": messages, **options}
 
     def _parse(self, data: dict[str, Any]) -> Completion:
@@ -81,10 +73,9 @@ class OpenAIModel(HttpChatModel):
         content = message.get("content")
         if content is not None and not isinstance(content, str):
             raise self._bad_response("non-text choices[0].message.content", data)
-        return Completion(
-            text=content or "",
-            usage=usage_from(data, "prompt_tokens", "completion_tokens"),
-            model=str(data.get("model") or self.model),
-            finish_reason=choices[0].get("finish_reason"),
-            raw=data,
+        return self._completion(
+            data,
+            content or "",
+            choices[0].get("finish_reason"),
+            ("prompt_tokens", "completion_tokens"),
         )

@@ -10,7 +10,6 @@ embedding of text that comes without a vector and result shaping are written onc
 from __future__ import annotations
 
 import builtins
-import hashlib
 import math
 import uuid
 from abc import ABC, abstractmethod
@@ -55,11 +54,6 @@ ACCESS_SATURATION = 100
 def utcnow() -> datetime:
     """The current time, timezone-aware in UTC (every stored timestamp is UTC)."""
     return datetime.now(timezone.utc)
-
-
-def content_hash(content: str) -> str:
-    """SHA-256 hex digest of ``content``: the per-user deduplication key."""
-    return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -535,10 +529,13 @@ class MemoryStore(ABC):
 
     def _new_memories(
         self,
+        user_id: str,
         contents: Sequence[str | NewMemory],
         embeddings: Sequence[Any] | np.ndarray | None,
         defaults: dict[str, Any],
-    ) -> list[NewMemory]:
+    ) -> tuple[list[NewMemory], list[int]]:
+        """The validated memories of an add, and the positions of those to embed."""
+        check_user_id(user_id)
         items = []
         for i, item in enumerate(contents):
             mem = item if isinstance(item, NewMemory) else NewMemory(content=item, **defaults)
@@ -564,7 +561,7 @@ class MemoryStore(ABC):
             raise InputError(
                 "embeddings", f"has {len(embeddings)} rows for {len(contents)} contents"
             )
-        return items
+        return items, self._needs_embedding(items)
 
     def _needs_embedding(self, items: Sequence[NewMemory]) -> list[int]:
         missing = [i for i, m in enumerate(items) if m.embedding is None]
@@ -604,6 +601,9 @@ class MemoryStore(ABC):
         return SearchOp(user_id, mode, vec, query, check_limit(limit), flt)
 
     def _update_op(self, user_id: str, memory_id: Any, fields: dict[str, Any]) -> UpdateOp:
+        unknown = set(fields) - {"content", "embedding", "memory_type", "importance", "metadata"}
+        if unknown:
+            raise InputError(sorted(unknown)[0], "cannot be updated")
         check_user_id(user_id)
         content = fields.get("content")
         embedding = fields.get("embedding")
@@ -627,6 +627,14 @@ class MemoryStore(ABC):
                 "pass embedding= or embedder=",
             )
         return op
+
+    def _list_op(self, user_id: str, limit: int, offset: int, filters: dict[str, Any]) -> ListOp:
+        return ListOp(
+            check_user_id(user_id),
+            make_filter(**filters),
+            check_limit(limit),
+            check_limit(offset, "offset", 0),
+        )
 
     # -- derived sync API --
 
@@ -662,9 +670,7 @@ class MemoryStore(ABC):
             embeddings: optional vectors, one per content; missing ones are embedded.
             **defaults: fields of :class:`NewMemory` applied to plain-text contents.
         """
-        check_user_id(user_id)
-        items = self._new_memories(contents, embeddings, defaults)
-        missing = self._needs_embedding(items)
+        items, missing = self._new_memories(user_id, contents, embeddings, defaults)
         if missing:
             assert self.embedder is not None
             items = self._fill(
@@ -715,9 +721,6 @@ class MemoryStore(ABC):
         Raises:
             NotFoundError: no such memory for this user.
         """
-        unknown = set(fields) - {"content", "embedding", "memory_type", "importance", "metadata"}
-        if unknown:
-            raise InputError(sorted(unknown)[0], "cannot be updated")
         op = self._update_op(user_id, memory_id, fields)
         if op.content is not None and op.embedding is None:
             assert self.embedder is not None
@@ -743,12 +746,7 @@ class MemoryStore(ABC):
         self, user_id: str, *, limit: int = 100, offset: int = 0, **filters: Any
     ) -> builtins.list[MemoryRecord]:
         """A page of the user's memories, newest first."""
-        op = ListOp(
-            check_user_id(user_id),
-            make_filter(**filters),
-            check_limit(limit),
-            check_limit(offset, "offset", 0),
-        )
+        op = self._list_op(user_id, limit, offset, filters)
         return cast(builtins.list[MemoryRecord], self.batch([op])[0])
 
     def count(self, user_id: str, **filters: Any) -> int:
@@ -786,9 +784,7 @@ class MemoryStore(ABC):
         **defaults: Any,
     ) -> builtins.list[uuid.UUID]:
         """Async twin of :meth:`add_many`."""
-        check_user_id(user_id)
-        items = self._new_memories(contents, embeddings, defaults)
-        missing = self._needs_embedding(items)
+        items, missing = self._new_memories(user_id, contents, embeddings, defaults)
         if missing:
             assert self.embedder is not None
             vectors = await self.embedder.aembed([items[i].content for i in missing])
@@ -831,9 +827,6 @@ class MemoryStore(ABC):
         self, user_id: str, memory_id: uuid.UUID | str, **fields: Any
     ) -> MemoryRecord:
         """Async twin of :meth:`update`."""
-        unknown = set(fields) - {"content", "embedding", "memory_type", "importance", "metadata"}
-        if unknown:
-            raise InputError(sorted(unknown)[0], "cannot be updated")
         op = self._update_op(user_id, memory_id, fields)
         if op.content is not None and op.embedding is None:
             assert self.embedder is not None
@@ -858,12 +851,7 @@ class MemoryStore(ABC):
         self, user_id: str, *, limit: int = 100, offset: int = 0, **filters: Any
     ) -> builtins.list[MemoryRecord]:
         """Async twin of :meth:`list`."""
-        op = ListOp(
-            check_user_id(user_id),
-            make_filter(**filters),
-            check_limit(limit),
-            check_limit(offset, "offset", 0),
-        )
+        op = self._list_op(user_id, limit, offset, filters)
         return cast(builtins.list[MemoryRecord], (await self.abatch([op]))[0])
 
     async def acount(self, user_id: str, **filters: Any) -> int:

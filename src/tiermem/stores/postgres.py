@@ -16,7 +16,6 @@ would not see the per-transaction ``SET LOCAL`` of the search settings.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -28,20 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tiermem.errors import InputError, NotFoundError, StoreError, StoreUnavailableError
+from tiermem.errors import StoreError, StoreUnavailableError
 from tiermem.stores import schema
 from tiermem.stores.base import (
-    AddOp,
     CountOp,
-    DeleteOp,
-    DeleteUserOp,
     ExistingIdsOp,
     GetOp,
-    ImportOp,
     ListOp,
     MemoryFilter,
     MemoryRecord,
-    MemoryStore,
     Op,
     ScanOp,
     SearchOp,
@@ -51,11 +45,10 @@ from tiermem.stores.base import (
     TableSizeOp,
     UpdateOp,
     bump_access,
-    content_hash,
     keyword_terms,
-    reciprocal_rank_fusion,
     utcnow,
 )
+from tiermem.stores.sql import SQLStore
 
 if TYPE_CHECKING:
     import psycopg
@@ -179,7 +172,7 @@ def _unavailable(exc: BaseException) -> bool:
     return isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout))
 
 
-class PostgresStore(MemoryStore):
+class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
     """Long-term memory in PostgreSQL with pgvector.
 
     Args:
@@ -257,17 +250,7 @@ class PostgresStore(MemoryStore):
 
     def _migrate(self, c: psycopg.Connection[Any]) -> None:
         c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema.MIGRATIONS_TABLE,))
-        c.execute(schema.CREATE_MIGRATIONS_TABLE)
-        rows = c.execute(
-            f"SELECT name FROM {schema.MIGRATIONS_TABLE} WHERE table_name = %s", (self.table,)
-        ).fetchall()
-        for migration in schema.pending(MIGRATIONS, {r["name"] for r in rows}):
-            for statement in migration.sql(self.table, self.dimension):
-                c.execute(statement)
-            c.execute(
-                f"INSERT INTO {schema.MIGRATIONS_TABLE} VALUES (%s, %s, %s)",
-                (self.table, migration.name, utcnow().isoformat()),
-            )
+        schema.migrate(c, self.table, self.dimension, MIGRATIONS, "%s")
 
     def batch(self, ops: Iterable[Op]) -> list[Any]:
         ops = list(ops)
@@ -276,50 +259,6 @@ class PostgresStore(MemoryStore):
                 # Its only writes are access counts: no need to wait for the WAL flush.
                 conn.execute("SET LOCAL synchronous_commit = off")
             return [self._run(conn, op) for op in ops]
-
-    async def abatch(self, ops: Iterable[Op]) -> list[Any]:
-        return await asyncio.to_thread(self.batch, list(ops))
-
-    def _run(self, c: psycopg.Connection[Any], op: Op) -> Any:
-        t = self.table
-        if isinstance(op, AddOp):
-            return self._add(c, op)
-        if isinstance(op, GetOp):
-            return self._touch(c, self._by_ids(c, op.user_id, op.ids))
-        if isinstance(op, SearchOp):
-            return self._search(c, op)
-        if isinstance(op, UpdateOp):
-            return self._update(c, op)
-        if isinstance(op, DeleteOp):
-            sql = f"DELETE FROM {t} WHERE user_id = %s AND id = ANY(%s)"
-            return self._forget(op.user_id, c.execute(sql, (op.user_id, list(op.ids))).rowcount)
-        if isinstance(op, DeleteUserOp):
-            sql = f"DELETE FROM {t} WHERE user_id = %s"
-            return self._forget(op.user_id, c.execute(sql, (op.user_id,)).rowcount)
-        if isinstance(op, ListOp):
-            where, params = _where(op.user_id, op.filter)
-            sql = (
-                f"SELECT {_COLUMNS} FROM {t} WHERE {where}"
-                " ORDER BY created_at DESC, id DESC LIMIT %s OFFSET %s"
-            )
-            return [_record(r) for r in c.execute(sql, [*params, op.limit, op.offset])]
-        if isinstance(op, CountOp):
-            where, params = _where(op.user_id, op.filter)
-            return _scalar(c, f"SELECT count(*) AS n FROM {t} WHERE {where}", params)
-        if isinstance(op, StatsOp):
-            return self._stats(c, op.user_id)
-        if isinstance(op, ScanOp):
-            after = op.after or uuid.UUID(int=0)
-            sql = f"SELECT {_COLUMNS} FROM {t} WHERE id > %s ORDER BY id LIMIT %s"
-            return [_record(r) for r in c.execute(sql, (after, op.limit))]
-        if isinstance(op, ImportOp):
-            return self._import(c, op.records)
-        if isinstance(op, ExistingIdsOp):
-            rows = c.execute(f"SELECT id FROM {t} WHERE id = ANY(%s)", (list(op.ids),))
-            return {r["id"] for r in rows}
-        if isinstance(op, TableSizeOp):
-            return _scalar(c, f"SELECT count(*) AS n FROM {t}", [])
-        raise InputError("op", f"{type(op).__name__} is not a store operation")
 
     # -- writes --
 
@@ -338,39 +277,9 @@ class PostgresStore(MemoryStore):
         )
         return {r["content_hash"]: r["id"] for r in c.execute(sql, (user_id, hashes))}
 
-    def _add(self, c: psycopg.Connection[Any], op: AddOp) -> list[uuid.UUID]:
-        self._lock_user(c, op.user_id)
-        hashes = [content_hash(m.content) for m in op.memories]
-        ids = self._existing_hashes(c, op.user_id, list(set(hashes)))
-        now = utcnow()
-        rows = []
-        for mem, digest in zip(op.memories, hashes, strict=True):
-            if digest in ids:
-                continue
-            ids[digest] = uuid.uuid4()
-            created = mem.created_at or now
-            rows.append(
-                MemoryRecord(
-                    id=ids[digest],
-                    user_id=op.user_id,
-                    content=mem.content,
-                    memory_type=mem.memory_type,  # type: ignore[arg-type]
-                    agent_id=mem.agent_id,
-                    session_id=mem.session_id,
-                    importance=mem.importance,
-                    metadata=dict(mem.metadata or {}),
-                    created_at=created,
-                    accessed_at=created,
-                    content_hash=digest,
-                    embedding=mem.embedding,
-                )
-            )
-        self._insert(c, rows)
-        return [ids[h] for h in hashes]
-
-    def _insert(self, c: psycopg.Connection[Any], records: Sequence[MemoryRecord]) -> None:
-        if not records:
-            return
+    def _insert(
+        self, c: psycopg.Connection[Any], user_id: str, records: Sequence[MemoryRecord]
+    ) -> None:
         with c.cursor() as cur:
             cur.executemany(
                 f"INSERT INTO {self.table} (id, user_id, agent_id, session_id, content,"
@@ -396,41 +305,16 @@ class PostgresStore(MemoryStore):
                     for r in records
                 ],
             )
-        with self._counts_lock:
-            for user_id in {r.user_id for r in records}:
-                self._counts.pop(user_id, None)
+        self._forget(user_id)
 
-    def _import(self, c: psycopg.Connection[Any], records: Sequence[MemoryRecord]) -> int:
-        by_user: dict[str, list[MemoryRecord]] = {}
-        for r in records:
-            by_user.setdefault(r.user_id, []).append(r)
-        rows = c.execute(
-            f"SELECT id FROM {self.table} WHERE id = ANY(%s)", ([r.id for r in records],)
-        )
-        taken = {r["id"] for r in rows}
-        inserted = 0
-        for user_id, items in by_user.items():
-            self._lock_user(c, user_id)
-            known = self._existing_hashes(c, user_id, [r.content_hash for r in items])
-            fresh: dict[str, MemoryRecord] = {}
-            for r in items:
-                if r.id not in taken and r.content_hash not in known:
-                    fresh.setdefault(r.content_hash, r)
-            self._insert(c, list(fresh.values()))
-            inserted += len(fresh)
-        return inserted
+    def _existing_ids(self, c: psycopg.Connection[Any], ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        rows = c.execute(f"SELECT id FROM {self.table} WHERE id = ANY(%s)", (list(ids),))
+        return {r["id"] for r in rows}
 
-    def _update(self, c: psycopg.Connection[Any], op: UpdateOp) -> MemoryRecord:
-        self._lock_user(c, op.user_id)
-        if not self._by_ids(c, op.user_id, (op.id,)):
-            raise NotFoundError(f"memory {op.id} not found for this user_id")
+    def _write_update(self, c: psycopg.Connection[Any], op: UpdateOp, digest: str | None) -> None:
         sets: list[str] = []
         params: list[object] = []
-        if op.content is not None:
-            digest = content_hash(op.content)
-            clash = self._existing_hashes(c, op.user_id, [digest]).get(digest)
-            if clash is not None and clash != op.id:
-                raise InputError("content", f"the user already has this content as memory {clash}")
+        if digest is not None:
             sets += ["content = %s", "content_hash = %s"]
             params += [op.content, digest]
         if op.embedding is not None:
@@ -446,12 +330,22 @@ class PostgresStore(MemoryStore):
         if sets:
             sql = f"UPDATE {self.table} SET {', '.join(sets)} WHERE user_id = %s AND id = %s"
             c.execute(sql, [*params, op.user_id, op.id])
-        return self._by_ids(c, op.user_id, (op.id,))[0]
 
-    def _forget(self, user_id: str, deleted: int) -> int:
+    def _delete(
+        self, c: psycopg.Connection[Any], user_id: str, ids: Sequence[uuid.UUID] | None
+    ) -> int:
+        if ids is None:
+            cur = c.execute(f"DELETE FROM {self.table} WHERE user_id = %s", (user_id,))
+        else:
+            sql = f"DELETE FROM {self.table} WHERE user_id = %s AND id = ANY(%s)"
+            cur = c.execute(sql, (user_id, list(ids)))
+        self._forget(user_id)
+        return cur.rowcount
+
+    def _forget(self, user_id: str) -> None:
+        """Drop the user's cached row count (rows were added or deleted)."""
         with self._counts_lock:
             self._counts.pop(user_id, None)
-        return deleted
 
     # -- reads --
 
@@ -462,6 +356,27 @@ class PostgresStore(MemoryStore):
         sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE user_id = %s AND id = ANY(%s)"
         records = [_record(r) for r in c.execute(sql, (user_id, list(order)))]
         return sorted(records, key=lambda r: order[r.id])
+
+    def _list(self, c: psycopg.Connection[Any], op: ListOp) -> list[MemoryRecord]:
+        where, params = _where(op.user_id, op.filter)
+        sql = (
+            f"SELECT {_COLUMNS} FROM {self.table} WHERE {where}"
+            " ORDER BY created_at DESC, id DESC LIMIT %s OFFSET %s"
+        )
+        return [_record(r) for r in c.execute(sql, [*params, op.limit, op.offset])]
+
+    def _count(self, c: psycopg.Connection[Any], user_id: str, flt: MemoryFilter) -> int:
+        where, params = _where(user_id, flt)
+        return _scalar(c, f"SELECT count(*) AS n FROM {self.table} WHERE {where}", params)
+
+    def _scan(
+        self, c: psycopg.Connection[Any], after: uuid.UUID | None, limit: int
+    ) -> list[MemoryRecord]:
+        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE id > %s ORDER BY id LIMIT %s"
+        return [_record(r) for r in c.execute(sql, (after or uuid.UUID(int=0), limit))]
+
+    def _table_size(self, c: psycopg.Connection[Any]) -> int:
+        return _scalar(c, f"SELECT count(*) AS n FROM {self.table}", [])
 
     def _touch(self, c: psycopg.Connection[Any], records: list[MemoryRecord]) -> list[MemoryRecord]:
         """Count an access of each record (in the current transaction).
@@ -540,19 +455,6 @@ class PostgresStore(MemoryStore):
         query = " | ".join(f"'{t}'" for t in terms)  # \w+ tokens: no quotes or operators
         rows = c.execute(sql, [query, *params, limit]).fetchall()
         return [SearchResult(_record(r), float(r["rank"])) for r in rows]
-
-    def _search(self, c: psycopg.Connection[Any], op: SearchOp) -> list[SearchResult]:
-        if op.mode == "vector":
-            hits = self._vector_hits(c, op, op.limit)
-        elif op.mode == "keyword":
-            hits = self._keyword_hits(c, op, op.limit)
-        else:
-            pool = max(op.limit * 3, 20)
-            hits = reciprocal_rank_fusion(
-                [self._vector_hits(c, op, pool), self._keyword_hits(c, op, pool)], op.limit
-            )
-        touched = self._touch(c, [h.record for h in hits])
-        return [SearchResult(r, h.score) for r, h in zip(touched, hits, strict=True)]
 
     def _stats(self, c: psycopg.Connection[Any], user_id: str) -> StoreStats:
         row = c.execute(

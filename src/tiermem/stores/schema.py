@@ -9,7 +9,9 @@ upgrades it and opening a current one costs one query.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+from tiermem.stores.base import utcnow
 
 MIGRATIONS_TABLE = "tiermem_migrations"
 
@@ -27,6 +29,25 @@ def pending(migrations: list[Migration], applied: set[str]) -> list[Migration]:
     if len(set(names)) != len(names):
         raise ValueError("migration names must be unique")
     return [m for m in migrations if m.name not in applied]
+
+
+def migrate(c: Any, table: str, dimension: int, migrations: list[Migration], mark: str) -> None:
+    """Run on connection ``c`` (in its transaction) the migrations ``table`` still needs.
+
+    ``mark`` is the engine's parameter placeholder (``?`` or ``%s``); rows must be readable
+    by column name (``sqlite3.Row``, psycopg's ``dict_row``).
+    """
+    c.execute(CREATE_MIGRATIONS_TABLE)
+    rows = c.execute(
+        f"SELECT name FROM {MIGRATIONS_TABLE} WHERE table_name = {mark}", (table,)
+    ).fetchall()
+    for migration in pending(migrations, {r["name"] for r in rows}):
+        for statement in migration.sql(table, dimension):
+            c.execute(statement)
+        c.execute(
+            f"INSERT INTO {MIGRATIONS_TABLE} VALUES ({mark}, {mark}, {mark})",
+            (table, migration.name, utcnow().isoformat()),
+        )
 
 
 CREATE_MIGRATIONS_TABLE = (

@@ -7,7 +7,6 @@ how several processes stay in sync). Keywords use an FTS5 index kept by triggers
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import threading
@@ -20,20 +19,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from tiermem.errors import InputError, NotFoundError, StoreError, StoreUnavailableError
+from tiermem.errors import StoreError, StoreUnavailableError
 from tiermem.stores import schema
 from tiermem.stores.base import (
-    AddOp,
     CountOp,
-    DeleteOp,
-    DeleteUserOp,
     ExistingIdsOp,
-    GetOp,
-    ImportOp,
     ListOp,
     MemoryFilter,
     MemoryRecord,
-    MemoryStore,
     Op,
     ScanOp,
     SearchOp,
@@ -43,11 +36,10 @@ from tiermem.stores.base import (
     TableSizeOp,
     UpdateOp,
     bump_access,
-    content_hash,
     keyword_terms,
-    reciprocal_rank_fusion,
     utcnow,
 )
+from tiermem.stores.sql import SQLStore
 from tiermem.stores.vector_cache import VectorCache, load
 
 if TYPE_CHECKING:
@@ -186,7 +178,7 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]
         yield items[start : start + size]
 
 
-class SQLiteStore(MemoryStore):
+class SQLiteStore(SQLStore[sqlite3.Connection]):
     """Long-term memory in one SQLite file.
 
     Args:
@@ -225,7 +217,7 @@ class SQLiteStore(MemoryStore):
                 f"cannot open SQLite database {self.path!r}: {exc}"
             ) from exc
         with self._transaction(write=True):
-            self._migrate()
+            schema.migrate(self._conn, self.table, self.dimension, MIGRATIONS, "?")
 
     # -- plumbing --
 
@@ -259,66 +251,11 @@ class SQLiteStore(MemoryStore):
                     raise StoreError(f"SQLite operation failed: {exc}") from exc
                 raise
 
-    def _migrate(self) -> None:
-        c = self._conn
-        c.execute(schema.CREATE_MIGRATIONS_TABLE)
-        rows = c.execute(
-            f"SELECT name FROM {schema.MIGRATIONS_TABLE} WHERE table_name = ?", (self.table,)
-        ).fetchall()
-        for migration in schema.pending(MIGRATIONS, {r[0] for r in rows}):
-            for statement in migration.sql(self.table, self.dimension):
-                c.execute(statement)
-            c.execute(
-                f"INSERT INTO {schema.MIGRATIONS_TABLE} VALUES (?, ?, ?)",
-                (self.table, migration.name, utcnow().isoformat()),
-            )
-
     def batch(self, ops: Iterable[Op]) -> list[Any]:
         ops = list(ops)
         write = not all(isinstance(op, _READ_ONLY) for op in ops)
         with self._transaction(write) as conn:
             return [self._run(conn, op) for op in ops]
-
-    async def abatch(self, ops: Iterable[Op]) -> list[Any]:
-        return await asyncio.to_thread(self.batch, list(ops))
-
-    def _run(self, c: sqlite3.Connection, op: Op) -> Any:
-        if isinstance(op, AddOp):
-            return self._add(c, op)
-        if isinstance(op, GetOp):
-            return self._touch(c, self._by_ids(c, op.user_id, op.ids))
-        if isinstance(op, SearchOp):
-            return self._search(c, op)
-        if isinstance(op, UpdateOp):
-            return self._update(c, op)
-        if isinstance(op, DeleteOp):
-            return self._delete(c, op.user_id, op.ids)
-        if isinstance(op, DeleteUserOp):
-            return self._delete(c, op.user_id, None)
-        if isinstance(op, ListOp):
-            where, params = _where(op.user_id, op.filter)
-            sql = (
-                f"SELECT {_COLUMNS} FROM {self.table} WHERE {where}"
-                " ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?"
-            )
-            return [_record(r) for r in c.execute(sql, [*params, op.limit, op.offset])]
-        if isinstance(op, CountOp):
-            where, params = _where(op.user_id, op.filter)
-            return c.execute(f"SELECT count(*) FROM {self.table} WHERE {where}", params).fetchone()[
-                0
-            ]
-        if isinstance(op, StatsOp):
-            return self._stats(c, op.user_id)
-        if isinstance(op, ScanOp):
-            sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE id > ? ORDER BY id LIMIT ?"
-            return [_record(r) for r in c.execute(sql, (str(op.after or ""), op.limit))]
-        if isinstance(op, ImportOp):
-            return self._import(c, op.records)
-        if isinstance(op, ExistingIdsOp):
-            return self._existing_ids(c, op.ids)
-        if isinstance(op, TableSizeOp):
-            return c.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0]
-        raise InputError("op", f"{type(op).__name__} is not a store operation")
 
     # -- writes --
 
@@ -343,36 +280,6 @@ class SQLiteStore(MemoryStore):
             )
             found.update((h, uuid.UUID(i)) for h, i in c.execute(sql, [user_id, *part]))
         return found
-
-    def _add(self, c: sqlite3.Connection, op: AddOp) -> list[uuid.UUID]:
-        hashes = [content_hash(m.content) for m in op.memories]
-        ids = self._existing_hashes(c, op.user_id, list(set(hashes)))
-        now = utcnow()
-        rows = []
-        for mem, digest in zip(op.memories, hashes, strict=True):
-            if digest in ids:
-                continue
-            ids[digest] = uuid.uuid4()
-            created = mem.created_at or now
-            rows.append(
-                MemoryRecord(
-                    id=ids[digest],
-                    user_id=op.user_id,
-                    content=mem.content,
-                    memory_type=mem.memory_type,  # type: ignore[arg-type]
-                    agent_id=mem.agent_id,
-                    session_id=mem.session_id,
-                    importance=mem.importance,
-                    metadata=dict(mem.metadata or {}),
-                    created_at=created,
-                    accessed_at=created,
-                    content_hash=digest,
-                    embedding=mem.embedding,
-                )
-            )
-        if rows:
-            self._insert(c, op.user_id, rows)
-        return [ids[h] for h in hashes]
 
     def _insert(self, c: sqlite3.Connection, user_id: str, records: Sequence[MemoryRecord]) -> None:
         vseq = self._bump(c, user_id, vectors=True)
@@ -402,34 +309,10 @@ class SQLiteStore(MemoryStore):
             ],
         )
 
-    def _import(self, c: sqlite3.Connection, records: Sequence[MemoryRecord]) -> int:
-        by_user: dict[str, list[MemoryRecord]] = {}
-        for r in records:
-            by_user.setdefault(r.user_id, []).append(r)
-        taken = self._existing_ids(c, tuple(r.id for r in records))
-        inserted = 0
-        for user_id, rows in by_user.items():
-            known = self._existing_hashes(c, user_id, [r.content_hash for r in rows])
-            fresh: dict[str, MemoryRecord] = {}
-            for r in rows:
-                if r.id not in taken and r.content_hash not in known:
-                    fresh.setdefault(r.content_hash, r)
-            if fresh:
-                self._insert(c, user_id, list(fresh.values()))
-                inserted += len(fresh)
-        return inserted
-
-    def _update(self, c: sqlite3.Connection, op: UpdateOp) -> MemoryRecord:
-        found = self._by_ids(c, op.user_id, (op.id,))
-        if not found:
-            raise NotFoundError(f"memory {op.id} not found for this user_id")
+    def _write_update(self, c: sqlite3.Connection, op: UpdateOp, digest: str | None) -> None:
         sets: list[str] = []
         params: list[object] = []
-        if op.content is not None:
-            digest = content_hash(op.content)
-            clash = self._existing_hashes(c, op.user_id, [digest]).get(digest)
-            if clash is not None and clash != op.id:
-                raise InputError("content", f"the user already has this content as memory {clash}")
+        if digest is not None:
             sets += ["content = ?", "content_hash = ?"]
             params += [op.content, digest]
         if op.embedding is not None:
@@ -450,7 +333,6 @@ class SQLiteStore(MemoryStore):
                 f"UPDATE {self.table} SET {', '.join(sets)} WHERE +user_id = ? AND id = ?",
                 [*params, op.user_id, str(op.id)],
             )
-        return self._by_ids(c, op.user_id, (op.id,))[0]
 
     def _delete(self, c: sqlite3.Connection, user_id: str, ids: Sequence[uuid.UUID] | None) -> int:
         if ids is None:
@@ -493,6 +375,28 @@ class SQLiteStore(MemoryStore):
             sql = f"SELECT id FROM {self.table} WHERE id IN ({_marks(part)})"
             found.update(uuid.UUID(r[0]) for r in c.execute(sql, part))
         return found
+
+    def _list(self, c: sqlite3.Connection, op: ListOp) -> list[MemoryRecord]:
+        where, params = _where(op.user_id, op.filter)
+        sql = (
+            f"SELECT {_COLUMNS} FROM {self.table} WHERE {where}"
+            " ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?"
+        )
+        return [_record(r) for r in c.execute(sql, [*params, op.limit, op.offset])]
+
+    def _count(self, c: sqlite3.Connection, user_id: str, flt: MemoryFilter) -> int:
+        where, params = _where(user_id, flt)
+        sql = f"SELECT count(*) FROM {self.table} WHERE {where}"
+        return int(c.execute(sql, params).fetchone()[0])
+
+    def _scan(
+        self, c: sqlite3.Connection, after: uuid.UUID | None, limit: int
+    ) -> list[MemoryRecord]:
+        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE id > ? ORDER BY id LIMIT ?"
+        return [_record(r) for r in c.execute(sql, (str(after or ""), limit))]
+
+    def _table_size(self, c: sqlite3.Connection) -> int:
+        return int(c.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])
 
     def _touch(self, c: sqlite3.Connection, records: list[MemoryRecord]) -> list[MemoryRecord]:
         """Count an access of each record (in the current transaction)."""
@@ -571,19 +475,6 @@ class SQLiteStore(MemoryStore):
             SearchResult(_record(r), -float(r["rank"]))
             for r in c.execute(sql, [match, *params, limit])
         ]
-
-    def _search(self, c: sqlite3.Connection, op: SearchOp) -> list[SearchResult]:
-        if op.mode == "vector":
-            hits = self._vector_hits(c, op, op.limit)
-        elif op.mode == "keyword":
-            hits = self._keyword_hits(c, op, op.limit)
-        else:
-            pool = max(op.limit * 3, 20)
-            hits = reciprocal_rank_fusion(
-                [self._vector_hits(c, op, pool), self._keyword_hits(c, op, pool)], op.limit
-            )
-        touched = self._touch(c, [h.record for h in hits])
-        return [SearchResult(r, h.score) for r, h in zip(touched, hits, strict=True)]
 
     def _stats(self, c: sqlite3.Connection, user_id: str) -> StoreStats:
         row = c.execute(

@@ -1,0 +1,230 @@
+"""SQLStore: what the SQLite and PostgreSQL stores share above their SQL.
+
+Both engines run the same operations with the same rules: one dispatch from an op to
+its method, content-hash deduplication on add and import, the checks before an update,
+and search (vector, keyword, or both fused) counting an access of every hit. This class
+holds those rules; each engine implements the small methods that speak its SQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from abc import abstractmethod
+from collections.abc import Iterable, Sequence
+from typing import Any, Generic, TypeVar
+
+from tiermem.embeddings.cache import content_hash
+from tiermem.errors import InputError, NotFoundError
+from tiermem.stores.base import (
+    AddOp,
+    CountOp,
+    DeleteOp,
+    DeleteUserOp,
+    ExistingIdsOp,
+    GetOp,
+    ImportOp,
+    ListOp,
+    MemoryFilter,
+    MemoryRecord,
+    MemoryStore,
+    Op,
+    ScanOp,
+    SearchOp,
+    SearchResult,
+    StatsOp,
+    StoreStats,
+    TableSizeOp,
+    UpdateOp,
+    reciprocal_rank_fusion,
+    utcnow,
+)
+
+C = TypeVar("C")
+"""The engine's connection type."""
+
+
+class SQLStore(MemoryStore, Generic[C]):
+    """A :class:`MemoryStore` on a SQL engine; ``C`` is the engine's connection type.
+
+    Subclasses implement :meth:`batch` (one transaction calling :meth:`_run` per op) and
+    the engine methods below; :meth:`_lock_user` is a no-op unless writers of one user
+    need serializing beyond the transaction.
+    """
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Any]:
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def _run(self, c: C, op: Op) -> Any:
+        """Run one operation inside the current transaction."""
+        if isinstance(op, AddOp):
+            return self._add(c, op)
+        if isinstance(op, GetOp):
+            return self._touch(c, self._by_ids(c, op.user_id, op.ids))
+        if isinstance(op, SearchOp):
+            return self._search(c, op)
+        if isinstance(op, UpdateOp):
+            return self._update(c, op)
+        if isinstance(op, DeleteOp):
+            return self._delete(c, op.user_id, op.ids)
+        if isinstance(op, DeleteUserOp):
+            return self._delete(c, op.user_id, None)
+        if isinstance(op, ListOp):
+            return self._list(c, op)
+        if isinstance(op, CountOp):
+            return self._count(c, op.user_id, op.filter)
+        if isinstance(op, StatsOp):
+            return self._stats(c, op.user_id)
+        if isinstance(op, ScanOp):
+            return self._scan(c, op.after, op.limit)
+        if isinstance(op, ImportOp):
+            return self._import(c, op.records)
+        if isinstance(op, ExistingIdsOp):
+            return self._existing_ids(c, op.ids)
+        if isinstance(op, TableSizeOp):
+            return self._table_size(c)
+        raise InputError("op", f"{type(op).__name__} is not a store operation")
+
+    # -- writes, shared --
+
+    def _add(self, c: C, op: AddOp) -> list[uuid.UUID]:
+        """Insert the memories whose content the user does not have yet; ids in input order."""
+        self._lock_user(c, op.user_id)
+        hashes = [content_hash(m.content) for m in op.memories]
+        ids = self._existing_hashes(c, op.user_id, list(set(hashes)))
+        now = utcnow()
+        rows = []
+        for mem, digest in zip(op.memories, hashes, strict=True):
+            if digest in ids:
+                continue
+            ids[digest] = uuid.uuid4()
+            created = mem.created_at or now
+            rows.append(
+                MemoryRecord(
+                    id=ids[digest],
+                    user_id=op.user_id,
+                    content=mem.content,
+                    memory_type=mem.memory_type,  # type: ignore[arg-type]
+                    agent_id=mem.agent_id,
+                    session_id=mem.session_id,
+                    importance=mem.importance,
+                    metadata=dict(mem.metadata or {}),
+                    created_at=created,
+                    accessed_at=created,
+                    content_hash=digest,
+                    embedding=mem.embedding,
+                )
+            )
+        if rows:
+            self._insert(c, op.user_id, rows)
+        return [ids[h] for h in hashes]
+
+    def _import(self, c: C, records: Sequence[MemoryRecord]) -> int:
+        """Insert records as they are, skipping taken ids and content a user already has."""
+        by_user: dict[str, list[MemoryRecord]] = {}
+        for r in records:
+            by_user.setdefault(r.user_id, []).append(r)
+        taken = self._existing_ids(c, [r.id for r in records])
+        inserted = 0
+        for user_id, rows in by_user.items():
+            self._lock_user(c, user_id)
+            known = self._existing_hashes(c, user_id, [r.content_hash for r in rows])
+            fresh: dict[str, MemoryRecord] = {}
+            for r in rows:
+                if r.id not in taken and r.content_hash not in known:
+                    fresh.setdefault(r.content_hash, r)
+            if fresh:
+                self._insert(c, user_id, list(fresh.values()))
+                inserted += len(fresh)
+        return inserted
+
+    def _update(self, c: C, op: UpdateOp) -> MemoryRecord:
+        """Check the record exists and new content is not another memory's, then write."""
+        self._lock_user(c, op.user_id)
+        if not self._by_ids(c, op.user_id, (op.id,)):
+            raise NotFoundError(f"memory {op.id} not found for this user_id")
+        digest = None
+        if op.content is not None:
+            digest = content_hash(op.content)
+            clash = self._existing_hashes(c, op.user_id, [digest]).get(digest)
+            if clash is not None and clash != op.id:
+                raise InputError("content", f"the user already has this content as memory {clash}")
+        self._write_update(c, op, digest)
+        return self._by_ids(c, op.user_id, (op.id,))[0]
+
+    # -- reads, shared --
+
+    def _search(self, c: C, op: SearchOp) -> list[SearchResult]:
+        """Vector, keyword or hybrid (reciprocal rank fusion) hits, each counted as an access."""
+        if op.mode == "vector":
+            hits = self._vector_hits(c, op, op.limit)
+        elif op.mode == "keyword":
+            hits = self._keyword_hits(c, op, op.limit)
+        else:
+            pool = max(op.limit * 3, 20)
+            hits = reciprocal_rank_fusion(
+                [self._vector_hits(c, op, pool), self._keyword_hits(c, op, pool)], op.limit
+            )
+        touched = self._touch(c, [h.record for h in hits])
+        return [SearchResult(r, h.score) for r, h in zip(touched, hits, strict=True)]
+
+    # -- what each engine writes in its SQL --
+
+    def _lock_user(self, c: C, user_id: str) -> None:
+        """Serialize writers of one user so the content-hash check cannot race."""
+
+    @abstractmethod
+    def _existing_hashes(self, c: C, user_id: str, hashes: list[str]) -> dict[str, uuid.UUID]:
+        """Which of ``hashes`` the user has, and under which id."""
+
+    @abstractmethod
+    def _existing_ids(self, c: C, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Which of ``ids`` are in the table (any user)."""
+
+    @abstractmethod
+    def _insert(self, c: C, user_id: str, records: Sequence[MemoryRecord]) -> None:
+        """Insert ``records`` (not empty, all of ``user_id``) as they are."""
+
+    @abstractmethod
+    def _write_update(self, c: C, op: UpdateOp, digest: str | None) -> None:
+        """Set the fields ``op`` gives; ``digest`` is the new content's hash."""
+
+    @abstractmethod
+    def _delete(self, c: C, user_id: str, ids: Sequence[uuid.UUID] | None) -> int:
+        """Delete the user's records with ``ids`` (all of them for None); how many went."""
+
+    @abstractmethod
+    def _by_ids(self, c: C, user_id: str, ids: Sequence[uuid.UUID]) -> list[MemoryRecord]:
+        """The user's records with ``ids``, in the order of ``ids``."""
+
+    @abstractmethod
+    def _touch(self, c: C, records: list[MemoryRecord]) -> list[MemoryRecord]:
+        """Count an access of each record (one user's) and return them updated."""
+
+    @abstractmethod
+    def _list(self, c: C, op: ListOp) -> list[MemoryRecord]:
+        """One page of the user's filtered records, newest first."""
+
+    @abstractmethod
+    def _count(self, c: C, user_id: str, flt: MemoryFilter) -> int:
+        """How many of the user's records pass ``flt``."""
+
+    @abstractmethod
+    def _stats(self, c: C, user_id: str) -> StoreStats:
+        """Aggregate figures about the user's records."""
+
+    @abstractmethod
+    def _scan(self, c: C, after: uuid.UUID | None, limit: int) -> list[MemoryRecord]:
+        """Up to ``limit`` records of every user with ids above ``after``, by id."""
+
+    @abstractmethod
+    def _table_size(self, c: C) -> int:
+        """How many records the table holds (all users)."""
+
+    @abstractmethod
+    def _vector_hits(self, c: C, op: SearchOp, limit: int) -> list[SearchResult]:
+        """The ``limit`` records nearest ``op.vector``, best first."""
+
+    @abstractmethod
+    def _keyword_hits(self, c: C, op: SearchOp, limit: int) -> list[SearchResult]:
+        """The ``limit`` records best matching ``op.text``, best first."""
