@@ -38,12 +38,13 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WINDOW = 50  # messages kept by the count-window buffers, and read by "last 50"
 TOKEN_WINDOW = 2000  # tokens kept by the token-window buffers and context builders
+T = TypeVar("T")
 
 
 def text_of(i: int) -> str:
@@ -303,8 +304,8 @@ PEER_KEYS = ("promptise", "langchain", "llamaindex")
 # --------------------------------------------------------------------------------------
 
 
-class _Timeout(Exception):
-    pass
+class _Timeout(BaseException):
+    """Raised by the alarm; a BaseException so no library's ``except Exception`` eats it."""
 
 
 def _on_alarm(signum: int, frame: FrameType | None) -> None:
@@ -331,26 +332,28 @@ def time_appends(subject: Subject, n: int, repeats: int) -> dict[str, float]:
     return {"best": min(samples), "median": statistics.median(samples), "repeats": repeats}
 
 
-def time_call(fn: Callable[[], object], timeout: float, rounds: int) -> dict[str, float]:
-    """µs per call of ``fn``: best and median of ``rounds`` batches of ~10 ms.
+def time_call(
+    fn: Callable[[], T], timeout: float, rounds: int
+) -> tuple[dict[str, float], T | None]:
+    """µs per call of ``fn`` (best and median of ``rounds`` batches of ~10 ms), first result.
 
     The first call is timed alone under a ``timeout`` alarm, so a quadratic read
-    on a long history is reported as a timeout instead of stalling the run. A first
-    call slower than 0.2 s is reported as is.
+    on a long history is reported as a timeout (and no result) instead of stalling
+    the run. A first call slower than 0.2 s is reported as is.
     """
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         start = time.perf_counter_ns()
-        fn()
+        result = fn()
         once = (time.perf_counter_ns() - start) / 1000
     except _Timeout:
-        return {"timeout_s": timeout}
+        return {"timeout_s": timeout}, None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     if once > 200_000:
-        return {"best": once, "median": once, "calls": 1}
+        return {"best": once, "median": once, "calls": 1}, result
     number = max(1, int(10_000 / max(once, 0.01)))
     samples = []
     for _ in range(rounds):
@@ -358,7 +361,8 @@ def time_call(fn: Callable[[], object], timeout: float, rounds: int) -> dict[str
         for _ in range(number):
             fn()
         samples.append((time.perf_counter_ns() - start) / number / 1000)
-    return {"best": min(samples), "median": statistics.median(samples), "calls": number * rounds}
+    stats = {"best": min(samples), "median": statistics.median(samples), "calls": number * rounds}
+    return stats, result
 
 
 def _content(item: Any) -> Any:
@@ -371,10 +375,11 @@ def time_reads(subject: Subject, history: int, cfg: dict[str, Any]) -> dict[str,
     subject.fill(buf, [role_of(i) for i in range(history)], [text_of(i) for i in range(history)])
     out: dict[str, Any] = {}
     for name, read in (("last50", subject.last50), ("context", subject.context)):
-        result = read(buf)
-        out[name] = time_call(partial(read, buf), cfg["read_timeout"], cfg["rounds"])
-        out[name]["messages"] = len(result)
-        out[name]["newest_ok"] = bool(result) and _content(result[-1]) == text_of(history - 1)
+        stats, result = time_call(partial(read, buf), cfg["read_timeout"], cfg["rounds"])
+        out[name] = stats
+        if result is not None:
+            out[name]["messages"] = len(result)
+            out[name]["newest_ok"] = bool(result) and _content(result[-1]) == text_of(history - 1)
     return out
 
 
@@ -382,13 +387,13 @@ def time_serialization(subject: Subject, n: int, rounds: int) -> dict[str, Any]:
     """Dump ``n`` messages to a JSON string and restore them; checks the round trip."""
     buf = subject.archive(n)
     subject.fill(buf, [role_of(i) for i in range(n)], [text_of(i) for i in range(n)])
-    data = subject.dump(buf)
-    restored = subject.count(subject.load(data))
+    dump, data = time_call(partial(subject.dump, buf), 600, rounds)
+    load, restored = time_call(partial(subject.load, data or ""), 600, rounds)
     return {
-        "dump": time_call(lambda: subject.dump(buf), 600, rounds),
-        "load": time_call(lambda: subject.load(data), 600, rounds),
-        "bytes": len(data),
-        "restored": restored,
+        "dump": dump,
+        "load": load,
+        "bytes": len(data or ""),
+        "restored": subject.count(restored) if restored is not None else 0,
     }
 
 
