@@ -312,24 +312,33 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
     raise _Timeout
 
 
-def append_repeats(n: int) -> int:
-    """More repeats for small sizes (cheap, noisier), at least 5 for 100k."""
-    return max(5, min(100, 200_000 // n))
+def time_appends(subject: Subject, n: int, samples: int, batch_appends: int) -> dict[str, Any]:
+    """µs per append of ``n`` messages into fresh windowed buffers: best and median sample.
 
-
-def time_appends(subject: Subject, n: int, repeats: int) -> dict[str, float]:
-    """µs per append into a fresh windowed buffer, best and median of ``repeats`` runs."""
+    A sample fills ``max(1, batch_appends // n)`` fresh buffers (made before the clock
+    starts) so that every sample, whatever ``n``, spans about the same number of
+    appends: the garbage collector's periodic passes and a cold cache then weigh the
+    same on 100 messages as on 100,000, and the growth ratio compares like with like.
+    """
     roles = [role_of(i) for i in range(n)]
     texts = [text_of(i) for i in range(n)]
-    samples = []
+    per_sample = max(1, batch_appends // n)
     subject.fill(subject.windowed(), roles, texts)  # warm-up, not timed
-    for _ in range(repeats):
-        buf = subject.windowed()
+    results = []
+    for _ in range(samples):
+        buffers = [subject.windowed() for _ in range(per_sample)]
         gc.collect()
         start = time.perf_counter_ns()
-        subject.fill(buf, roles, texts)
-        samples.append((time.perf_counter_ns() - start) / n / 1000)
-    return {"best": min(samples), "median": statistics.median(samples), "repeats": repeats}
+        for buf in buffers:
+            subject.fill(buf, roles, texts)
+        results.append((time.perf_counter_ns() - start) / (n * per_sample) / 1000)
+        del buffers
+    return {
+        "best": min(results),
+        "median": statistics.median(results),
+        "samples": samples,
+        "buffers_per_sample": per_sample,
+    }
 
 
 def time_call(
@@ -427,7 +436,7 @@ def measure_subject(key: str, cfg: dict[str, Any]) -> dict[str, Any]:
         return {
             "version": _version(subject),
             "append": {
-                str(n): time_appends(subject, n, cfg["repeats"].get(str(n), append_repeats(n)))
+                str(n): time_appends(subject, n, cfg["samples"][str(n)], cfg["batch_appends"])
                 for n in cfg["sizes"]
             },
             "reads": {str(h): time_reads(subject, h, cfg) for h in cfg["histories"]},
@@ -468,7 +477,8 @@ def config(quick: bool, read_timeout: float) -> dict[str, Any]:
             "histories": [300, 1000],
             "serial_n": 200,
             "rounds": 2,
-            "repeats": {"100": 5, "1000": 3},
+            "samples": {"100": 5, "1000": 5},
+            "batch_appends": 1000,
             "read_timeout": read_timeout,
         }
     return {
@@ -476,7 +486,9 @@ def config(quick: bool, read_timeout: float) -> dict[str, Any]:
         "histories": [1_000, 100_000],
         "serial_n": 1_000,
         "rounds": 5,
-        "repeats": {},
+        # A sample is >= 10,000 appends; fewer samples where each is 100,000.
+        "samples": {"100": 30, "1000": 30, "10000": 30, "100000": 7},
+        "batch_appends": 10_000,
         "read_timeout": read_timeout,
     }
 
