@@ -31,6 +31,8 @@ from tiermem.errors import (
     SerializationError,
 )
 from tiermem.messages import ROLES, Content, Message, copy_json, parse_json
+from tiermem.summarize import ExtractiveSummarizer
+from tiermem.summarize_worker import SummaryPipeline, SummaryPolicy
 from tiermem.tokens import TokenCounter, get_token_counter
 
 log = logging.getLogger(__name__)
@@ -273,10 +275,13 @@ class BufferMemory(RingBuffer[Message]):
     Args:
         buffer_size: messages kept (count window); None for no count limit.
         max_tokens: tokens kept (token window), counted with ``token_counter``.
-        summarizer: summarizes evicted messages (see :mod:`tiermem.summarize`).
+        summarizer: summarizes evicted messages (see :mod:`tiermem.summarize`), in
+            batches, off the append path (see :mod:`tiermem.summarize_worker`).
         multiplier: the ``summaries`` ring holds ``buffer_size * multiplier`` entries.
         token_counter: defaults to the exact o200k_base counter.
         size: seed 001's name for ``buffer_size``.
+        summary_policy: batching, background/sync mode, retries and fallback of the
+            summarizer; default batches of ``min(10, buffer_size)`` in the background.
     """
 
     def __init__(
@@ -288,6 +293,7 @@ class BufferMemory(RingBuffer[Message]):
         *,
         token_counter: TokenCounter | None = None,
         size: int | None = None,
+        summary_policy: SummaryPolicy | None = None,
     ) -> None:
         if size is not None:
             buffer_size = size
@@ -297,10 +303,40 @@ class BufferMemory(RingBuffer[Message]):
         super().__init__(self.buffer_size, max_tokens, token_counter)
         self.multiplier = multiplier
         self.summarizer = summarizer
-        self.summary: str | None = None
-        """The running summary of everything that left the window."""
+        self._summary: str | None = None
         self.summaries: deque[str] = deque(maxlen=(self.buffer_size or 50) * multiplier)
         """One entry per summarized batch, newest last."""
+        self.summarization: SummaryPipeline | None = None
+        """Feeds evicted messages to ``summarizer`` in batches; None without a summarizer."""
+        if summarizer is not None:
+            policy = summary_policy or SummaryPolicy(batch_size=min(10, self.buffer_size or 10))
+            self.summarization = SummaryPipeline(
+                summarizer, self._apply_summary, lambda: self._summary, policy
+            )
+            self.add_eviction_consumer(self.summarization)
+
+    @property
+    def summary(self) -> str | None:
+        """The running summary of what left the window; waits for queued batches first."""
+        if self.summarization is not None:
+            self.summarization.flush(include_partial=False)
+        return self._summary
+
+    @summary.setter
+    def summary(self, value: str | None) -> None:
+        self._summary = value
+
+    def _apply_summary(self, entry: str, running: str) -> None:
+        self.summaries.append(entry)
+        self._summary = running
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every evicted message is in the summary; False on timeout."""
+        return self.summarization is None or self.summarization.flush(timeout)
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        """Async twin of :meth:`flush`."""
+        return self.summarization is None or await self.summarization.aflush(timeout)
 
     @property
     def size(self) -> int | None:
@@ -369,8 +405,10 @@ class BufferMemory(RingBuffer[Message]):
         """Remove all messages and summaries (not an eviction: consumers are not called)."""
         with self._lock:
             self._reset()
-            self.summary = None
+            self._summary = None
             self.summaries.clear()
+            if self.summarization is not None:
+                self.summarization.clear()
 
     # -- reading --------------------------------------------------------------------
 
@@ -397,7 +435,7 @@ class BufferMemory(RingBuffer[Message]):
         """OpenAI-format messages, the summary first as a system message (seed 000)."""
         with self._lock:
             messages = list(self._items)
-            summary = self.summary
+            summary = self._summary
         formatted = [m.to_openai() for m in messages]
         if summary:
             formatted.insert(0, summary_message(summary))
@@ -414,7 +452,7 @@ class BufferMemory(RingBuffer[Message]):
             return self.get_formatted_messages()
         with self._lock:
             messages = list(self._items)
-            summary = self.summary
+            summary = self._summary
         counter = self.token_counter
         head = [summary_message(summary)] if summary else []
         budget = limit - sum(counter.count_message(Message.from_openai(h)) for h in head)
@@ -429,6 +467,23 @@ class BufferMemory(RingBuffer[Message]):
             kept[:0] = group
         return head + [m.to_openai() for m in kept]
 
+    def vector_search(self, query: Any, embedder: Any, k: int = 5) -> list[tuple[Message, float]]:
+        """The ``k`` messages most similar to ``query`` (text or vector), with cosine scores.
+
+        Messages are embedded with ``embedder`` (whose cache makes repeated searches cheap);
+        the planner uses this for messages not yet in long-term memory.
+        """
+        import numpy as np
+
+        messages = [m for m in self._snapshot() if m.text.strip()]
+        if not messages or k <= 0:
+            return []
+        vector = embedder.embed([query])[0] if isinstance(query, str) else np.asarray(query)
+        matrix = embedder.embed([m.text for m in messages])
+        scores = matrix @ vector.astype(np.float32)
+        best = np.argsort(-scores)[:k]
+        return [(messages[i], float(scores[i])) for i in best]
+
     # -- serialization ----------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -439,9 +494,10 @@ class BufferMemory(RingBuffer[Message]):
                 "buffer_size": self.buffer_size,
                 "max_tokens": self._max_tokens,
                 "multiplier": self.multiplier,
-                "summary": self.summary,
+                "summary": self._summary,
                 "summaries": list(self.summaries),
                 "messages": [m.to_dict() for m in self._items],
+                "pending_summaries": self.summarization.to_dict() if self.summarization else None,
             }
 
     @classmethod
@@ -452,10 +508,13 @@ class BufferMemory(RingBuffer[Message]):
         summarizer: Any = None,
         token_counter: TokenCounter | None = None,
         on_evict: EvictionConsumer | None = None,
+        summary_policy: SummaryPolicy | None = None,
     ) -> BufferMemory:
         """Rebuild a buffer from :meth:`to_dict` (or seed 000's JSON shape).
 
         The window is honoured: messages beyond it are evicted, to ``on_evict`` if given.
+        Pending summary batches are queued again (with the offline extractive summarizer
+        when no ``summarizer`` is given), so nothing evicted before the save is lost.
 
         Raises:
             SerializationError: the data is not a buffer dict; names the bad field.
@@ -472,6 +531,9 @@ class BufferMemory(RingBuffer[Message]):
             raise SerializationError("summaries", "expected a list of strings")
         if summary is not None and not isinstance(summary, str):
             raise SerializationError("summary", "expected a string or null")
+        pending = data.get("pending_summaries")
+        if pending and summarizer is None:
+            summarizer = ExtractiveSummarizer()
         try:
             buffer = cls(
                 buffer_size=data.get("buffer_size", 50),
@@ -479,11 +541,14 @@ class BufferMemory(RingBuffer[Message]):
                 multiplier=data.get("multiplier", 10),
                 summarizer=summarizer,
                 token_counter=token_counter,
+                summary_policy=summary_policy,
             )
         except (InvalidSizeError, InvalidTypeError) as exc:
             raise SerializationError(exc.field, exc.problem, exc.hint) from None
         buffer.summary = summary
         buffer.summaries.extend(summaries)
+        if pending and buffer.summarization is not None:
+            buffer.summarization.restore(pending)
         if on_evict is not None:
             buffer.add_eviction_consumer(on_evict)
         buffer.extend(messages)

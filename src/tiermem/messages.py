@@ -457,3 +457,5 @@ def parse_json(text: str | bytes, what: str) -> Any:
         raise SerializationError(
             what, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except UnicodeDecodeError as exc:
+        raise SerializationError(what, f"not UTF-8 text: {exc.reason}") from None

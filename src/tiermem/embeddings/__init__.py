@@ -1,5 +1,21 @@
-"""Embedders: turn text into L2-normalized float32 vectors."""
+"""Embedders: turn text into L2-normalized float32 vectors.
 
-from tiermem.embeddings.base import Embedder
+``get_embedder("local/all-MiniLM-L6-v2")`` (the default) or
+``get_embedder("openai/text-embedding-3-small")``. Importing this package does not
+import torch; a local model loads on its first embed.
+"""
 
-__all__ = ["Embedder"]
+from tiermem.embeddings.base import BaseEmbedder, Embedder
+from tiermem.embeddings.cache import LRUCache, content_hash
+from tiermem.embeddings.factory import DEFAULT_MODEL, get_embedder
+from tiermem.embeddings.local import SentenceTransformerEmbedder
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "BaseEmbedder",
+    "Embedder",
+    "LRUCache",
+    "SentenceTransformerEmbedder",
+    "content_hash",
+    "get_embedder",
+]

@@ -1,0 +1,287 @@
+"""LoCoMo evidence recall within a token budget: tiermem's get_context beside baselines.
+
+For each conversation (one user each): import every turn with ``Memory.add_messages``
+(speaker kept as the message name, each session's date as the timestamps), then for every
+question of categories 1-4 build a context and check which evidence turns' text it holds.
+
+In the same run, with the same budget and the same rendering, three baselines:
+buffer-only (the most recent turns), BM25-only and dense-only (MiniLM) retrieval.
+Tokens are counted with o200k_base over the whole rendered context.
+
+Usage:
+    python benchmarks/locomo.py ../shared/data/locomo [--budgets 500 1000 2000] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RESULTS = Path(__file__).parent / "results"
+DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y")
+
+
+@dataclass
+class Turn:
+    dia_id: str
+    speaker: str
+    text: str
+    session: int
+    timestamp: datetime
+
+
+@dataclass
+class Conversation:
+    name: str
+    turns: list[Turn]
+    questions: list[dict[str, Any]]
+    by_id: dict[str, Turn] = field(default_factory=dict)
+
+
+def parse_date(text: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' -> an aware datetime (UTC)."""
+    for fmt in DATE_FORMATS:
+        try:
+            return datetime.strptime(text.strip(), fmt).replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue
+    raise ValueError(f"unknown LoCoMo date {text!r}")
+
+
+def load(path: Path) -> Conversation:
+    data = json.loads(path.read_text())
+    turns: list[Turn] = []
+    n = 1
+    while f"session_{n}" in data:
+        when = parse_date(data[f"session_{n}_date_time"])
+        for raw in data[f"session_{n}"]:
+            turns.append(Turn(raw["dia_id"], raw["speaker"], raw["text"], n, when))
+        n += 1
+    questions = [q for q in data["qa"] if q.get("category") in (1, 2, 3, 4)]
+    conversation = Conversation(path.stem, turns, questions)
+    conversation.by_id = {t.dia_id: t for t in turns}
+    return conversation
+
+
+def evidence_turns(conversation: Conversation, question: dict[str, Any]) -> list[Turn]:
+    ids = re.findall(r"D\d+:\d+", " ".join(question.get("evidence", [])))
+    return [conversation.by_id[i] for i in dict.fromkeys(ids) if i in conversation.by_id]
+
+
+def line(turn: Turn) -> str:
+    return f"{turn.speaker}: {turn.text}"
+
+
+# -- baselines ------------------------------------------------------------------------------
+
+
+class BM25:
+    """Okapi BM25 (k1=1.5, b=0.75) over the turns of one conversation."""
+
+    def __init__(self, docs: list[str]) -> None:
+        self.docs = [re.findall(r"\w+", d.lower()) for d in docs]
+        self.df = Counter(w for d in self.docs for w in set(d))
+        self.avg = sum(map(len, self.docs)) / max(len(self.docs), 1)
+        self.n = len(self.docs)
+
+    def scores(self, query: str) -> np.ndarray:
+        terms = re.findall(r"\w+", query.lower())
+        out = np.zeros(self.n)
+        for i, doc in enumerate(self.docs):
+            tf = Counter(doc)
+            for t in terms:
+                if t in tf:
+                    idf = math.log(1 + (self.n - self.df[t] + 0.5) / (self.df[t] + 0.5))
+                    f = tf[t]
+                    out[i] += idf * f * 2.5 / (f + 1.5 * (0.25 + 0.75 * len(doc) / self.avg))
+        return out
+
+
+def fit_turns(turns: list[Turn], budget: int, counter: Any) -> str:
+    """Render ranked turns like tiermem does (date groups, time order) within ``budget``."""
+    from tiermem.messages import Message
+    from tiermem.planner import Candidate, PlannerSettings, QueryPlanner
+
+    planner = QueryPlanner(counter=counter)
+    candidates = [
+        Candidate(line(t), "baseline", timestamp=t.timestamp, key=t.dia_id, relevance=1.0 - i / 300)
+        for i, t in enumerate(turns[:300])
+    ]
+    planner.settings = PlannerSettings(
+        similarity_weight=1.0, recency_weight=0.0, importance_weight=0.0
+    )
+    messages, _ = planner._retrieved(candidates, budget - 3)
+    assert sum(counter.count_message(Message.from_openai(m)) for m in messages) <= budget
+    return "\n".join(m["content"] for m in messages)
+
+
+# -- the run --------------------------------------------------------------------------------
+
+
+def recall(text: str, turns: list[Turn]) -> float:
+    return sum(t.text in text for t in turns) / len(turns)
+
+
+def run(data_dir: Path, budgets: list[int], quick: bool) -> dict[str, Any]:
+    from tiermem import Memory
+    from tiermem.embeddings import get_embedder
+    from tiermem.tokens import get_token_counter
+
+    counter = get_token_counter("gpt-4o", exact=True)
+    embedder = get_embedder("local/all-MiniLM-L6-v2")
+    files = sorted(data_dir.glob("*.json"))
+    if quick:
+        files = files[:1]
+    conversations = [load(f) for f in files]
+    tmp = Path(tempfile.mkdtemp(prefix="tiermem-locomo-"))
+    scores: dict[str, dict[int, list[float]]] = {}
+    at_k: dict[int, list[float]] = {5: [], 10: []}
+    tokens: dict[int, list[int]] = {b: [] for b in budgets}
+    latency: list[float] = []
+    ingest = 0.0
+    memory = Memory(str(tmp / "locomo.db"), embedder=embedder)
+    embedder.embed(["warm up"])
+    try:
+        for conv in conversations:
+            questions = conv.questions[:20] if quick else conv.questions
+            start = time.perf_counter()
+            for session in sorted({t.session for t in conv.turns}):
+                memory.add_messages(
+                    [
+                        {
+                            "role": "user",
+                            "content": t.text,
+                            "name": t.speaker,
+                            "timestamp": t.timestamp,
+                            "metadata": {"dia_id": t.dia_id},
+                        }
+                        for t in conv.turns
+                        if t.session == session
+                    ],
+                    user_id=conv.name,
+                    session_id=f"session_{session}",
+                )
+            memory.flush()
+            ingest += time.perf_counter() - start
+            last_session = f"session_{conv.turns[-1].session}"
+            docs = [line(t) for t in conv.turns]
+            bm25 = BM25(docs)
+            dense = embedder.embed(docs)
+            for q in questions:
+                wanted = evidence_turns(conv, q)
+                if not wanted:
+                    continue
+                for budget in budgets:
+                    t0 = time.perf_counter()
+                    context = memory.get_context(
+                        q["question"], conv.name, last_session, max_tokens=budget
+                    )
+                    latency.append(time.perf_counter() - t0)
+                    assert context.total_tokens <= budget, (context.total_tokens, budget)
+                    tokens[budget].append(context.total_tokens)
+                    scores.setdefault("tiermem", {}).setdefault(budget, []).append(
+                        recall(context.text(), wanted)
+                    )
+                    ranked = sorted(
+                        (i for i in context.items if i.section == "retrieved"),
+                        key=lambda i: -i.score,
+                    )
+                    if budget == max(budgets):
+                        for k in at_k:
+                            top = "\n".join(i.content for i in ranked[:k])
+                            at_k[k].append(recall(top, wanted))
+                    recent = list(reversed(conv.turns))
+                    qv = embedder.embed([q["question"]])[0]
+                    baselines = {
+                        "buffer-only": recent,
+                        "bm25-only": [
+                            conv.turns[i] for i in np.argsort(-bm25.scores(q["question"]))
+                        ],
+                        "dense-only": [conv.turns[i] for i in np.argsort(-(dense @ qv))],
+                    }
+                    for name, ranked_turns in baselines.items():
+                        text = fit_turns(ranked_turns, budget, counter)
+                        scores.setdefault(name, {}).setdefault(budget, []).append(
+                            recall(text, wanted)
+                        )
+    finally:
+        memory.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    history_tokens = statistics.mean(
+        counter.count("\n".join(line(t) for t in c.turns)) for c in conversations
+    )
+    lat = sorted(latency)
+    return {
+        "conversations": [c.name for c in conversations],
+        "questions": len(scores["tiermem"][budgets[0]]),
+        "budgets": budgets,
+        "recall": {n: {b: statistics.mean(v) for b, v in per.items()} for n, per in scores.items()},
+        "recall_at_k": {k: statistics.mean(v) for k, v in at_k.items() if v},
+        "mean_tokens": {b: statistics.mean(v) for b, v in tokens.items()},
+        "latency_ms": {
+            "p50": 1000 * lat[len(lat) // 2],
+            "p95": 1000 * lat[int(len(lat) * 0.95) - 1],
+        },
+        "ingest_s": ingest,
+        "history_tokens": history_tokens,
+    }
+
+
+def report(result: dict[str, Any], command: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(
+        title=f"LoCoMo evidence recall ({result['questions']} questions, "
+        f"{len(result['conversations'])} conversations)"
+    )
+    table.add_column("method")
+    for b in result["budgets"]:
+        table.add_column(f"{b} tokens", justify="right")
+    for name, per in result["recall"].items():
+        table.add_row(name, *(f"{per[b]:.3f}" for b in result["budgets"]))
+    console.print(table)
+    console.print(
+        f"recall@5 {result['recall_at_k'].get(5, 0):.3f}  recall@10 {result['recall_at_k'].get(10, 0):.3f}  "
+        f"mean tokens {', '.join(f'{b}: {v:.0f}' for b, v in result['mean_tokens'].items())}"
+    )
+    console.print(
+        f"get_context latency p50 {result['latency_ms']['p50']:.1f} ms, p95 {result['latency_ms']['p95']:.1f} ms; "
+        f"ingest {result['ingest_s']:.1f} s; full history about {result['history_tokens']:.0f} tokens"
+    )
+    console.print(f"reproduce: {command}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data_dir", type=Path)
+    parser.add_argument("--budgets", type=int, nargs="+", default=[500, 1000, 2000])
+    parser.add_argument("--quick", action="store_true", help="one conversation, 20 questions")
+    args = parser.parse_args(argv)
+    result = run(args.data_dir, sorted(args.budgets), args.quick)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "locomo.json").write_text(json.dumps(result, indent=2, default=str))
+    report(
+        result,
+        "python benchmarks/locomo.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""The archive: writes conversation messages to long-term memory off the hot path.
+
+``Memory.add`` hands each message to :class:`Archiver.submit`, which only enqueues. A
+worker thread takes the queue in batches, embeds a batch with one model call and writes it
+to the store in one transaction. A failed batch (embedder or database error) stays at the
+head of the queue and is retried with backoff: it is never dropped. ``flush()`` waits until
+everything submitted is written; ``pending`` and ``failures`` make the state visible.
+
+Durability: messages are in process memory until their batch is written, normally within
+``flush_interval`` seconds; a crash loses at most that queue (``pending`` of them).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tiermem.messages import Message
+
+if TYPE_CHECKING:
+    from tiermem.embeddings.base import Embedder
+    from tiermem.stores.base import MemoryStore, NewMemory
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ArchivedMessage:
+    """A message queued for the long-term store, with the owner it is written for."""
+
+    user_id: str
+    message: Message
+    session_id: str | None
+    agent_id: str | None
+    previous_id: str | None = None
+
+
+def transcript_line(message: Message) -> str:
+    """The text stored and indexed for a message: ``"{speaker}: {text}"``.
+
+    The speaker (its name, else its role) is part of the text so that keyword and vector
+    search can match questions that name who said something.
+    """
+    speaker = message.name or message.metadata.get("speaker") or message.role
+    return f"{speaker}: {message.text}"
+
+
+def to_new_memory(item: ArchivedMessage, embedding: Any) -> NewMemory:
+    """The store row of an archived message (memory_type ``message`` or ``tool``)."""
+    from tiermem.stores.base import NewMemory
+
+    message = item.message
+    metadata = {
+        "message_id": message.message_id,
+        "role": message.role,
+        **{k: v for k, v in message.metadata.items() if _is_scalar(v)},
+    }
+    if message.name:
+        metadata["name"] = message.name
+    if item.previous_id:
+        metadata["previous_id"] = item.previous_id
+    return NewMemory(
+        content=transcript_line(message),
+        embedding=embedding,
+        memory_type="tool" if message.role == "tool" else "message",
+        agent_id=item.agent_id,
+        session_id=item.session_id,
+        importance=0.3,
+        metadata=metadata,
+        created_at=message.timestamp,
+    )
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+class Archiver:
+    """Batches messages into the store from a background thread.
+
+    Args:
+        store: the long-term store.
+        embedder: embeds each batch in one call.
+        batch_size: messages per embed call and transaction.
+        flush_interval: seconds a partial batch may wait before it is written.
+        retry_backoff: first retry delay after a failure (doubles, up to 30 s).
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        *,
+        batch_size: int = 64,
+        flush_interval: float = 0.2,
+        retry_backoff: float = 0.5,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.batch_size = batch_size
+        self.flush_interval = flush_interval
+        self.retry_backoff = retry_backoff
+        self.failures = 0
+        """Batches that failed (and were retried) since start."""
+        self.last_error: BaseException | None = None
+        self._queue: deque[ArchivedMessage] = deque()
+        self._in_flight = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def pending(self) -> int:
+        """Messages submitted but not yet written."""
+        with self._cond:
+            return len(self._queue) + self._in_flight
+
+    def submit(self, items: Iterable[ArchivedMessage]) -> None:
+        """Queue messages for the store; returns at once."""
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the archiver is closed")
+            self._queue.extend(items)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="tiermem-archiver", daemon=True
+                )
+                self._thread.start()
+            if len(self._queue) >= self.batch_size:
+                self._cond.notify_all()
+
+    def discard_user(self, user_id: str) -> int:
+        """Drop the queued messages of ``user_id`` (for erasure); returns how many."""
+        with self._cond:
+            kept = [i for i in self._queue if i.user_id != user_id]
+            dropped = len(self._queue) - len(kept)
+            self._queue = deque(kept)
+            return dropped
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every submitted message is written; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._cond.notify_all()
+            while self._queue or self._in_flight:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(0.05 if left is None else min(left, 0.05))
+        return True
+
+    def close(self, timeout: float | None = 30.0) -> None:
+        """Write what is queued (up to ``timeout``) and stop the worker."""
+        self.flush(timeout)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def _take(self) -> list[ArchivedMessage] | None:
+        with self._cond:
+            while not self._queue:
+                if self._closed:
+                    return None
+                self._cond.wait()
+            if len(self._queue) < self.batch_size and not self._closed:
+                self._cond.wait(self.flush_interval)
+            if not self._queue:
+                return [] if not self._closed else None
+            batch = [self._queue.popleft() for _ in range(min(self.batch_size, len(self._queue)))]
+            self._in_flight = len(batch)
+            return batch
+
+    def _run(self) -> None:
+        delay = self.retry_backoff
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            if not batch:
+                continue
+            try:
+                self._write(batch)
+            except Exception as exc:  # keep the batch: it goes back to the head
+                self.failures += 1
+                self.last_error = exc
+                log.warning(
+                    "archiving %d messages failed (%s); retrying in %.1fs", len(batch), exc, delay
+                )
+                with self._cond:
+                    self._queue.extendleft(reversed(batch))
+                    self._in_flight = 0
+                    self._cond.notify_all()
+                    if self._closed:
+                        return
+                    self._cond.wait(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            delay = self.retry_backoff
+            with self._cond:
+                self._in_flight = 0
+                self._cond.notify_all()
+
+    def _write(self, batch: list[ArchivedMessage]) -> None:
+        vectors = self.embedder.embed([transcript_line(i.message) for i in batch])
+        by_user: dict[str, list[NewMemory]] = {}
+        for item, vector in zip(batch, vectors, strict=True):
+            by_user.setdefault(item.user_id, []).append(to_new_memory(item, vector))
+        for user_id, rows in by_user.items():
+            self.store.add_many(user_id, rows)

@@ -1,0 +1,642 @@
+"""Configuration: seed 001's YAML reference, validated with pydantic, with secret interpolation.
+
+``TiermemConfig.load(source)`` takes a YAML file, YAML text or a dict. Before validation,
+every string value may reference the environment: ``${NAME}``, ``${NAME:-default}`` and
+``${{ secrets.NAME }}`` are replaced by the variable from the environment, else from a
+secrets file (``secrets_file=`` or ``$TIERMEM_SECRETS_FILE``; ``KEY=VALUE`` lines or a YAML
+mapping). ``$${`` writes a literal ``${``. A reference that resolves nowhere raises
+:class:`~tiermem.errors.ConfigError` naming the key and the variable.
+
+Credentials (``connection_string``, ``api_key``, ``redis_url``) are pydantic ``SecretStr``:
+masked in ``repr``, ``str``, logs and ``model_dump``; read them with
+``.get_secret_value()``. Every validation error becomes a ``ConfigError`` that names the
+key path (``memory.persistent.provider``) and the allowed values; an unknown key gets a
+"did you mean" suggestion.
+
+Defaults are the embedded setup: SQLite in the user data directory, local MiniLM
+embeddings, extractive summaries, an in-process synopsis cache and no LLM.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+import re
+import types
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+import platformdirs
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from tiermem.embeddings.factory import DEFAULT_MODEL as DEFAULT_EMBEDDING_MODEL
+from tiermem.embeddings.factory import PROVIDERS as EMBEDDING_PROVIDERS
+from tiermem.errors import ConfigError
+from tiermem.llm.factory import PROVIDERS as CHAT_PROVIDERS
+
+log = logging.getLogger(__name__)
+
+SECRETS_FILE_ENV = "TIERMEM_SECRETS_FILE"
+MASK = "**********"
+
+PlannerSection = Literal["synopsis", "summary", "retrieved", "recent"]
+Retention = Literal["single_run", "session", "persistent"]
+DEFAULT_ORDER: tuple[PlannerSection, ...] = ("synopsis", "summary", "retrieved", "recent")
+
+
+class KeyProblem(ValueError):
+    """Raised by a validator about one key of its section (``key`` is relative to it)."""
+
+    def __init__(self, key: str, problem: str, hint: str = "") -> None:
+        super().__init__(problem)
+        self.key, self.problem, self.hint = key, problem, hint
+
+
+def default_sqlite_path() -> Path:
+    """Where the embedded store lives unless ``memory.persistent.path`` says otherwise."""
+    return Path(platformdirs.user_data_dir("tiermem", appauthor=False)) / "memory.db"
+
+
+class Section(BaseModel):
+    """Base of every section: unknown keys are errors, assignments are validated, and a
+    section written with no keys under it (``synopsis:`` alone) means all defaults."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, validate_default=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_sections(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        return {
+            key: _empty_value(cls, key) if value is None else value for key, value in data.items()
+        }
+
+
+def _check_model(value: str | None, providers: Any, example: str) -> str | None:
+    """Accept ``provider/name`` (or ``provider:name``) with a known provider."""
+    if value is None:
+        return None
+    for separator in ("/", ":"):
+        provider, found, name = value.partition(separator)
+        if found and provider.lower() in providers and name.strip():
+            return value
+    allowed = ", ".join(sorted(providers))
+    raise ValueError(
+        f"{value!r} is not '<provider>/<model>' with provider in {allowed} ({example})"
+    )
+
+
+class BufferConfig(Section):
+    """``memory.buffer``: the per-session message ring and its summaries."""
+
+    size: int = Field(
+        default=50, gt=0, description="Messages kept before the oldest are summarized."
+    )
+    multiplier: int = Field(default=10, gt=0, description="Summaries kept: size * multiplier.")
+    vector_search: bool = Field(default=True, description="Search the buffer semantically too.")
+    embedding_model: str | None = Field(
+        default=None, description="Embedding model, when llm.models has no embedding entry."
+    )
+    max_tokens: int | None = Field(
+        default=None, gt=0, description="Also evict beyond this many tokens."
+    )
+    summary_batch: int = Field(
+        default=10, gt=0, description="Oldest messages summarized per overflow."
+    )
+    summarizer: Literal["auto", "llm", "extractive"] = Field(
+        default="auto", description="auto: the chat model when one is configured, else extractive."
+    )
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _embedding(cls, value: str | None) -> str | None:
+        return _check_model(value, EMBEDDING_PROVIDERS, "e.g. local/all-MiniLM-L6-v2")
+
+    @model_validator(mode="after")
+    def _batch_fits(self) -> BufferConfig:
+        if self.summary_batch > self.size:
+            raise KeyProblem(
+                "summary_batch",
+                f"{self.summary_batch} is larger than size ({self.size})",
+                "use a batch of at most size messages",
+            )
+        return self
+
+
+class WorkingConfig(Section):
+    """``memory.working``: the in-process vector index."""
+
+    enabled: bool = True
+    max_memory_mb: float = Field(
+        default=10, gt=0, description="Memory limit; oldest entries go first."
+    )
+    fifo_interval_min: float = Field(default=5, gt=0, description="Minutes between cleanup passes.")
+
+
+class PersistentConfig(Section):
+    """``memory.persistent``: the long-term store."""
+
+    enabled: bool = True
+    provider: Literal["sqlite", "postgresql"] = "sqlite"
+    path: Path = Field(default_factory=default_sqlite_path, description="SQLite file.")
+    connection_string: SecretStr | None = Field(default=None, description="PostgreSQL URI.")
+    user_isolation: Literal[True] = Field(
+        default=True, description="Always true: every query filters on user_id at the data layer."
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @model_validator(mode="after")
+    def _provider_needs(self) -> PersistentConfig:
+        if self.provider == "postgresql" and self.enabled and self.connection_string is None:
+            raise KeyProblem(
+                "connection_string",
+                "is required when provider is postgresql",
+                "e.g. connection_string: ${{ secrets.POSTGRES_URI }}",
+            )
+        if self.provider == "sqlite" and self.connection_string is not None:
+            raise KeyProblem(
+                "connection_string",
+                "is only used with provider: postgresql",
+                "for sqlite set path, or set provider: postgresql",
+            )
+        return self
+
+
+class SynopsisConfig(Section):
+    """``memory.synopsis``: the two-tier user synopsis cache."""
+
+    enabled: bool = True
+    identity_ttl: int = Field(default=604_800, gt=0, description="Seconds (7 days).")
+    context_ttl: int = Field(default=3_600, gt=0, description="Seconds (1 hour).")
+    refresh_on_access: bool = True
+    backend: Literal["memory", "redis"] = "memory"
+    redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
+    namespace: str = Field(
+        default="tiermem", pattern=r"^[^:\s]+$", description="Key prefix in Redis."
+    )
+    max_items: int = Field(default=10, gt=0, description="Memories used per tier.")
+
+
+class SharesConfig(Section):
+    """``memory.planner.shares``: fraction of ``max_tokens`` each section may use."""
+
+    synopsis: float = Field(default=0.1, ge=0, le=1)
+    summary: float = Field(default=0.1, ge=0, le=1)
+    retrieved: float = Field(default=0.5, ge=0, le=1)
+    recent: float = Field(default=0.3, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _at_most_one(self) -> SharesConfig:
+        total = self.synopsis + self.summary + self.retrieved + self.recent
+        if total > 1 + 1e-9:
+            raise ValueError(f"the shares sum to {total:g}; they must sum to at most 1")
+        return self
+
+
+class WeightsConfig(Section):
+    """``memory.planner.weights``: the ranking blend of retrieved items."""
+
+    similarity: float = Field(default=0.6, ge=0)
+    recency: float = Field(default=0.2, ge=0)
+    importance: float = Field(default=0.2, ge=0)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> WeightsConfig:
+        if self.similarity + self.recency + self.importance <= 0:
+            raise ValueError("at least one weight must be positive")
+        return self
+
+
+class PlannerConfig(Section):
+    """``memory.planner``: how ``get_context`` fills the budget."""
+
+    max_tokens: int = Field(default=4000, gt=0)
+    recent_messages: int = Field(default=10, ge=0)
+    k: int = Field(default=10, gt=0, description="Items retrieved per tier before ranking.")
+    order: list[PlannerSection] = Field(default_factory=lambda: list(DEFAULT_ORDER), min_length=1)
+    shares: SharesConfig = Field(default_factory=lambda: SharesConfig())
+    weights: WeightsConfig = Field(default_factory=lambda: WeightsConfig())
+
+    @field_validator("order")
+    @classmethod
+    def _unique(cls, value: list[str]) -> list[str]:
+        repeated = sorted({s for s in value if value.count(s) > 1})
+        if repeated:
+            raise ValueError(f"lists {', '.join(repeated)} more than once")
+        return value
+
+
+class MemoryConfig(Section):
+    """``memory``: the tiers."""
+
+    buffer: BufferConfig = Field(default_factory=lambda: BufferConfig())
+    working: WorkingConfig = Field(default_factory=lambda: WorkingConfig())
+    persistent: PersistentConfig = Field(default_factory=lambda: PersistentConfig())
+    synopsis: SynopsisConfig = Field(default_factory=lambda: SynopsisConfig())
+    planner: PlannerConfig = Field(default_factory=lambda: PlannerConfig())
+    retention: Retention = "persistent"
+
+
+class ModelEntry(Section):
+    """One item of ``llm.models``: ``embedding: provider/model`` and/or ``chat: provider/model``."""
+
+    embedding: str | None = None
+    chat: str | None = None
+
+    @field_validator("embedding")
+    @classmethod
+    def _embedding(cls, value: str | None) -> str | None:
+        return _check_model(value, EMBEDDING_PROVIDERS, "e.g. local/all-MiniLM-L6-v2")
+
+    @field_validator("chat")
+    @classmethod
+    def _chat(cls, value: str | None) -> str | None:
+        return _check_model(value, CHAT_PROVIDERS, "e.g. openai/gpt-4o-mini")
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> ModelEntry:
+        if self.embedding is None and self.chat is None:
+            raise ValueError("names no model; write embedding: ... or chat: ...")
+        return self
+
+
+class LLMConfig(Section):
+    """``llm``: the models and the options of their HTTP providers."""
+
+    models: list[ModelEntry] = Field(default_factory=list)
+    base_url: str | None = Field(
+        default=None, description="OpenAI-compatible endpoint, e.g. Ollama."
+    )
+    api_key: SecretStr | None = None
+    timeout: float = Field(default=30.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+
+    @model_validator(mode="after")
+    def _one_of_each(self) -> LLMConfig:
+        for kind in ("embedding", "chat"):
+            if sum(getattr(m, kind) is not None for m in self.models) > 1:
+                raise KeyProblem("models", f"lists more than one {kind} model", "keep one")
+        return self
+
+    @property
+    def chat_model(self) -> str | None:
+        """The chat model (summaries, synopses), or None to work offline."""
+        return next((m.chat for m in self.models if m.chat), None)
+
+    @property
+    def embedding_model(self) -> str | None:
+        return next((m.embedding for m in self.models if m.embedding), None)
+
+    def provider_options(self) -> dict[str, Any]:
+        """Keyword options for ``get_llm`` / ``get_embedder`` (only those set)."""
+        options: dict[str, Any] = {"timeout": self.timeout, "max_retries": self.max_retries}
+        if self.base_url:
+            options["base_url"] = self.base_url
+        if self.api_key is not None:
+            options["api_key"] = self.api_key.get_secret_value()
+        return options
+
+
+class TiermemConfig(Section):
+    """The whole configuration; ``TiermemConfig()`` is the embedded default."""
+
+    memory: MemoryConfig = Field(default_factory=lambda: MemoryConfig())
+    llm: LLMConfig = Field(default_factory=lambda: LLMConfig())
+    _secret_paths: frozenset[str] = PrivateAttr(default=frozenset())
+
+    @property
+    def embedding_model(self) -> str:
+        """``llm.models[].embedding``, else ``memory.buffer.embedding_model``, else local MiniLM."""
+        return (
+            self.llm.embedding_model
+            or self.memory.buffer.embedding_model
+            or DEFAULT_EMBEDDING_MODEL
+        )
+
+    @property
+    def chat_model(self) -> str | None:
+        return self.llm.chat_model
+
+    @classmethod
+    def load(
+        cls,
+        source: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+        *,
+        secrets_file: str | os.PathLike[str] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> TiermemConfig:
+        """Load a YAML file, YAML text or a dict (None: the defaults), interpolate, validate.
+
+        Raises:
+            ConfigError: unreadable file or YAML, missing variable, or invalid value.
+        """
+        raw = _read_source(source)
+        env = os.environ if environ is None else environ
+        resolver = _Resolver(env, _secrets_path(secrets_file, env))
+        data = resolver.interpolate(raw, ())
+        try:
+            config = cls.model_validate(data)
+        except ValidationError as exc:
+            raise _config_error(exc, resolver.secret_paths) from None
+        config._secret_paths = frozenset(resolver.secret_paths)
+        log.debug("configuration loaded; variables resolved: %s", sorted(resolver.used))
+        return config
+
+    def report(self) -> list[tuple[str, str]]:
+        """Every key with its effective value, secrets masked; for ``tiermem config check``."""
+        rows = list(_flatten(self, ""))
+        rows = [(key, MASK if key in self._secret_paths else value) for key, value in rows]
+        rows.append(("(effective) embedding model", self.embedding_model))
+        rows.append(("(effective) chat model", self.chat_model or "none (offline)"))
+        return rows
+
+
+def check_config(
+    path: str | os.PathLike[str],
+    *,
+    secrets_file: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> list[tuple[str, str]]:
+    """Load and validate a configuration file; return ``(key, value)`` rows, secrets masked.
+
+    Raises:
+        ConfigError: the file is missing, malformed or invalid (the message says where).
+    """
+    if not Path(path).is_file():
+        raise ConfigError("path", f"{os.fspath(path)!r} is not a file", "pass a YAML file")
+    return TiermemConfig.load(Path(path), secrets_file=secrets_file, environ=environ).report()
+
+
+# -- reading and interpolation ---------------------------------------------------------
+
+_REFERENCE = re.compile(
+    r"\$\$(?=\{)"  # escaped: $${ is a literal ${
+    r"|\$\{\{\s*secrets\.(?P<secret>[A-Za-z_][A-Za-z0-9_]*)\s*\}\}"
+    r"|\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}"
+)
+_DOTENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$")
+
+
+def _read_source(source: object) -> dict[str, Any]:
+    """The raw mapping from a path, YAML text or dict."""
+    if source is None:
+        return {}
+    if isinstance(source, Mapping):
+        return dict(source)
+    if isinstance(source, os.PathLike) or (
+        isinstance(source, str) and "\n" not in source and _looks_like_path(source)
+    ):
+        path = Path(os.fspath(source)).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError("path", f"cannot read {str(path)!r}: {exc.strerror}") from exc
+        return _parse_yaml(text, str(path))
+    if isinstance(source, str):
+        return _parse_yaml(source, "YAML text")
+    raise ConfigError(
+        "source", f"expected a path, YAML text or a dict, got {type(source).__name__}"
+    )
+
+
+def _looks_like_path(text: str) -> bool:
+    return Path(text).expanduser().is_file() or text.endswith((".yaml", ".yml", ".json"))
+
+
+def _parse_yaml(text: str, where: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(
+            "yaml", f"{where}{at}: {problem}", "quote values that contain ': ', '{' or '#'"
+        ) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "yaml", f"{where} is a {type(data).__name__}, not a mapping", "start with 'memory:'"
+        )
+    return data
+
+
+def _secrets_path(given: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path | None:
+    value = given if given is not None else env.get(SECRETS_FILE_ENV)
+    return Path(value).expanduser() if value else None
+
+
+def read_secrets_file(path: Path) -> dict[str, str]:
+    """``KEY=VALUE`` lines (``#`` comments, optional ``export`` and quotes) or a YAML mapping."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            "secrets_file",
+            f"cannot read {str(path)!r}: {exc.strerror}",
+            f"fix secrets_file= or ${SECRETS_FILE_ENV}",
+        ) from exc
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if lines and all(_DOTENV_LINE.match(ln) for ln in lines):
+        return {m[1]: _unquote(m[2].strip()) for m in map(_DOTENV_LINE.match, lines) if m}
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        data = None
+    if data is None and not lines:
+        return {}
+    if not isinstance(data, dict) or not all(
+        isinstance(v, (str, int, float, bool)) for v in data.values()
+    ):
+        raise ConfigError(
+            "secrets_file", f"{str(path)!r} is neither KEY=VALUE lines nor a flat YAML mapping"
+        )
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value.split(" #", 1)[0].rstrip()
+
+
+class _Resolver:
+    """Replaces references in every string value; remembers which keys held secrets."""
+
+    def __init__(self, env: Mapping[str, str], secrets_path: Path | None) -> None:
+        self.env = env
+        self.secrets = read_secrets_file(secrets_path) if secrets_path else {}
+        self.secrets_path = secrets_path
+        self.secret_paths: set[str] = set()
+        self.used: set[str] = set()
+
+    def interpolate(self, value: Any, loc: tuple[str | int, ...]) -> Any:
+        if isinstance(value, dict):
+            return {k: self.interpolate(v, (*loc, str(k))) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.interpolate(v, (*loc, i)) for i, v in enumerate(value)]
+        if isinstance(value, str) and "$" in value:
+            return _REFERENCE.sub(lambda m: self._replace(m, loc), value)
+        return value
+
+    def _replace(self, match: re.Match[str], loc: tuple[str | int, ...]) -> str:
+        name = match["secret"] or match["name"]
+        if name is None:
+            return "$"  # the escape $${
+        if match["secret"]:
+            self.secret_paths.add(_path(loc))
+        found = self.env.get(name, self.secrets.get(name))
+        if found is None and match["default"] is not None:
+            return str(match["default"])
+        if found is None:
+            where = (
+                f"the secrets file {str(self.secrets_path)!r}"
+                if self.secrets_path
+                else (f"a secrets file (secrets_file= or ${SECRETS_FILE_ENV})")
+            )
+            raise ConfigError(
+                _path(loc),
+                f"needs {'the secret' if match['secret'] else 'the variable'} {name}, "
+                "which is not set",
+                f"export {name}=... or add {name}=... to {where}",
+            )
+        self.used.add(name)
+        return found
+
+
+# -- errors and reports ----------------------------------------------------------------
+
+
+def _path(loc: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _unwrap(annotation: Any) -> Any:
+    """The model class inside ``X | None`` or ``list[X]``, else the annotation itself."""
+    if get_origin(annotation) in (Union, types.UnionType, list):
+        for arg in get_args(annotation):
+            inner = _unwrap(arg)
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                return inner
+    return annotation
+
+
+def _empty_value(model: type[BaseModel], key: str) -> Any:
+    """What a key written with no value means: {} for a section, [] for a list, else None."""
+    field = model.model_fields.get(key)
+    if field is None:
+        return None
+    if get_origin(field.annotation) is list:
+        return []
+    inner = _unwrap(field.annotation)
+    return {} if isinstance(inner, type) and issubclass(inner, BaseModel) else None
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The section class that the key path ``loc`` points into."""
+    model: type[BaseModel] | None = TiermemConfig
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        field = model.model_fields.get(part)
+        inner = _unwrap(field.annotation) if field is not None else None
+        model = inner if isinstance(inner, type) and issubclass(inner, BaseModel) else None
+    return model
+
+
+def _is_secret(loc: tuple[str | int, ...]) -> bool:
+    parent = _model_at(loc[:-1]) if loc else None
+    field = parent.model_fields.get(str(loc[-1])) if parent is not None else None
+    return field is not None and SecretStr in (field.annotation, *get_args(field.annotation))
+
+
+def _config_error(exc: ValidationError, secret_paths: set[str]) -> ConfigError:
+    problems = [_describe(err, secret_paths) for err in exc.errors(include_url=False)]
+    (field, problem, hint), rest = problems[0], problems[1:]
+    if rest:
+        problem += "; also " + "; ".join(f"{f}: {p}" for f, p, _ in rest)
+    return ConfigError(field, problem, hint)
+
+
+def _describe(err: Any, secret_paths: set[str]) -> tuple[str, str, str]:
+    """(key path, problem, hint) for one pydantic error, never showing a secret value."""
+    loc: tuple[str | int, ...] = tuple(err["loc"])
+    kind, ctx = err["type"], err.get("ctx") or {}
+    reason = ctx.get("error")
+    if isinstance(reason, KeyProblem):
+        return _path((*loc, reason.key)), reason.problem, reason.hint
+    path = _path(loc) or "config"
+    hidden = path in secret_paths or _is_secret(loc)
+    shown = "<hidden>" if hidden else repr(err.get("input"))
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        allowed = sorted(parent.model_fields) if parent else []
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
+        problem = "unknown key" + (f"; did you mean {close[0]!r}?" if close else "")
+        return path, problem, f"allowed keys: {', '.join(allowed)}"
+    if kind == "literal_error":
+        return path, f"{shown} is not allowed", f"allowed values: {ctx.get('expected')}"
+    if kind == "missing":
+        return path, "is required", ""
+    if kind == "value_error":  # our validators' messages already say what was wrong
+        return path, str(err["msg"]).removeprefix("Value error, "), ""
+    return path, f"{err['msg']} (got {shown})", ""
+
+
+def _flatten(value: Any, prefix: str) -> Any:
+    """(dotted key, printable value) for every leaf of a section; secrets masked."""
+    if isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from _flatten(getattr(value, name), f"{prefix}.{name}" if prefix else name)
+    elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
+        for i, item in enumerate(value):
+            yield from _flatten(item, f"{prefix}[{i}]")
+    elif isinstance(value, SecretStr):
+        yield prefix, MASK
+    elif isinstance(value, list):
+        yield prefix, ", ".join(map(str, value)) or "[]"
+    elif value is None:
+        yield prefix, "null"
+    elif isinstance(value, bool):
+        yield prefix, str(value).lower()
+    else:
+        yield prefix, str(value)
+
+
+__all__ = [
+    "BufferConfig",
+    "LLMConfig",
+    "MemoryConfig",
+    "ModelEntry",
+    "PersistentConfig",
+    "PlannerConfig",
+    "SharesConfig",
+    "SynopsisConfig",
+    "TiermemConfig",
+    "WeightsConfig",
+    "WorkingConfig",
+    "check_config",
+    "default_sqlite_path",
+    "read_secrets_file",
+]

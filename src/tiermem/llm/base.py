@@ -1,0 +1,217 @@
+"""The LLM protocol, its result types, and the shared body of the HTTP chat providers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, runtime_checkable
+
+from tiermem._http import HttpClient
+from tiermem.errors import InputError, InvalidTypeError, ProviderResponseError
+from tiermem.messages import Message
+from tiermem.tokens import get_token_counter
+
+ChatMessage = dict[str, Any]
+"""One message in OpenAI chat format: ``{"role": ..., "content": ...}`` and optional fields."""
+
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+
+
+@runtime_checkable
+class SupportsOpenAI(Protocol):
+    """Anything that renders itself as an OpenAI chat message (``tiermem.Message`` does)."""
+
+    def to_openai(self) -> dict[str, Any]: ...
+
+
+MessagesInput = str | Sequence[Mapping[str, Any] | SupportsOpenAI]
+"""What ``complete`` accepts: a prompt, OpenAI-format dicts, or tiermem messages."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens one call consumed, as the provider reported them."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated: bool = False
+    """True when the provider reported no usage and tiermem counted the tokens itself."""
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.estimated or other.estimated,
+        )
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The answer of one ``complete`` call."""
+
+    text: str
+    usage: Usage
+    model: str
+    finish_reason: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A chat model: ``complete`` / ``acomplete`` turn messages into a :class:`Completion`."""
+
+    model_id: str
+
+    def complete(self, messages: MessagesInput, **options: Any) -> Completion: ...
+
+    async def acomplete(self, messages: MessagesInput, **options: Any) -> Completion: ...
+
+
+def to_chat_messages(messages: MessagesInput) -> list[ChatMessage]:
+    """Normalize a prompt, OpenAI dicts or tiermem messages to a list of OpenAI dicts.
+
+    Raises:
+        InvalidTypeError: an item is neither a mapping nor has ``to_openai()``.
+        InputError: the list is empty, or an item lacks a known ``role``.
+    """
+    if isinstance(messages, str):
+        return [{"role": "user", "content": messages}]
+    if not isinstance(messages, Sequence):
+        raise InvalidTypeError(
+            "messages",
+            f"expected a str or a list of messages, got {type(messages).__name__}",
+        )
+    if not messages:
+        raise InputError("messages", "is empty", "pass at least one message")
+    out: list[ChatMessage] = []
+    for i, item in enumerate(messages):
+        if isinstance(item, SupportsOpenAI):
+            message = dict(item.to_openai())
+        elif isinstance(item, Mapping):
+            message = dict(item)
+        else:
+            raise InvalidTypeError(
+                f"messages[{i}]",
+                f"expected a dict or a tiermem Message, got {type(item).__name__}",
+            )
+        role = message.get("role")
+        if role not in _ROLES:
+            raise InputError(
+                f"messages[{i}].role",
+                f"{role!r} is not a chat role",
+                f"use one of {sorted(_ROLES)}",
+            )
+        out.append(message)
+    return out
+
+
+class HttpChatModel:
+    """Shared body of HTTP chat providers: options, usage accounting, ``generate``.
+
+    Subclasses build the request (:meth:`_request`) and read the answer (:meth:`_parse`).
+    """
+
+    provider = ""
+
+    def __init__(self, model: str, http: HttpClient, options: dict[str, Any]) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise InputError("model", f"{model!r} is not a model name", "e.g. 'gpt-4o-mini'")
+        _check_options(options)
+        self.model = model
+        self.model_id = f"{self.provider}/{model}"
+        self.options = options
+        self._http = http
+        self._usage_lock = threading.Lock()
+        self.total_usage = Usage()
+        self.calls = 0
+
+    def complete(self, messages: MessagesInput, **options: Any) -> Completion:
+        """Send ``messages`` and return the model's answer with its token usage."""
+        chat = to_chat_messages(messages)
+        path, body = self._request(chat, self._merged(options))
+        return self._account(chat, self._parse(self._http.post_json(path, body)))
+
+    async def acomplete(self, messages: MessagesInput, **options: Any) -> Completion:
+        """Async twin of :meth:`complete`."""
+        chat = to_chat_messages(messages)
+        path, body = self._request(chat, self._merged(options))
+        return self._account(chat, self._parse(await self._http.apost_json(path, body)))
+
+    def generate(self, prompt: str, **options: Any) -> str:
+        """Seed-compatible shortcut: one user prompt in, the answer's text out."""
+        return self.complete(_prompt(prompt), **options).text
+
+    async def agenerate(self, prompt: str, **options: Any) -> str:
+        """Async twin of :meth:`generate`."""
+        return (await self.acomplete(_prompt(prompt), **options)).text
+
+    def close(self) -> None:
+        self._http.close()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model!r}, base_url={self._http.base_url!r})"
+
+    def _merged(self, options: dict[str, Any]) -> dict[str, Any]:
+        _check_options(options)
+        return {**self.options, **options}
+
+    def _account(self, messages: list[ChatMessage], completion: Completion) -> Completion:
+        """Add the call's usage to the totals, counting it ourselves if the provider did not."""
+        if "usage" not in completion.raw:
+            completion = replace(completion, usage=_estimate_usage(messages, completion.text))
+        with self._usage_lock:
+            self.total_usage = self.total_usage + completion.usage
+            self.calls += 1
+        return completion
+
+    def _bad_response(self, what: str, data: dict[str, Any]) -> ProviderResponseError:
+        return ProviderResponseError(f"{self.provider}: {what} in response: {str(data)[:300]}")
+
+    def _request(
+        self, messages: list[ChatMessage], options: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def _parse(self, data: dict[str, Any]) -> Completion:
+        raise NotImplementedError
+
+
+def _estimate_usage(messages: list[ChatMessage], text: str) -> Usage:
+    counter = get_token_counter()
+    prompt = sum(counter.count_message(Message.from_openai(m)) for m in messages)
+    return Usage(prompt, counter.count(text), estimated=True)
+
+
+def _prompt(prompt: str) -> str:
+    if not isinstance(prompt, str):
+        raise InvalidTypeError("prompt", f"expected str, got {type(prompt).__name__}")
+    return prompt
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    for reserved in ("messages", "model"):
+        if reserved in options:
+            raise InputError(
+                reserved, "cannot be passed as an option", "give it to the constructor or call"
+            )
+
+
+def usage_from(data: Mapping[str, Any], prompt_key: str, completion_key: str) -> Usage:
+    """Read ``data["usage"]``; absent or non-integer counts become 0."""
+    usage = data.get("usage")
+    if not isinstance(usage, Mapping):
+        return Usage()
+
+    def count(key: str) -> int:
+        value = usage.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    return Usage(count(prompt_key), count(completion_key))

@@ -1,0 +1,442 @@
+"""The query planner: assembles, for one prompt, the context that fits the token budget.
+
+Seed 001's five steps:
+
+1. always the recent buffer (the newest messages of the session);
+2. hybrid search (vector + keyword) over the long-term store, working memory and the
+   buffer's older messages;
+3. the user synopsis and the running summary;
+4. rank by a blend of relevance, recency and importance, and deduplicate (same content,
+   near duplicates, items already in the recent window);
+5. fit to ``max_tokens``, counted with the configured counter: never over budget.
+
+Retrieved memories are rendered as one system message, in time order, grouped under their
+date (``[8 May 2023]``), so the model sees when things were said and neighbouring lines
+read as dialogue; one shared header costs fewer tokens than one message per memory.
+
+The result, a :class:`Context`, says for each item which tier it came from, its score and
+its tokens (:meth:`Context.explain`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Literal
+
+from tiermem.buffer import summary_message, tool_groups
+from tiermem.errors import ConfigError, InvalidSizeError
+from tiermem.messages import Message, to_anthropic_messages
+from tiermem.temporal import time_windows, within
+
+if TYPE_CHECKING:
+    from tiermem.tokens import TokenCounter
+
+Section = Literal["synopsis", "summary", "retrieved", "recent"]
+SECTIONS: tuple[Section, ...] = ("synopsis", "summary", "retrieved", "recent")
+RETRIEVED_HEADER = "Relevant memories from earlier conversations:"
+SYNOPSIS_HEADER = "What is known about the user:"
+
+
+@dataclass(frozen=True)
+class PlannerSettings:
+    """How the planner ranks and spends the budget.
+
+    Args:
+        max_tokens: default budget when ``get_context`` is given none.
+        recent_messages: newest buffer messages always considered for the recent section.
+        k: candidates taken from each search (store, working memory, buffer).
+        order: order of the sections in the rendered context.
+        shares: the most each section may take, as a share of the budget; what a section
+            leaves unused goes to the retrieved section.
+        similarity_weight, recency_weight, importance_weight: the ranking blend (see
+            :meth:`QueryPlanner.score`); they are normalized to sum to 1.
+        recency_half_life_days: age, relative to the user's newest memory, at which the
+            recency term halves.
+        near_duplicate: word-set Jaccard similarity above which two memories count as one.
+        keyword_weight: weight of the keyword score beside the vector score.
+        session_weight: weight of how relevant a memory's session is as a whole.
+        temporal_weight: bonus of memories inside a time the query names.
+        neighbour_weight: share of a message's relevance passed to the messages right
+            before and after it in its session.
+    """
+
+    max_tokens: int = 4000
+    recent_messages: int = 6
+    k: int = 200
+    order: tuple[Section, ...] = SECTIONS
+    shares: dict[str, float] = field(
+        default_factory=lambda: {"synopsis": 0.1, "summary": 0.1, "retrieved": 1.0, "recent": 0.2}
+    )
+    similarity_weight: float = 0.8
+    recency_weight: float = 0.1
+    importance_weight: float = 0.1
+    recency_half_life_days: float = 30.0
+    near_duplicate: float = 0.9
+    keyword_weight: float = 0.5
+    session_weight: float = 0.3
+    temporal_weight: float = 0.3
+    neighbour_weight: float = 0.5
+
+    def __post_init__(self) -> None:
+        if set(self.order) != set(SECTIONS) or len(self.order) != len(SECTIONS):
+            raise ConfigError(
+                "planner.order", f"got {list(self.order)}", f"list each of {list(SECTIONS)} once"
+            )
+        unknown = set(self.shares) - set(SECTIONS)
+        if unknown:
+            raise ConfigError(f"planner.shares.{sorted(unknown)[0]}", "unknown section")
+        for name, share in self.shares.items():
+            if not 0 <= share <= 1:
+                raise ConfigError(f"planner.shares.{name}", f"must be in [0, 1], got {share}")
+        weights = (self.similarity_weight, self.recency_weight, self.importance_weight)
+        if min(weights) < 0 or sum(weights) <= 0:
+            raise ConfigError("planner.weights", "must be >= 0 and not all 0")
+        for name in ("keyword_weight", "session_weight", "temporal_weight", "neighbour_weight"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"planner.{name}", "must be >= 0")
+
+
+@dataclass
+class Candidate:
+    """A memory the planner may include, with the evidence for its relevance.
+
+    ``similarity`` is the cosine similarity to the query and ``keyword`` the keyword
+    engine's score (higher is better); either may be missing. ``message_id`` and
+    ``previous_id`` link a conversation message to the one before it in its session.
+    """
+
+    content: str
+    source: str
+    similarity: float | None = None
+    keyword: float | None = None
+    timestamp: datetime | None = None
+    importance: float = 0.5
+    key: str = ""
+    session_id: str | None = None
+    message_id: str | None = None
+    previous_id: str | None = None
+    relevance: float = 0.0
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """One item of a context: what tier it came from, its score and its tokens."""
+
+    section: Section
+    source: str
+    content: str
+    score: float
+    tokens: int
+    timestamp: datetime | None = None
+
+
+@dataclass
+class Context:
+    """The context for one prompt: OpenAI-format messages and why each part is there."""
+
+    messages: list[dict[str, Any]]
+    items: list[ContextItem]
+    total_tokens: int
+    max_tokens: int
+    query: str = ""
+
+    @property
+    def tokens(self) -> int:
+        """Alias of ``total_tokens``."""
+        return self.total_tokens
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        """The messages in OpenAI chat format (copies)."""
+        return [dict(m) for m in self.messages]
+
+    def to_anthropic(self) -> tuple[str | None, list[dict[str, Any]]]:
+        """``(system, messages)`` for the Anthropic Messages API."""
+        return to_anthropic_messages(Message.from_openai(m) for m in self.messages)
+
+    def text(self) -> str:
+        """The whole context as plain text (what the model reads)."""
+        return "\n".join(str(m.get("content") or "") for m in self.messages)
+
+    def explain(self) -> str:
+        """A table of every item: section, source tier, score, tokens and a preview."""
+        lines = [f"context for {self.query!r}: {self.total_tokens}/{self.max_tokens} tokens"]
+        lines.append(f"{'section':<10} {'source':<9} {'score':>6} {'tokens':>6}  content")
+        for item in self.items:
+            preview = item.content.replace("\n", " ")
+            if len(preview) > 70:
+                preview = preview[:67] + "..."
+            score = f"{item.score:>6.3f}"
+            lines.append(f"{item.section:<10} {item.source:<9} {score} {item.tokens:>6}  {preview}")
+        return "\n".join(lines)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+
+class QueryPlanner:
+    """Ranks candidates from every tier and fits them to a token budget."""
+
+    def __init__(self, settings: PlannerSettings | None = None, *, counter: TokenCounter) -> None:
+        self.settings = settings or PlannerSettings()
+        self.counter = counter
+
+    def rank_relevance(self, query: str, candidates: Sequence[Candidate]) -> None:
+        """Set each candidate's ``relevance`` in [0, 1] from all the evidence at hand.
+
+        1. vector and keyword scores, each rescaled so the pool's median is 0 and its best
+           is 1, added with ``keyword_weight``;
+        2. plus ``session_weight`` x the mean of the session's three best (a memory in a
+           conversation that is about the query as a whole is more likely relevant);
+        3. plus ``temporal_weight`` when the memory falls in a time the query names;
+        4. each message then gets at least ``neighbour_weight`` x the relevance of the
+           message before or after it (answers often sit next to the matching line).
+        """
+        if not candidates:
+            return
+        s = self.settings
+        dense = _rescale([c.similarity for c in candidates])
+        keyword = _rescale([c.keyword for c in candidates])
+        base = [d + s.keyword_weight * k for d, k in zip(dense, keyword, strict=True)]
+        sessions: dict[str, list[float]] = {}
+        for candidate, value in zip(candidates, base, strict=True):
+            if candidate.session_id is not None:
+                sessions.setdefault(candidate.session_id, []).append(value)
+        context = {sid: sum(sorted(v)[-3:]) / min(len(v), 3) for sid, v in sessions.items()}
+        years = {c.timestamp.year for c in candidates if c.timestamp is not None}
+        windows = time_windows(query, years) if s.temporal_weight else []
+        own = []
+        for candidate, value in zip(candidates, base, strict=True):
+            value += s.session_weight * context.get(candidate.session_id or "", 0.0)
+            if windows and within(candidate.timestamp, windows):
+                value += s.temporal_weight
+            own.append(value)
+        by_id = {c.message_id: i for i, c in enumerate(candidates) if c.message_id}
+        final = list(own)
+        for i, candidate in enumerate(candidates):
+            j = by_id.get(candidate.previous_id) if candidate.previous_id else None
+            if j is not None:
+                final[i] = max(final[i], s.neighbour_weight * own[j])
+                final[j] = max(final[j], s.neighbour_weight * own[i])
+        top = max(final) or 1.0
+        for candidate, value in zip(candidates, final, strict=True):
+            candidate.relevance = max(value, 0.0) / top
+
+    def score(self, candidate: Candidate, newest: datetime | None) -> float:
+        """``w_sim * relevance + w_rec * recency + w_imp * importance`` (weights sum to 1).
+
+        ``relevance`` is in [0, 1] (fused search rank); ``recency`` is
+        ``0.5 ** (age_days / half_life)`` with age measured from the user's newest
+        memory, so importing an old history does not make all of it "old".
+        """
+        s = self.settings
+        total = s.similarity_weight + s.recency_weight + s.importance_weight
+        recency = 0.0
+        if candidate.timestamp is not None and newest is not None:
+            age_days = max((newest - candidate.timestamp).total_seconds(), 0.0) / 86400
+            recency = 0.5 ** (age_days / s.recency_half_life_days)
+        value = (
+            s.similarity_weight * candidate.relevance
+            + s.recency_weight * recency
+            + s.importance_weight * candidate.importance
+        )
+        return value / total
+
+    def plan(
+        self,
+        query: str,
+        *,
+        max_tokens: int | None = None,
+        recent: Sequence[Message] = (),
+        candidates: Sequence[Candidate] = (),
+        summary: str | None = None,
+        synopsis: str | None = None,
+    ) -> Context:
+        """Build the context: sections in the configured order, within ``max_tokens``."""
+        budget = self.settings.max_tokens if max_tokens is None else max_tokens
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise InvalidSizeError("max_tokens", f"must be an int >= 1, got {budget!r}")
+        shares = self.settings.shares
+        left = budget - _REPLY_PRIMING
+        parts: dict[Section, tuple[list[dict[str, Any]], list[ContextItem]]] = {}
+        notes: tuple[tuple[Section, str | None], ...] = (
+            ("synopsis", synopsis),
+            ("summary", summary),
+        )
+        for section, text in notes:
+            if text:
+                cap = min(left, int(budget * shares.get(section, 0.0)))
+                parts[section] = self._note(section, text, cap)
+                left -= _used(parts[section][1])
+        cap = min(left, int(budget * shares.get("recent", 0.0)))
+        parts["recent"] = self._recent(recent, cap)
+        left -= _used(parts["recent"][1])
+        recent_keys = {_key(m.text) for m in recent} | {_key(_line(m)) for m in recent}
+        fresh = [c for c in candidates if c.key not in recent_keys]
+        self.rank_relevance(query, fresh)
+        cap = min(left, int(budget * shares.get("retrieved", 1.0)))
+        parts["retrieved"] = self._retrieved(fresh, cap)
+        messages: list[dict[str, Any]] = []
+        items: list[ContextItem] = []
+        for section in self.settings.order:
+            if section in parts:
+                messages.extend(parts[section][0])
+                items.extend(parts[section][1])
+        total = sum(self.counter.count_message(Message.from_openai(m)) for m in messages)
+        total += _REPLY_PRIMING if messages else 0
+        return Context(messages, items, total, budget, query)
+
+    # -- sections ---------------------------------------------------------------------
+
+    def _note(
+        self, section: Section, text: str, cap: int
+    ) -> tuple[list[dict[str, Any]], list[ContextItem]]:
+        message = (
+            summary_message(text)
+            if section == "summary"
+            else {"role": "system", "content": f"{SYNOPSIS_HEADER}\n{text}"}
+        )
+        tokens = self._tokens(message)
+        if tokens > cap:
+            return [], []
+        item = ContextItem(section, section, text, 1.0, tokens)
+        return [message], [item]
+
+    def _recent(
+        self, recent: Sequence[Message], cap: int
+    ) -> tuple[list[dict[str, Any]], list[ContextItem]]:
+        kept: list[Message] = []
+        used = 0
+        for group in reversed(tool_groups(list(recent))):
+            cost = sum(self.counter.count_message(m) for m in group)
+            if used + cost > cap:
+                break
+            used += cost
+            kept[:0] = group
+        items = [
+            ContextItem("recent", "buffer", m.text, 1.0, self.counter.count_message(m), m.timestamp)
+            for m in kept
+        ]
+        return [m.to_openai() for m in kept], items
+
+    def _retrieved(
+        self, candidates: Sequence[Candidate], cap: int
+    ) -> tuple[list[dict[str, Any]], list[ContextItem]]:
+        newest = max((c.timestamp for c in candidates if c.timestamp), default=None)
+        for candidate in candidates:
+            candidate.score = self.score(candidate, newest)
+        ranked = sorted(candidates, key=lambda c: -c.score)
+        chosen: list[Candidate] = []
+        seen: list[set[str]] = []
+        keys: set[str] = set()
+        overhead = self._tokens({"role": "system", "content": RETRIEVED_HEADER})
+        used = overhead
+        dates: set[str] = set()
+        costs: dict[int, int] = {}
+        for candidate in ranked:
+            if candidate.key in keys or self._near_duplicate(candidate.content, seen):
+                continue
+            date = _date_label(candidate.timestamp)
+            cost = self.counter.count(candidate.content) + 1
+            if date not in dates:
+                cost += self.counter.count(date) + 1
+            if used + cost > cap:
+                continue
+            used += cost
+            dates.add(date)
+            keys.add(candidate.key)
+            seen.append(_words(candidate.content))
+            chosen.append(candidate)
+            costs[id(candidate)] = cost
+        while chosen:
+            message = {"role": "system", "content": _render(chosen)}
+            if self._tokens(message) <= cap:
+                items = [
+                    ContextItem(
+                        "retrieved", c.source, c.content, c.score, costs[id(c)], c.timestamp
+                    )
+                    for c in chosen
+                ]
+                return [message], items
+            chosen.remove(min(chosen, key=lambda c: c.score))  # rare: token merges at joins
+        return [], []
+
+    def _near_duplicate(self, content: str, seen: list[set[str]]) -> bool:
+        words = _words(content)
+        if not words:
+            return False
+        limit = self.settings.near_duplicate
+        return any(len(words & other) / len(words | other) >= limit for other in seen)
+
+    def _tokens(self, message: dict[str, Any]) -> int:
+        return self.counter.count_message(Message.from_openai(message))
+
+
+_REPLY_PRIMING = 3  # OpenAI adds 3 tokens that prime the reply
+
+
+def _rescale(values: list[float | None]) -> list[float]:
+    """Map scores so the pool's median is 0 and its best 1 (missing and below: 0)."""
+    present = sorted(v for v in values if v is not None)
+    if not present:
+        return [0.0] * len(values)
+    median = present[len(present) // 2]
+    span = present[-1] - median
+    if span <= 0:
+        return [1.0 if v is not None else 0.0 for v in values]
+    return [0.0 if v is None else max((v - median) / span, 0.0) for v in values]
+
+
+def _used(items: list[ContextItem]) -> int:
+    return sum(i.tokens for i in items)
+
+
+def _date_label(timestamp: datetime | None) -> str:
+    if timestamp is None:
+        return "[undated]"
+    return f"[{timestamp.day} {timestamp.strftime('%B %Y')}]"
+
+
+def _render(chosen: list[Candidate]) -> str:
+    epoch = datetime.min.replace(tzinfo=timezone.utc)
+    ordered = sorted(chosen, key=lambda c: (_aware(c.timestamp) or epoch, c.key))
+    lines = [RETRIEVED_HEADER]
+    last = None
+    for candidate in ordered:
+        date = _date_label(candidate.timestamp)
+        if date != last:
+            lines.append(date)
+            last = date
+        lines.append(candidate.content)
+    return "\n".join(lines)
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=timezone.utc)
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+def _key(text: str) -> str:
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def _line(message: Message) -> str:
+    from tiermem.archive import transcript_line
+
+    return transcript_line(message)
+
+
+def candidate_key(text: str) -> str:
+    """The deduplication key of a memory's text (case and punctuation folded)."""
+    return _key(text)

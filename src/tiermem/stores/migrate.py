@@ -1,0 +1,139 @@
+"""Re-embed a ``memories_{from_dim}`` table into ``memories_{to_dim}`` with another model.
+
+Seed 001's migration script as a function (``tiermem migrate-embeddings`` calls it with
+the same flags). Records keep their ids, users, times, access counts and metadata; only
+the vector changes. Each batch commits on its own and already-copied ids are skipped
+without re-embedding, so an interrupted run resumes where it stopped and a finished run
+repeated changes nothing. The source table is never modified.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, cast
+
+from tiermem.errors import InputError
+from tiermem.stores.base import (
+    ExistingIdsOp,
+    ImportOp,
+    MemoryRecord,
+    MemoryStore,
+    ScanOp,
+    TableSizeOp,
+    check_limit,
+    check_vector,
+)
+
+if TYPE_CHECKING:
+    from tiermem.embeddings.base import Embedder
+
+
+@dataclass(frozen=True)
+class MigrationReport:
+    """What a migration run did.
+
+    ``migrated`` rows were written now, ``already_present`` had been copied before (same
+    id), ``duplicates`` were skipped because the target already had that user's content.
+    """
+
+    source_rows: int
+    migrated: int
+    already_present: int
+    duplicates: int
+
+
+def open_store(
+    connection_string: str, dimension: int, embedder: Embedder | None = None
+) -> MemoryStore:
+    """PostgresStore for ``postgresql://`` / ``postgres://`` URIs, else SQLiteStore on a path
+    (``sqlite:///path`` also accepted)."""
+    if connection_string.startswith(("postgresql://", "postgres://")):
+        from tiermem.stores.postgres import PostgresStore
+
+        return PostgresStore(connection_string, dimension=dimension, embedder=embedder)
+    from tiermem.stores.sqlite import SQLiteStore
+
+    path = connection_string.removeprefix("sqlite:///")
+    if not path:
+        raise InputError(
+            "connection_string", "is empty", "give a PostgreSQL URI or a SQLite file path"
+        )
+    return SQLiteStore(path, dimension=dimension, embedder=embedder)
+
+
+def migrate_embeddings(
+    *,
+    from_dim: int,
+    to_dim: int,
+    to_model: str,
+    connection_string: str,
+    batch_size: int = 256,
+    embedder: Embedder | None = None,
+    progress: bool = True,
+) -> MigrationReport:
+    """Copy every memory of ``memories_{from_dim}`` into ``memories_{to_dim}``, re-embedded.
+
+    Args:
+        from_dim: dimension of the source table.
+        to_dim: dimension of the target table (and of ``to_model``).
+        to_model: embedding model of the target, e.g. ``"local/all-MiniLM-L6-v2"``.
+        connection_string: PostgreSQL URI or SQLite path holding both tables.
+        batch_size: records read, embedded and committed together.
+        embedder: an already built embedder for ``to_model`` (default: ``get_embedder(to_model)``).
+        progress: show a rich progress bar.
+
+    Raises:
+        InputError: equal dimensions, a bad batch size, or a model of another dimension.
+        StoreUnavailableError: the database cannot be reached; rerun to resume.
+    """
+    if from_dim == to_dim:
+        raise InputError(
+            "to_dim", f"equals from_dim ({from_dim})", "migrate into a table of another dimension"
+        )
+    check_limit(batch_size, "batch_size")
+    if embedder is None:
+        from tiermem.embeddings import get_embedder
+
+        embedder = get_embedder(to_model)
+    elif embedder.model_id != to_model:
+        raise InputError("embedder", f"is {embedder.model_id!r}, not to_model {to_model!r}")
+    source = open_store(connection_string, from_dim)
+    target = open_store(connection_string, to_dim, embedder)
+    try:
+        return _copy(source, target, embedder, batch_size, progress)
+    finally:
+        source.close()
+        target.close()
+
+
+def _copy(
+    source: MemoryStore, target: MemoryStore, embedder: Embedder, batch_size: int, progress: bool
+) -> MigrationReport:
+    from rich.progress import Progress
+
+    total = cast(int, source.batch([TableSizeOp()])[0])
+    seen = migrated = present = 0
+    after = None
+    with Progress(disable=not progress, transient=True) as bar:
+        task = bar.add_task(f"{source.table} -> {target.table}", total=total)
+        while True:
+            records = cast(list[MemoryRecord], source.batch([ScanOp(after, batch_size)])[0])
+            if not records:
+                break
+            after = records[-1].id
+            done = cast(
+                set[uuid.UUID], target.batch([ExistingIdsOp(tuple(r.id for r in records))])[0]
+            )
+            todo = [r for r in records if r.id not in done]
+            if todo:
+                vectors = embedder.embed([r.content for r in todo])
+                fresh = tuple(
+                    replace(r, embedding=check_vector(v, target.dimension))
+                    for r, v in zip(todo, vectors, strict=True)
+                )
+                migrated += cast(int, target.batch([ImportOp(fresh)])[0])
+            present += len(records) - len(todo)
+            seen += len(records)
+            bar.advance(task, len(records))
+    return MigrationReport(seen, migrated, present, seen - migrated - present)

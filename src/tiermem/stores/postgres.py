@@ -1,0 +1,577 @@
+"""PostgresStore: long-term memory on PostgreSQL + pgvector (HNSW, btree, tsvector GIN).
+
+Per-user vector search picks its plan by the user's row count, because neither plan is
+right for every user (measured on pgvector 0.8.5, docs/stores.md):
+
+* up to ``exact_max_rows`` rows: an exact scan of the user's rows through the btree on
+  ``user_id`` (recall 1.0, under a millisecond for 1k rows). The planner's own choice,
+  HNSW then filter, returns too few rows for a small user.
+* bigger users: the HNSW index with ``hnsw.iterative_scan = relaxed_order`` and
+  ``hnsw.ef_search``; if it still returns fewer rows than asked while the user has
+  more, the exact plan answers instead.
+
+Connections come from a psycopg_pool with ``prepare_threshold=None``: a prepared plan
+would not see the per-transaction ``SET LOCAL`` of the search settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import timezone
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tiermem.errors import InputError, NotFoundError, StoreError, StoreUnavailableError
+from tiermem.stores import schema
+from tiermem.stores.base import (
+    AddOp,
+    CountOp,
+    DeleteOp,
+    DeleteUserOp,
+    ExistingIdsOp,
+    GetOp,
+    ImportOp,
+    ListOp,
+    MemoryFilter,
+    MemoryRecord,
+    MemoryStore,
+    Op,
+    ScanOp,
+    SearchOp,
+    SearchResult,
+    StatsOp,
+    StoreStats,
+    TableSizeOp,
+    UpdateOp,
+    bump_access,
+    content_hash,
+    keyword_terms,
+    reciprocal_rank_fusion,
+    utcnow,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from tiermem.embeddings.base import Embedder
+
+_COLUMNS = (
+    "id, user_id, agent_id, session_id, content, content_hash, memory_type, importance,"
+    " created_at, accessed_at, access_count, metadata, embedding"
+)
+#: The HNSW opclass indexes at most 2000 dimensions; wider tables search exactly.
+HNSW_MAX_DIMENSION = 2000
+#: Characters of content indexed for keyword search (a tsvector holds at most 1 MB).
+TSV_MAX_CHARS = 200_000
+_COUNT_TTL = 30.0
+_READS = (GetOp, SearchOp, ListOp, CountOp, StatsOp, ScanOp, ExistingIdsOp, TableSizeOp)
+
+
+def _v1(t: str, dim: int) -> list[str]:
+    statements = [
+        f"""CREATE TABLE {t} (
+            id uuid PRIMARY KEY,
+            user_id text NOT NULL,
+            agent_id text,
+            session_id text,
+            content text NOT NULL,
+            content_hash text NOT NULL,
+            embedding vector({dim}) NOT NULL,
+            memory_type text NOT NULL,
+            importance real NOT NULL DEFAULT 0.5,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            accessed_at timestamptz NOT NULL DEFAULT now(),
+            access_count integer NOT NULL DEFAULT 0,
+            metadata jsonb NOT NULL DEFAULT '{{}}',
+            tsv tsvector GENERATED ALWAYS AS
+                (to_tsvector('simple', left(content, {TSV_MAX_CHARS}))) STORED,
+            UNIQUE (user_id, content_hash)) WITH (fillfactor = 70)""",
+        f"CREATE INDEX {t}_user_created ON {t} (user_id, created_at DESC)",
+        f"CREATE INDEX {t}_tsv ON {t} USING gin (tsv)",
+        f"CREATE INDEX {t}_importance ON {t} (importance DESC)",
+    ]
+    if dim <= HNSW_MAX_DIMENSION:
+        statements.append(
+            f"CREATE INDEX {t}_embedding ON {t} USING hnsw (embedding vector_cosine_ops)"
+        )
+    return statements
+
+
+#: Schema history of a ``memories_{dim}`` table; append, never edit.
+MIGRATIONS = [schema.Migration("001_create", _v1)]
+
+
+def _record(row: dict[str, Any]) -> MemoryRecord:
+    return MemoryRecord(
+        id=row["id"],
+        user_id=row["user_id"],
+        agent_id=row["agent_id"],
+        session_id=row["session_id"],
+        content=row["content"],
+        content_hash=row["content_hash"],
+        memory_type=row["memory_type"],
+        importance=row["importance"],
+        created_at=row["created_at"].astimezone(timezone.utc),
+        accessed_at=row["accessed_at"].astimezone(timezone.utc),
+        access_count=row["access_count"],
+        metadata=row["metadata"],
+        embedding=np.asarray(row["embedding"].to_numpy(), dtype=np.float32),
+    )
+
+
+def _where(user_id: str, flt: MemoryFilter) -> tuple[str, list[object]]:
+    """``WHERE`` clause (user first, then the filter) and its parameters."""
+    sql = ["user_id = %s"]
+    params: list[object] = [user_id]
+    if flt.memory_types:
+        sql.append("memory_type = ANY(%s)")
+        params.append(list(flt.memory_types))
+    for column in ("session_id", "agent_id"):
+        value = getattr(flt, column)
+        if value is not None:
+            sql.append(f"{column} = %s")
+            params.append(value)
+    if flt.created_after is not None:
+        sql.append("created_at >= %s")
+        params.append(flt.created_after)
+    if flt.created_before is not None:
+        sql.append("created_at < %s")
+        params.append(flt.created_before)
+    if flt.metadata:
+        sql.append("metadata @> %s::jsonb")
+        params.append(json.dumps(dict(flt.metadata)))
+    return " AND ".join(sql), params
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    """Set up each pooled connection: pgvector types, rows as dicts."""
+    from pgvector.psycopg import register_vector
+    from psycopg.rows import dict_row
+
+    register_vector(conn)
+    conn.row_factory = dict_row
+
+
+def _scalar(c: psycopg.Connection[Any], sql: str, params: list[object]) -> int:
+    """The ``n`` column of a one-row count query."""
+    row = c.execute(sql, params).fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+def psycopg_error() -> type[Exception]:
+    import psycopg
+
+    return psycopg.Error
+
+
+def _unavailable(exc: BaseException) -> bool:
+    import psycopg
+    import psycopg_pool
+
+    return isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout))
+
+
+class PostgresStore(MemoryStore):
+    """Long-term memory in PostgreSQL with pgvector.
+
+    Args:
+        connection_string: a libpq URI or DSN (``postgresql://user:pass@host/db``).
+        dimension: vector width (table ``memories_{dimension}``); defaults to the embedder's.
+        embedder: embeds content and queries given without vectors.
+        pool_size: most connections held open.
+        timeout: seconds to wait for a connection before :class:`StoreUnavailableError`.
+        exact_max_rows: users with at most this many rows are searched exactly.
+        ef_search: HNSW candidate list size for bigger users (recall vs speed).
+    """
+
+    def __init__(
+        self,
+        connection_string: str,
+        *,
+        dimension: int | None = None,
+        embedder: Embedder | None = None,
+        pool_size: int = 4,
+        timeout: float = 10.0,
+        exact_max_rows: int = 10_000,
+        ef_search: int = 100,
+    ) -> None:
+        super().__init__(dimension, embedder)
+        import psycopg
+        import psycopg_pool
+
+        self.exact_max_rows = exact_max_rows
+        self.ef_search = ef_search
+        self._counts: dict[str, tuple[int, float]] = {}
+        self._counts_lock = threading.Lock()
+        connect_args: dict[str, Any] = {
+            "prepare_threshold": None,
+            "connect_timeout": max(1, int(timeout)),
+        }
+        try:
+            with psycopg.connect(connection_string, autocommit=True, **connect_args) as conn:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.Error as exc:
+            raise StoreUnavailableError(f"cannot prepare PostgreSQL with pgvector: {exc}") from exc
+        self._pool = psycopg_pool.ConnectionPool(
+            connection_string,
+            min_size=1,
+            max_size=pool_size,
+            kwargs=connect_args,
+            configure=_configure,
+            timeout=timeout,
+            open=False,
+        )
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+            with self._transaction() as conn:
+                self._migrate(conn)
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # -- plumbing --
+
+    def close(self) -> None:
+        self._pool.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """One transaction on a pooled connection; errors roll back and become StoreErrors."""
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except Exception as exc:
+            if _unavailable(exc):
+                raise StoreUnavailableError(f"PostgreSQL unavailable: {exc}") from exc
+            if isinstance(exc, psycopg_error()):
+                raise StoreError(f"PostgreSQL operation failed: {exc}") from exc
+            raise
+
+    def _migrate(self, c: psycopg.Connection[Any]) -> None:
+        c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema.MIGRATIONS_TABLE,))
+        c.execute(schema.CREATE_MIGRATIONS_TABLE)
+        rows = c.execute(
+            f"SELECT name FROM {schema.MIGRATIONS_TABLE} WHERE table_name = %s", (self.table,)
+        ).fetchall()
+        for migration in schema.pending(MIGRATIONS, {r["name"] for r in rows}):
+            for statement in migration.sql(self.table, self.dimension):
+                c.execute(statement)
+            c.execute(
+                f"INSERT INTO {schema.MIGRATIONS_TABLE} VALUES (%s, %s, %s)",
+                (self.table, migration.name, utcnow().isoformat()),
+            )
+
+    def batch(self, ops: Iterable[Op]) -> list[Any]:
+        ops = list(ops)
+        with self._transaction() as conn:
+            if all(isinstance(op, _READS) for op in ops):
+                # Its only writes are access counts: no need to wait for the WAL flush.
+                conn.execute("SET LOCAL synchronous_commit = off")
+            return [self._run(conn, op) for op in ops]
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Any]:
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def _run(self, c: psycopg.Connection[Any], op: Op) -> Any:
+        t = self.table
+        if isinstance(op, AddOp):
+            return self._add(c, op)
+        if isinstance(op, GetOp):
+            return self._touch(c, self._by_ids(c, op.user_id, op.ids))
+        if isinstance(op, SearchOp):
+            return self._search(c, op)
+        if isinstance(op, UpdateOp):
+            return self._update(c, op)
+        if isinstance(op, DeleteOp):
+            sql = f"DELETE FROM {t} WHERE user_id = %s AND id = ANY(%s)"
+            return self._forget(op.user_id, c.execute(sql, (op.user_id, list(op.ids))).rowcount)
+        if isinstance(op, DeleteUserOp):
+            sql = f"DELETE FROM {t} WHERE user_id = %s"
+            return self._forget(op.user_id, c.execute(sql, (op.user_id,)).rowcount)
+        if isinstance(op, ListOp):
+            where, params = _where(op.user_id, op.filter)
+            sql = (
+                f"SELECT {_COLUMNS} FROM {t} WHERE {where}"
+                " ORDER BY created_at DESC, id DESC LIMIT %s OFFSET %s"
+            )
+            return [_record(r) for r in c.execute(sql, [*params, op.limit, op.offset])]
+        if isinstance(op, CountOp):
+            where, params = _where(op.user_id, op.filter)
+            return _scalar(c, f"SELECT count(*) AS n FROM {t} WHERE {where}", params)
+        if isinstance(op, StatsOp):
+            return self._stats(c, op.user_id)
+        if isinstance(op, ScanOp):
+            after = op.after or uuid.UUID(int=0)
+            sql = f"SELECT {_COLUMNS} FROM {t} WHERE id > %s ORDER BY id LIMIT %s"
+            return [_record(r) for r in c.execute(sql, (after, op.limit))]
+        if isinstance(op, ImportOp):
+            return self._import(c, op.records)
+        if isinstance(op, ExistingIdsOp):
+            rows = c.execute(f"SELECT id FROM {t} WHERE id = ANY(%s)", (list(op.ids),))
+            return {r["id"] for r in rows}
+        if isinstance(op, TableSizeOp):
+            return _scalar(c, f"SELECT count(*) AS n FROM {t}", [])
+        raise InputError("op", f"{type(op).__name__} is not a store operation")
+
+    # -- writes --
+
+    def _lock_user(self, c: psycopg.Connection[Any], user_id: str) -> None:
+        """Serialize writers of one user so the content-hash check cannot race."""
+        c.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{self.table}:{user_id}",)
+        )
+
+    def _existing_hashes(
+        self, c: psycopg.Connection[Any], user_id: str, hashes: list[str]
+    ) -> dict[str, uuid.UUID]:
+        sql = (
+            f"SELECT content_hash, id FROM {self.table}"
+            " WHERE user_id = %s AND content_hash = ANY(%s)"
+        )
+        return {r["content_hash"]: r["id"] for r in c.execute(sql, (user_id, hashes))}
+
+    def _add(self, c: psycopg.Connection[Any], op: AddOp) -> list[uuid.UUID]:
+        self._lock_user(c, op.user_id)
+        hashes = [content_hash(m.content) for m in op.memories]
+        ids = self._existing_hashes(c, op.user_id, list(set(hashes)))
+        now = utcnow()
+        rows = []
+        for mem, digest in zip(op.memories, hashes, strict=True):
+            if digest in ids:
+                continue
+            ids[digest] = uuid.uuid4()
+            created = mem.created_at or now
+            rows.append(
+                MemoryRecord(
+                    id=ids[digest],
+                    user_id=op.user_id,
+                    content=mem.content,
+                    memory_type=mem.memory_type,  # type: ignore[arg-type]
+                    agent_id=mem.agent_id,
+                    session_id=mem.session_id,
+                    importance=mem.importance,
+                    metadata=dict(mem.metadata or {}),
+                    created_at=created,
+                    accessed_at=created,
+                    content_hash=digest,
+                    embedding=mem.embedding,
+                )
+            )
+        self._insert(c, rows)
+        return [ids[h] for h in hashes]
+
+    def _insert(self, c: psycopg.Connection[Any], records: Sequence[MemoryRecord]) -> None:
+        if not records:
+            return
+        with c.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {self.table} (id, user_id, agent_id, session_id, content,"
+                " content_hash, memory_type, importance, created_at, accessed_at,"
+                " access_count, metadata, embedding)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        r.id,
+                        r.user_id,
+                        r.agent_id,
+                        r.session_id,
+                        r.content,
+                        r.content_hash,
+                        r.memory_type,
+                        r.importance,
+                        r.created_at,
+                        r.accessed_at,
+                        r.access_count,
+                        json.dumps(r.metadata),
+                        np.asarray(r.embedding, dtype=np.float32),
+                    )
+                    for r in records
+                ],
+            )
+        with self._counts_lock:
+            for user_id in {r.user_id for r in records}:
+                self._counts.pop(user_id, None)
+
+    def _import(self, c: psycopg.Connection[Any], records: Sequence[MemoryRecord]) -> int:
+        by_user: dict[str, list[MemoryRecord]] = {}
+        for r in records:
+            by_user.setdefault(r.user_id, []).append(r)
+        rows = c.execute(
+            f"SELECT id FROM {self.table} WHERE id = ANY(%s)", ([r.id for r in records],)
+        )
+        taken = {r["id"] for r in rows}
+        inserted = 0
+        for user_id, items in by_user.items():
+            self._lock_user(c, user_id)
+            known = self._existing_hashes(c, user_id, [r.content_hash for r in items])
+            fresh: dict[str, MemoryRecord] = {}
+            for r in items:
+                if r.id not in taken and r.content_hash not in known:
+                    fresh.setdefault(r.content_hash, r)
+            self._insert(c, list(fresh.values()))
+            inserted += len(fresh)
+        return inserted
+
+    def _update(self, c: psycopg.Connection[Any], op: UpdateOp) -> MemoryRecord:
+        self._lock_user(c, op.user_id)
+        if not self._by_ids(c, op.user_id, (op.id,)):
+            raise NotFoundError(f"memory {op.id} not found for this user_id")
+        sets: list[str] = []
+        params: list[object] = []
+        if op.content is not None:
+            digest = content_hash(op.content)
+            clash = self._existing_hashes(c, op.user_id, [digest]).get(digest)
+            if clash is not None and clash != op.id:
+                raise InputError("content", f"the user already has this content as memory {clash}")
+            sets += ["content = %s", "content_hash = %s"]
+            params += [op.content, digest]
+        if op.embedding is not None:
+            sets.append("embedding = %s")
+            params.append(op.embedding.astype(np.float32))
+        for column in ("memory_type", "importance"):
+            if getattr(op, column) is not None:
+                sets.append(f"{column} = %s")
+                params.append(getattr(op, column))
+        if op.metadata is not None:
+            sets.append("metadata = %s::jsonb")
+            params.append(json.dumps(op.metadata))
+        if sets:
+            sql = f"UPDATE {self.table} SET {', '.join(sets)} WHERE user_id = %s AND id = %s"
+            c.execute(sql, [*params, op.user_id, op.id])
+        return self._by_ids(c, op.user_id, (op.id,))[0]
+
+    def _forget(self, user_id: str, deleted: int) -> int:
+        with self._counts_lock:
+            self._counts.pop(user_id, None)
+        return deleted
+
+    # -- reads --
+
+    def _by_ids(
+        self, c: psycopg.Connection[Any], user_id: str, ids: Sequence[uuid.UUID]
+    ) -> list[MemoryRecord]:
+        order = {i: n for n, i in enumerate(ids)}
+        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE user_id = %s AND id = ANY(%s)"
+        records = [_record(r) for r in c.execute(sql, (user_id, list(order)))]
+        return sorted(records, key=lambda r: order[r.id])
+
+    def _touch(self, c: psycopg.Connection[Any], records: list[MemoryRecord]) -> list[MemoryRecord]:
+        """Count an access of each record (in the current transaction).
+
+        A batch of reads commits without waiting for the WAL flush (see :meth:`batch`): a
+        crash may forget the last few access counts, never data. The table's fillfactor leaves
+        room on each page so these updates are HOT and skip the HNSW index (5 ms -> 0.3 ms).
+        """
+        if not records:
+            return records
+        now = utcnow()
+        c.execute(
+            f"UPDATE {self.table} SET access_count = access_count + 1, accessed_at = %s"
+            " WHERE user_id = %s AND id = ANY(%s)",
+            (now, records[0].user_id, [r.id for r in records]),
+        )
+        return [bump_access(r, now) for r in records]
+
+    def _user_rows(self, c: psycopg.Connection[Any], user_id: str) -> int:
+        """The user's row count, cached for a few seconds (it only picks the plan)."""
+        now = time.monotonic()
+        with self._counts_lock:
+            cached = self._counts.get(user_id)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        sql = f"SELECT count(*) AS n FROM {self.table} WHERE user_id = %s"
+        n = _scalar(c, sql, [user_id])
+        with self._counts_lock:
+            self._counts[user_id] = (n, now + _COUNT_TTL)
+        return n
+
+    def _vector_hits(
+        self, c: psycopg.Connection[Any], op: SearchOp, limit: int
+    ) -> list[SearchResult]:
+        where, params = _where(op.user_id, op.filter)
+        vec = op.vector
+        big = self._user_rows(c, op.user_id) > self.exact_max_rows
+        rows: list[dict[str, Any]] = []
+        if big and self.dimension <= HNSW_MAX_DIMENSION:
+            c.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true)", (str(max(self.ef_search, limit)),)
+            )
+            c.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            sql = (
+                f"SELECT id, embedding <=> %s AS dist FROM {self.table}"
+                f" WHERE {where} ORDER BY embedding <=> %s LIMIT %s"
+            )
+            rows = c.execute(sql, [vec, *params, vec, limit]).fetchall()
+        if len(rows) < limit:
+            # Exact: OFFSET 0 keeps the planner from answering the ORDER BY with HNSW.
+            sql = (
+                f"SELECT id, dist FROM (SELECT id, embedding <=> %s AS dist FROM {self.table}"
+                f" WHERE {where} OFFSET 0) AS mine ORDER BY dist LIMIT %s"
+            )
+            rows = c.execute(sql, [vec, *params, limit]).fetchall()
+        rows.sort(key=lambda r: r["dist"])
+        records = {r.id: r for r in self._by_ids(c, op.user_id, [r["id"] for r in rows])}
+        return [
+            SearchResult(records[r["id"]], 1.0 - float(r["dist"]))
+            for r in rows
+            if r["id"] in records
+        ]
+
+    def _keyword_hits(
+        self, c: psycopg.Connection[Any], op: SearchOp, limit: int
+    ) -> list[SearchResult]:
+        terms = keyword_terms(op.text or "")
+        if not terms:
+            return []
+        where, params = _where(op.user_id, op.filter)
+        sql = (
+            f"SELECT {_COLUMNS}, ts_rank_cd(tsv, q) AS rank"
+            f" FROM {self.table}, to_tsquery('simple', %s) AS q"
+            f" WHERE tsv @@ q AND {where} ORDER BY rank DESC, id LIMIT %s"
+        )
+        query = " | ".join(f"'{t}'" for t in terms)  # \w+ tokens: no quotes or operators
+        rows = c.execute(sql, [query, *params, limit]).fetchall()
+        return [SearchResult(_record(r), float(r["rank"])) for r in rows]
+
+    def _search(self, c: psycopg.Connection[Any], op: SearchOp) -> list[SearchResult]:
+        if op.mode == "vector":
+            hits = self._vector_hits(c, op, op.limit)
+        elif op.mode == "keyword":
+            hits = self._keyword_hits(c, op, op.limit)
+        else:
+            pool = max(op.limit * 3, 20)
+            hits = reciprocal_rank_fusion(
+                [self._vector_hits(c, op, pool), self._keyword_hits(c, op, pool)], op.limit
+            )
+        touched = self._touch(c, [h.record for h in hits])
+        return [SearchResult(r, h.score) for r, h in zip(touched, hits, strict=True)]
+
+    def _stats(self, c: psycopg.Connection[Any], user_id: str) -> StoreStats:
+        row = c.execute(
+            f"SELECT count(*) AS n, min(created_at) AS oldest, max(created_at) AS newest,"
+            f" coalesce(sum(access_count), 0) AS access, avg(importance) AS importance"
+            f" FROM {self.table} WHERE user_id = %s",
+            (user_id,),
+        ).fetchone()
+        assert row is not None
+        by_type = c.execute(
+            f"SELECT memory_type, count(*) AS n FROM {self.table}"
+            " WHERE user_id = %s GROUP BY memory_type",
+            (user_id,),
+        )
+        return StoreStats(
+            count=row["n"],
+            by_type={r["memory_type"]: r["n"] for r in by_type},
+            oldest=row["oldest"],
+            newest=row["newest"],
+            total_access_count=int(row["access"]),
+            mean_importance=None if row["importance"] is None else float(row["importance"]),
+        )

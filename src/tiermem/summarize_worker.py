@@ -1,0 +1,340 @@
+"""Summarize evicted messages in batches, off the append path, without ever losing one.
+
+A :class:`SummaryPipeline` is an eviction consumer of a buffer. It gathers evicted
+messages into batches (seed 001: the oldest ``batch_size`` become one entry of the
+``summaries`` ring, and the running ``summary`` absorbs them). Batches wait in a
+queue and are summarized in order by a background task on a small shared thread
+pool, so appending to the buffer never waits on an LLM.
+
+A batch whose summarizer fails (provider error, timeout) stays pending: it is
+visible in :attr:`SummaryPipeline.pending`, counted in :attr:`SummaryPipeline.stats`,
+retried with exponential backoff, and after ``max_failures`` failures summarized
+by the offline fallback (:class:`~tiermem.summarize.ExtractiveSummarizer`).
+:meth:`SummaryPipeline.to_dict` includes pending batches so a restart loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tiermem.errors import InvalidSizeError, InvalidTypeError, SerializationError
+from tiermem.messages import Message
+from tiermem.summarize import ExtractiveSummarizer, Summarizer
+
+log = logging.getLogger(__name__)
+
+WORKER_THREADS = 4
+"""Threads shared by every pipeline of the process (one batch per pipeline at a time)."""
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="tiermem-summarize")
+        return _pool
+
+
+@dataclass(frozen=True)
+class SummaryPolicy:
+    """How a buffer summarizes what it evicts.
+
+    Args:
+        batch_size: evicted messages per batch (one ``summaries`` entry each).
+        mode: ``"background"`` (appends never wait) or ``"sync"`` (summarize inside the
+            append that completes a batch; for scripts and tests).
+        max_failures: failed attempts after which the fallback summarizes the batch.
+        retry_backoff: seconds before the first retry; doubles per failure.
+        max_backoff: upper bound of one retry wait.
+        max_pending: queued batches beyond which the backlog is summarized by the
+            fallback, so a slow or dead LLM cannot grow the queue without bound.
+        fallback: the offline summarizer; default ``ExtractiveSummarizer()``.
+    """
+
+    batch_size: int = 10
+    mode: Literal["background", "sync"] = "background"
+    max_failures: int = 3
+    retry_backoff: float = 1.0
+    max_backoff: float = 60.0
+    max_pending: int = 100
+    fallback: Summarizer | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "max_failures", "max_pending"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidSizeError(name, f"must be an int >= 1, got {value!r}")
+        for name in ("retry_backoff", "max_backoff"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value < 0:
+                raise InvalidSizeError(name, f"must be a number >= 0, got {value!r}")
+        if self.mode not in ("background", "sync"):
+            raise InvalidSizeError("mode", f"{self.mode!r} is not 'background' or 'sync'")
+        if self.fallback is not None and not isinstance(self.fallback, Summarizer):
+            raise InvalidTypeError("fallback", "expected a Summarizer (summarize/asummarize)")
+
+
+@dataclass
+class PendingBatch:
+    """Evicted messages waiting to be summarized, with their failure record."""
+
+    messages: list[Message]
+    failures: int = 0
+    last_error: str | None = None
+    entry: str | None = field(default=None, repr=False)
+    """The batch's own summary, once computed (kept across retries of the merge)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "messages": [m.to_dict() for m in self.messages],
+            "failures": self.failures,
+            "last_error": self.last_error,
+        }
+
+
+@dataclass
+class SummaryStats:
+    """Counters of one pipeline since it was created."""
+
+    batches: int = 0
+    """Batches summarized and applied."""
+    messages: int = 0
+    """Messages in those batches."""
+    failures: int = 0
+    """Failed summarization attempts (each is retried or falls back)."""
+    fallbacks: int = 0
+    """Batches the fallback summarized after ``max_failures`` failures or an overload."""
+
+
+Apply = Callable[[str, str], None]
+"""Receives ``(entry, running_summary)`` for each summarized batch, in order."""
+
+
+class SummaryPipeline:
+    """Batches evicted messages and summarizes them in order, in the background.
+
+    Args:
+        summarizer: the primary summarizer (an LLM summarizer, usually).
+        apply: called with ``(batch summary, new running summary)`` per batch, in order.
+        current: returns the running summary the next batch is merged into.
+        policy: batching, mode, retries and fallback (:class:`SummaryPolicy`).
+    """
+
+    def __init__(
+        self,
+        summarizer: Summarizer,
+        apply: Apply,
+        current: Callable[[], str | None],
+        policy: SummaryPolicy | None = None,
+    ) -> None:
+        if not isinstance(summarizer, Summarizer):
+            raise InvalidTypeError(
+                "summarizer",
+                f"{type(summarizer).__name__} lacks summarize()/asummarize()",
+                "use MemorySummarizer(model=...) or ExtractiveSummarizer()",
+            )
+        self.summarizer = summarizer
+        self.policy = policy or SummaryPolicy()
+        self.fallback: Summarizer = self.policy.fallback or ExtractiveSummarizer()
+        self.stats = SummaryStats()
+        self._apply = apply
+        self._current = current
+        self._partial: list[Message] = []
+        self._queue: deque[PendingBatch] = deque()
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._running = False
+        self._closed = threading.Event()
+
+    # -- intake (the eviction consumer) -------------------------------------------------
+
+    def __call__(self, messages: list[Message]) -> None:
+        """Take evicted messages (oldest first); quick unless the mode is ``sync``."""
+        with self._lock:
+            self._partial.extend(messages)
+            size = self.policy.batch_size
+            while len(self._partial) >= size:
+                self._queue.append(PendingBatch(self._partial[:size]))
+                self._partial = self._partial[size:]
+            start = bool(self._queue) and not self._running
+            if start:
+                self._running = True
+        if start:
+            self._launch()
+
+    def _launch(self) -> None:
+        if self.policy.mode == "sync":
+            self._drain()
+        else:
+            _executor().submit(self._drain)
+
+    # -- inspection ----------------------------------------------------------------------
+
+    @property
+    def pending(self) -> list[PendingBatch]:
+        """Batches not yet summarized, oldest first (the one in progress included)."""
+        with self._lock:
+            return list(self._queue)
+
+    @property
+    def pending_messages(self) -> int:
+        """Evicted messages not yet in the summary (queued batches and the partial one)."""
+        with self._lock:
+            return sum(len(b.messages) for b in self._queue) + len(self._partial)
+
+    # -- waiting -------------------------------------------------------------------------
+
+    def flush(self, timeout: float | None = None, include_partial: bool = True) -> bool:
+        """Wait until every queued batch is summarized; True if done within ``timeout``.
+
+        With ``include_partial`` the messages of an incomplete batch form a batch first,
+        so everything evicted so far ends up in the summary.
+        """
+        with self._lock:
+            if include_partial and self._partial:
+                self._queue.append(PendingBatch(self._partial))
+                self._partial = []
+            start = bool(self._queue) and not self._running
+            if start:
+                self._running = True
+        if start:
+            self._launch()
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._queue and not self._running, timeout)
+
+    async def aflush(self, timeout: float | None = None, include_partial: bool = True) -> bool:
+        """Async twin of :meth:`flush` (waits in a thread, never blocks the loop)."""
+        return await asyncio.to_thread(self.flush, timeout, include_partial)
+
+    def clear(self) -> None:
+        """Forget pending work (the buffer was cleared); a batch in progress still applies."""
+        with self._lock:
+            self._partial = []
+            running = self._queue[0] if self._running and self._queue else None
+            self._queue = deque([running] if running else [])
+
+    def close(self) -> None:
+        """Stop retry waits early (pending batches stay pending, for :meth:`to_dict`)."""
+        self._closed.set()
+
+    # -- persistence ---------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Pending batches and the partial batch, JSON-compatible."""
+        with self._lock:
+            return {
+                "batches": [b.to_dict() for b in self._queue],
+                "partial": [m.to_dict() for m in self._partial],
+            }
+
+    def restore(self, data: Mapping[str, Any]) -> None:
+        """Queue the batches of :meth:`to_dict` (after a restart) and start on them.
+
+        Raises:
+            SerializationError: ``data`` is not what :meth:`to_dict` writes.
+        """
+        batches, partial = _read_state(data)
+        with self._lock:
+            self._queue.extend(batches)
+            self._partial = partial + self._partial
+            start = bool(self._queue) and not self._running
+            if start:
+                self._running = True
+        if start:
+            self._launch()
+
+    # -- the worker ----------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        """Summarize queued batches in order until the queue is empty."""
+        while True:
+            with self._lock:
+                if not self._queue or self._closed.is_set():
+                    self._running = False
+                    self._idle.notify_all()
+                    return
+                batch = self._queue[0]
+                overloaded = len(self._queue) > self.policy.max_pending
+            use_fallback = overloaded or batch.failures >= self.policy.max_failures
+            summarizer = self.fallback if use_fallback else self.summarizer
+            try:
+                entry, running = self._summarize(summarizer, batch)
+            except Exception as exc:
+                self._failed(batch, summarizer, exc)
+                continue
+            with self._lock:
+                self._queue.popleft()
+                self.stats.batches += 1
+                self.stats.messages += len(batch.messages)
+                self.stats.fallbacks += use_fallback
+            self._apply(entry, running)
+
+    def _summarize(self, summarizer: Summarizer, batch: PendingBatch) -> tuple[str, str]:
+        previous = self._current()
+        if batch.entry is None:
+            batch.entry = summarizer.summarize(batch.messages)
+        if not previous:
+            return batch.entry, batch.entry
+        return batch.entry, summarizer.summarize(batch.messages, previous_summary=previous)
+
+    def _failed(self, batch: PendingBatch, summarizer: Summarizer, exc: Exception) -> None:
+        with self._lock:
+            batch.failures += 1
+            batch.last_error = f"{type(exc).__name__}: {exc}"
+            self.stats.failures += 1
+            failures = batch.failures
+        log.warning(
+            "summarizer %s failed on a batch of %d messages (attempt %d): %s",
+            type(summarizer).__name__,
+            len(batch.messages),
+            failures,
+            batch.last_error,
+        )
+        if summarizer is self.summarizer and failures >= self.policy.max_failures:
+            return  # next attempt uses the fallback at once
+        delay = min(self.policy.retry_backoff * 2.0 ** (failures - 1), self.policy.max_backoff)
+        self._closed.wait(delay)
+
+
+def _read_state(data: Mapping[str, Any]) -> tuple[list[PendingBatch], list[Message]]:
+    if not isinstance(data, Mapping):
+        raise SerializationError("pending_summaries", "expected a dict with batches and partial")
+    raw_batches = data.get("batches", [])
+    raw_partial = data.get("partial", [])
+    if not isinstance(raw_batches, list) or not isinstance(raw_partial, list):
+        raise SerializationError("pending_summaries", "batches and partial must be lists")
+    batches = []
+    for i, raw in enumerate(raw_batches):
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("messages"), list):
+            raise SerializationError(
+                f"pending_summaries.batches[{i}]", "expected {messages: [...]}"
+            )
+        failures = raw.get("failures", 0)
+        batches.append(
+            PendingBatch(
+                _read_messages(raw["messages"], f"pending_summaries.batches[{i}]"),
+                failures if isinstance(failures, int) else 0,
+                raw.get("last_error"),
+            )
+        )
+    return batches, _read_messages(raw_partial, "pending_summaries.partial")
+
+
+def _read_messages(raw: list[Any], field_name: str) -> list[Message]:
+    messages = []
+    for i, item in enumerate(raw):
+        try:
+            messages.append(Message.from_dict(item))
+        except (TypeError, ValueError) as exc:
+            raise SerializationError(f"{field_name}[{i}]", str(exc)) from None
+    return messages

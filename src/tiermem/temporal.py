@@ -1,0 +1,89 @@
+"""Temporal cues: the time windows a query refers to ("on 31 July 2023", "in August").
+
+People report events a little after they happen ("I went hiking yesterday"), so a day
+mentioned in a query opens a window from a few days before to two weeks after it; a month
+covers the month and the week after; a bare year covers the year. Without a year, every
+year the user's memories span is tried.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime, timedelta, timezone
+
+MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
+_MONTH = "|".join(MONTHS) + "|" + "|".join(m[:3] for m in MONTHS if m != "may")
+_DATE = re.compile(
+    rf"(?:\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?)?\b({_MONTH})\.?\b"
+    rf"(?:\s+(\d{{1,2}})(?:st|nd|rd|th)?\b)?,?\s*((?:19|20)\d\d)?",
+    re.IGNORECASE,
+)
+_YEAR = re.compile(r"\b((?:19|20)\d\d)\b")
+DAY_BEFORE = timedelta(days=3)
+DAY_AFTER = timedelta(days=14)
+MONTH_AFTER = timedelta(days=7)
+
+Window = tuple[datetime, datetime]
+
+
+def _month(name: str) -> int:
+    name = name.lower().rstrip(".")
+    return next(i for i, m in enumerate(MONTHS, 1) if m.startswith(name))
+
+
+def time_windows(query: str, years: Iterable[int]) -> list[Window]:
+    """The windows of time ``query`` mentions; empty when it names no date.
+
+    Args:
+        query: the user's question.
+        years: years to try when a date has none (those the user's memories span).
+    """
+    known = sorted(set(years))
+    windows: list[Window] = []
+    for match in _DATE.finditer(query):
+        day_text = match.group(1) or match.group(3)
+        name = match.group(2).lower().rstrip(".")
+        if not (day_text or match.group(4)) and (name == "may" or name not in MONTHS):
+            continue  # "may" the verb, "mar" the word: only with a day or a year
+        month = _month(name)
+        candidates = [int(match.group(4))] if match.group(4) else known
+        for year in candidates:
+            if day_text:
+                try:
+                    day = datetime(year, month, int(day_text), tzinfo=timezone.utc)
+                except ValueError:
+                    continue
+                windows.append((day - DAY_BEFORE, day + DAY_AFTER))
+            else:
+                start = datetime(year, month, 1, tzinfo=timezone.utc)
+                end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc)
+                windows.append((start, end + MONTH_AFTER))
+    if not windows:
+        for year_text in _YEAR.findall(query):
+            year = int(year_text)
+            start = datetime(year, 1, 1, tzinfo=timezone.utc)
+            windows.append((start, datetime(year + 1, 1, 1, tzinfo=timezone.utc) + MONTH_AFTER))
+    return windows
+
+
+def within(timestamp: datetime | None, windows: list[Window]) -> bool:
+    """Whether ``timestamp`` falls in any of ``windows`` (naive times read as UTC)."""
+    if timestamp is None or not windows:
+        return False
+    if timestamp.tzinfo is None:
+        timestamp = timestamp.replace(tzinfo=timezone.utc)
+    return any(start <= timestamp <= end for start, end in windows)

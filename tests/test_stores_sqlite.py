@@ -1,0 +1,118 @@
+"""SQLiteStore specifics: file location, WAL, several processes on one file, locking."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tiermem.errors import StoreUnavailableError
+from tiermem.stores.sqlite import SQLiteStore, default_path
+
+DIM = 8
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def vecs(n: int, seed: int = 0) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_default_path_is_under_user_data_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert default_path() == tmp_path / "tiermem" / "memory.db"
+    with SQLiteStore(dimension=DIM) as store:
+        store.add("u", "hello", embedding=vecs(1)[0])
+    assert (tmp_path / "tiermem" / "memory.db").exists()
+
+
+def test_wal_schema_version_and_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with SQLiteStore(path, dimension=DIM) as store:
+        mid = store.add("u", "kept", embedding=vecs(1)[0])
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert raw.execute("SELECT table_name, name FROM tiermem_migrations").fetchall() == [
+        ("memories_8", "001_create")
+    ]
+    raw.close()
+    with SQLiteStore(path, dimension=DIM) as store, SQLiteStore(path, dimension=4) as other:
+        assert store.get("u", mid) is not None
+        assert other.count("u") == 0  # another dimension, another table
+
+
+def test_memory_database() -> None:
+    with SQLiteStore(":memory:", dimension=DIM) as store:
+        store.add("u", "x", embedding=vecs(1)[0])
+        assert store.count("u") == 1
+
+
+def test_another_process_writing_the_same_file(tmp_path: Path) -> None:
+    """A reader's cached vectors follow adds, re-embeddings and deletes of another process."""
+    path = tmp_path / "shared.db"
+    store = SQLiteStore(path, dimension=DIM)
+    first = store.add_many("u", [f"mine {i}" for i in range(20)], embeddings=vecs(20, 1))
+    q = vecs(1, 2)[0]
+    assert len(store.search("u", vector=q, limit=50)) == 20  # cache now warm
+    writer = textwrap.dedent(
+        f"""
+        import sys, numpy as np
+        sys.path.insert(0, {SRC!r})
+        from tiermem.stores.sqlite import SQLiteStore
+        s = SQLiteStore({str(path)!r}, dimension={DIM})
+        q = np.array({q.tolist()!r}, dtype=np.float32)
+        s.add_many("u", [f"theirs {{i}}" for i in range(30)],
+                   embeddings=np.random.default_rng(3).standard_normal((30, {DIM})))
+        s.add("u", "the answer", embedding=q)
+        s.update("u", {str(first[0])!r}, embedding=-q)
+        s.delete("u", {str(first[1])!r})
+        s.close()
+        """
+    )
+    subprocess.run([sys.executable, "-c", writer], check=True, timeout=60)
+    hits = store.search("u", vector=q, limit=100)
+    assert len(hits) == 50
+    assert hits[0].record.content == "the answer" and hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert hits[-1].record.id == first[0] and hits[-1].score == pytest.approx(-1.0, abs=1e-5)
+    assert first[1] not in {h.record.id for h in hits}
+    store.close()
+
+
+def test_locked_database_raises_unavailable_and_keeps_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "locked.db"
+    store = SQLiteStore(path, dimension=DIM, timeout=0.2)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    with pytest.raises(StoreUnavailableError):
+        store.add("u", "blocked", embedding=vecs(1)[0])
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    assert store.count("u") == 0
+    store.add("u", "works again", embedding=vecs(1)[0])
+    assert store.count("u") == 1
+    store.close()
+    with pytest.raises(StoreUnavailableError):
+        store.count("u")
+
+
+def test_unopenable_path(tmp_path: Path) -> None:
+    (tmp_path / "dir.db").mkdir()
+    with pytest.raises(StoreUnavailableError):
+        SQLiteStore(tmp_path / "dir.db", dimension=DIM)
+
+
+def test_vector_cache_is_bounded(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "c.db", dimension=DIM, cache_bytes=2000)
+    for user in ("a", "b", "c"):
+        store.add_many(user, [f"{user}{i}" for i in range(20)], embeddings=vecs(20))
+        store.search(user, vector=vecs(1)[0])
+    assert store._cache.get("a") is None and store._cache.get("c") is not None
+    assert len(store.search("a", vector=vecs(1)[0], limit=30)) == 20  # reloads after eviction
+    store.close()

@@ -1,0 +1,131 @@
+"""Token counting: exact offline tiktoken counts, model-based choice, and the estimate."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+from tiermem.errors import InvalidTypeError
+from tiermem.messages import Message
+from tiermem.tokens import (
+    MESSAGE_OVERHEAD,
+    ApproxTokenCounter,
+    TiktokenCounter,
+    TokenCounter,
+    encoding_for_model,
+    get_token_counter,
+    seed_tiktoken_cache,
+)
+
+PROSE = (
+    "Persistent memory uses dimension-specific tables rather than a single fixed table. "
+    "The table name is derived from the embedding model's output dimension, so several "
+    "formations sharing the same database can each use a different embedding model. "
+    "Memories are scored for importance from recency, access frequency and explicit weight."
+)
+CHAT = [
+    "Hey Mel! Good to see you! How have you been?",
+    "I'm off to go swimming with the kids tomorrow, they love it.",
+    "Wow, that's awesome! I signed up for a pottery class on 3 July 2023.",
+    "Thanks, Caroline! It's been a wild ride since May, but I'm doing okay.",
+]
+
+
+@pytest.fixture()
+def empty_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_exact_counts_offline_from_the_packaged_encoding(empty_cache) -> None:
+    counter = TiktokenCounter("o200k_base")
+    assert counter.count("hello world") == 2
+    assert counter.count("") == 0
+    url = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+    assert (empty_cache / hashlib.sha1(url.encode()).hexdigest()).exists()
+
+
+def test_seeding_is_idempotent_and_respects_a_disabled_cache(empty_cache, monkeypatch) -> None:
+    assert seed_tiktoken_cache("cl100k_base")
+    assert seed_tiktoken_cache("cl100k_base")
+    assert len(os.listdir(empty_cache)) == 1
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
+    assert not seed_tiktoken_cache("cl100k_base")
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding"),
+    [
+        (None, "o200k_base"),
+        ("gpt-4o", "o200k_base"),
+        ("openai/gpt-4.1-mini", "o200k_base"),
+        ("openai/gpt-4", "cl100k_base"),
+        ("gpt-4-turbo", "cl100k_base"),
+        ("gpt-3.5-turbo", "cl100k_base"),
+        ("text-embedding-3-small", "cl100k_base"),
+        ("anthropic/claude-sonnet-4", "o200k_base"),
+    ],
+)
+def test_encoding_is_chosen_by_model_name(model, encoding) -> None:
+    assert encoding_for_model(model) == encoding
+
+
+def test_counters_differ_by_encoding() -> None:
+    text = "Résumé: naïve café — 東京 2024"
+    o200k = get_token_counter("gpt-4o").count(text)
+    cl100k = get_token_counter("gpt-3.5-turbo").count(text)
+    assert o200k != cl100k
+
+
+def test_factory_returns_protocol_instances_and_approx_on_request() -> None:
+    assert isinstance(get_token_counter(), TokenCounter)
+    assert isinstance(get_token_counter("approx"), ApproxTokenCounter)
+    assert isinstance(get_token_counter("gpt-4o", exact=False), ApproxTokenCounter)
+
+
+def test_message_count_adds_overhead_and_is_computed_once() -> None:
+    calls = []
+
+    class Counting(TiktokenCounter):
+        def count(self, text: str) -> int:
+            calls.append(text)
+            return super().count(text)
+
+    counter = Counting()
+    message = Message("user", "hello world")
+    assert counter.count_message(message) == 2 + MESSAGE_OVERHEAD
+    assert counter.count_message(message) == 2 + MESSAGE_OVERHEAD
+    assert calls == ["hello world"]
+    # another counting scheme does not reuse the cached count
+    assert ApproxTokenCounter().count_message(message) == 2 + MESSAGE_OVERHEAD
+
+
+def test_names_and_tool_calls_are_counted() -> None:
+    counter = get_token_counter()
+    plain = counter.count_message(Message("assistant", "ok"))
+    named = counter.count_message(Message("assistant", "ok", name="bot"))
+    call = {"id": "c1", "type": "function", "function": {"name": "search", "arguments": "{}"}}
+    with_call = counter.count_message(Message("assistant", "ok", tool_calls=[call]))
+    assert named > plain and with_call > plain
+
+
+@pytest.mark.parametrize("texts", [CHAT, [PROSE]], ids=["chat", "prose"])
+def test_estimate_stays_within_ten_percent_of_exact(texts) -> None:
+    exact = get_token_counter("gpt-4o", exact=True)
+    approx = ApproxTokenCounter()
+    truth = sum(exact.count(t) for t in texts)
+    error = sum(abs(approx.count(t) - exact.count(t)) for t in texts) / truth
+    naive = sum(abs(len(t) // 4 - exact.count(t)) for t in texts) / truth
+    assert error < 0.10
+    assert error < naive
+
+
+@pytest.mark.parametrize(
+    "counter", [TiktokenCounter(), ApproxTokenCounter()], ids=["exact", "approx"]
+)
+@pytest.mark.parametrize("bad", [None, 12, b"bytes"])
+def test_non_text_is_rejected(counter, bad) -> None:
+    with pytest.raises(InvalidTypeError):
+        counter.count(bad)
