@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from _common import reproduce_command, write_json
 
@@ -45,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WINDOW = 50  # messages kept by the count-window buffers, and read by "last 50"
 TOKEN_WINDOW = 2000  # tokens kept by the token-window buffers and context builders
+T = TypeVar("T")
 
 
 def text_of(i: int) -> str:
@@ -304,54 +305,65 @@ PEER_KEYS = ("promptise", "langchain", "llamaindex")
 # --------------------------------------------------------------------------------------
 
 
-class _Timeout(Exception):
-    pass
+class _Timeout(BaseException):
+    """Raised by the alarm; a BaseException so no library's ``except Exception`` eats it."""
 
 
 def _on_alarm(signum: int, frame: FrameType | None) -> None:
     raise _Timeout
 
 
-def append_repeats(n: int) -> int:
-    """More repeats for small sizes (cheap, noisier), at least 5 for 100k."""
-    return max(5, min(100, 200_000 // n))
+def time_appends(subject: Subject, n: int, samples: int, batch_appends: int) -> dict[str, Any]:
+    """µs per append of ``n`` messages into fresh windowed buffers: best and median sample.
 
-
-def time_appends(subject: Subject, n: int, repeats: int) -> dict[str, float]:
-    """µs per append into a fresh windowed buffer, best and median of ``repeats`` runs."""
+    A sample fills ``max(1, batch_appends // n)`` fresh buffers (made before the clock
+    starts) so that every sample, whatever ``n``, spans about the same number of
+    appends: the garbage collector's periodic passes and a cold cache then weigh the
+    same on 100 messages as on 100,000, and the growth ratio compares like with like.
+    """
     roles = [role_of(i) for i in range(n)]
     texts = [text_of(i) for i in range(n)]
-    samples = []
+    per_sample = max(1, batch_appends // n)
     subject.fill(subject.windowed(), roles, texts)  # warm-up, not timed
-    for _ in range(repeats):
-        buf = subject.windowed()
+    results = []
+    for _ in range(samples):
+        buffers = [subject.windowed() for _ in range(per_sample)]
         gc.collect()
         start = time.perf_counter_ns()
-        subject.fill(buf, roles, texts)
-        samples.append((time.perf_counter_ns() - start) / n / 1000)
-    return {"best": min(samples), "median": statistics.median(samples), "repeats": repeats}
+        for buf in buffers:
+            subject.fill(buf, roles, texts)
+        results.append((time.perf_counter_ns() - start) / (n * per_sample) / 1000)
+        del buffers
+    return {
+        "best": min(results),
+        "median": statistics.median(results),
+        "samples": samples,
+        "buffers_per_sample": per_sample,
+    }
 
 
-def time_call(fn: Callable[[], object], timeout: float, rounds: int) -> dict[str, float]:
-    """µs per call of ``fn``: best and median of ``rounds`` batches of ~10 ms.
+def time_call(
+    fn: Callable[[], T], timeout: float, rounds: int
+) -> tuple[dict[str, float], T | None]:
+    """µs per call of ``fn`` (best and median of ``rounds`` batches of ~10 ms), first result.
 
     The first call is timed alone under a ``timeout`` alarm, so a quadratic read
-    on a long history is reported as a timeout instead of stalling the run. A first
-    call slower than 0.2 s is reported as is.
+    on a long history is reported as a timeout (and no result) instead of stalling
+    the run. A first call slower than 0.2 s is reported as is.
     """
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         start = time.perf_counter_ns()
-        fn()
+        result = fn()
         once = (time.perf_counter_ns() - start) / 1000
     except _Timeout:
-        return {"timeout_s": timeout}
+        return {"timeout_s": timeout}, None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     if once > 200_000:
-        return {"best": once, "median": once, "calls": 1}
+        return {"best": once, "median": once, "calls": 1}, result
     number = max(1, int(10_000 / max(once, 0.01)))
     samples = []
     for _ in range(rounds):
@@ -359,11 +371,21 @@ def time_call(fn: Callable[[], object], timeout: float, rounds: int) -> dict[str
         for _ in range(number):
             fn()
         samples.append((time.perf_counter_ns() - start) / number / 1000)
-    return {"best": min(samples), "median": statistics.median(samples), "calls": number * rounds}
+    stats = {"best": min(samples), "median": statistics.median(samples), "calls": number * rounds}
+    return stats, result
 
 
 def _content(item: Any) -> Any:
     return item["content"] if isinstance(item, dict) else item.content
+
+
+def warm_up_reads(subject: Subject) -> None:
+    """Call each read once on a short history, so lazy imports and first-call setup
+    inside a library are not charged to the first timed read (some take 0.4 s)."""
+    buf = subject.windowed()
+    subject.fill(buf, [role_of(i) for i in range(100)], [text_of(i) for i in range(100)])
+    subject.last50(buf)
+    subject.context(buf)
 
 
 def time_reads(subject: Subject, history: int, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -372,10 +394,11 @@ def time_reads(subject: Subject, history: int, cfg: dict[str, Any]) -> dict[str,
     subject.fill(buf, [role_of(i) for i in range(history)], [text_of(i) for i in range(history)])
     out: dict[str, Any] = {}
     for name, read in (("last50", subject.last50), ("context", subject.context)):
-        result = read(buf)
-        out[name] = time_call(partial(read, buf), cfg["read_timeout"], cfg["rounds"])
-        out[name]["messages"] = len(result)
-        out[name]["newest_ok"] = bool(result) and _content(result[-1]) == text_of(history - 1)
+        stats, result = time_call(partial(read, buf), cfg["read_timeout"], cfg["rounds"])
+        out[name] = stats
+        if result is not None:
+            out[name]["messages"] = len(result)
+            out[name]["newest_ok"] = bool(result) and _content(result[-1]) == text_of(history - 1)
     return out
 
 
@@ -383,13 +406,13 @@ def time_serialization(subject: Subject, n: int, rounds: int) -> dict[str, Any]:
     """Dump ``n`` messages to a JSON string and restore them; checks the round trip."""
     buf = subject.archive(n)
     subject.fill(buf, [role_of(i) for i in range(n)], [text_of(i) for i in range(n)])
-    data = subject.dump(buf)
-    restored = subject.count(subject.load(data))
+    dump, data = time_call(partial(subject.dump, buf), 600, rounds)
+    load, restored = time_call(partial(subject.load, data or ""), 600, rounds)
     return {
-        "dump": time_call(lambda: subject.dump(buf), 600, rounds),
-        "load": time_call(lambda: subject.load(data), 600, rounds),
-        "bytes": len(data),
-        "restored": restored,
+        "dump": dump,
+        "load": load,
+        "bytes": len(data or ""),
+        "restored": subject.count(restored) if restored is not None else 0,
     }
 
 
@@ -420,12 +443,14 @@ def measure_subject(key: str, cfg: dict[str, Any]) -> dict[str, Any]:
     """Every measurement for one subject; an exception is reported, not raised."""
     try:
         subject = SUBJECTS[key]()
+        appends = {
+            str(n): time_appends(subject, n, cfg["samples"][str(n)], cfg["batch_appends"])
+            for n in cfg["sizes"]
+        }
+        warm_up_reads(subject)
         return {
             "version": _version(subject),
-            "append": {
-                str(n): time_appends(subject, n, cfg["repeats"].get(str(n), append_repeats(n)))
-                for n in cfg["sizes"]
-            },
+            "append": appends,
             "reads": {str(h): time_reads(subject, h, cfg) for h in cfg["histories"]},
             "serialization": time_serialization(subject, cfg["serial_n"], cfg["rounds"]),
             "memory": peak_memory(subject, max(cfg["sizes"])),
@@ -464,7 +489,8 @@ def config(quick: bool, read_timeout: float) -> dict[str, Any]:
             "histories": [300, 1000],
             "serial_n": 200,
             "rounds": 2,
-            "repeats": {"100": 5, "1000": 3},
+            "samples": {"100": 5, "1000": 5},
+            "batch_appends": 1000,
             "read_timeout": read_timeout,
         }
     return {
@@ -472,7 +498,9 @@ def config(quick: bool, read_timeout: float) -> dict[str, Any]:
         "histories": [1_000, 100_000],
         "serial_n": 1_000,
         "rounds": 5,
-        "repeats": {},
+        # A sample spans >= 10,000 appends; fewer samples where one is 100,000.
+        "samples": {"100": 30, "1000": 30, "10000": 30, "100000": 15},
+        "batch_appends": 10_000,
         "read_timeout": read_timeout,
     }
 
