@@ -121,7 +121,9 @@ class ConversationMemory:
 
     @property
     def summary(self) -> str | None:
-        """Summary of the messages that left the window (None if none left or no summarizer)."""
+        """Summary of every message that left the window (None if none left or no
+        summarizer); waits for the summarizer to take in the latest evictions."""
+        self._buffer.flush()
         return self._buffer.summary
 
     @summary.setter

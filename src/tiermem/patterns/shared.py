@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from tiermem.errors import InputError, InvalidTypeError
+from tiermem.errors import InputError, InvalidTypeError, MissingUserError
 from tiermem.messages import Message
 from tiermem.patterns.conversation import ConversationMemory, check_message, check_name
 from tiermem.patterns.vectors import MessageVectors, default_embedder
@@ -47,8 +47,10 @@ class SharedLog:
         user_id: str | None = None,
         embedder: Any = None,
     ) -> None:
-        if memory is not None:
-            check_name(user_id, "user_id")
+        if memory is not None and (not isinstance(user_id, str) or not user_id.strip()):
+            raise MissingUserError(
+                "user_id", "is required with memory=", "shared items are stored per user"
+            )
         self.kind = kind
         self.memory = memory
         self.user_id = user_id
