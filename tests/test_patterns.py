@@ -176,7 +176,11 @@ def test_persistent_restores_in_a_new_process(tmp_path: Path) -> None:
         """
     )
     out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120,
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
         env={**__import__("os").environ, "PYTHONPATH": str(TESTS.parent / "src")},
     )
     import json
@@ -197,7 +201,9 @@ def test_persistent_keeps_messages_that_left_the_window_before_a_save(tmp_path: 
     assert manager.save() == 0  # nothing new
     store = manager.persistence.memory.store
     rows = store.list("default", agent_id="a", memory_type="message")
-    assert sorted(r.metadata["message"]["content"] for r in rows) == [f"fact number {i}" for i in range(6)]
+    assert sorted(r.metadata["message"]["content"] for r in rows) == [
+        f"fact number {i}" for i in range(6)
+    ]
     memory.clear()
     manager.save()
     fresh = _persistent(tmp_path / "m.db")
@@ -208,7 +214,9 @@ def test_persistent_keeps_messages_that_left_the_window_before_a_save(tmp_path: 
 
 
 def test_persistent_save_failure_changes_nothing(tmp_path: Path) -> None:
-    memory = Memory(str(tmp_path / "f.db"), embedder=FailingEmbedder(ProviderError("down"), dimension=32))
+    memory = Memory(
+        str(tmp_path / "f.db"), embedder=FailingEmbedder(ProviderError("down"), dimension=32)
+    )
     manager = MemoryManager("persistent", memory=memory)
     conv = manager.get_memory("a")
     conv.add_message(Message("user", "hello"))
@@ -260,7 +268,10 @@ def test_hierarchical_validation_and_duplicates() -> None:
         memory.add_message_with_importance(Message("user", text), 0.2)
     context = memory.get_context_for_llm(query="boiler code", k=1)
     assert context[0]["content"] == "keep me"
-    assert context[1] == {"role": "system", "content": "Relevant earlier messages:\nuser: the boiler code is 7781"}
+    assert context[1] == {
+        "role": "system",
+        "content": "Relevant earlier messages:\nuser: the boiler code is 7781",
+    }
     assert [m["content"] for m in context[2:]] == ["weather chat", "more chat", "even more"]
 
 

@@ -31,7 +31,7 @@ def test_agent_uses_and_updates_the_buffer(
         name="assistant",
         model=OpenAIModel("gpt-4"),
         system_message="You are a helpful assistant.",
-        buffer_memory=buffer
+        buffer_memory=buffer,
     )
 
     # Each chat interaction automatically uses and updates the buffer

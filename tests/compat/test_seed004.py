@@ -20,46 +20,48 @@ from fakeserver import FakeServer
 
 
 def _seed_memory_flow(memory: Any) -> None:
-    from tiermem.messages import Message
-    from tiermem.messages import generate_id
+    from tiermem.messages import Message, generate_id
 
     # User input
-    memory.add_message(Message(
-        role="user",
-        content="Analyze the quarterly sales data",
-        message_id=generate_id()
-    ))
+    memory.add_message(
+        Message(role="user", content="Analyze the quarterly sales data", message_id=generate_id())
+    )
 
     # Agent response
-    memory.add_message(Message(
-        role="assistant",
-        content="I'll analyze the quarterly sales data for you.",
-        message_id=generate_id()
-    ))
+    memory.add_message(
+        Message(
+            role="assistant",
+            content="I'll analyze the quarterly sales data for you.",
+            message_id=generate_id(),
+        )
+    )
 
     # Tool call
-    memory.add_message(Message(
-        role="assistant",
-        content="",
-        tool_calls=[{
-            "id": "call_123",
-            "type": "function",
-            "function": {
-                "name": "analyze_sales",
-                "arguments": '{"quarter": "Q4"}'
-            }
-        }],
-        message_id=generate_id()
-    ))
+    memory.add_message(
+        Message(
+            role="assistant",
+            content="",
+            tool_calls=[
+                {
+                    "id": "call_123",
+                    "type": "function",
+                    "function": {"name": "analyze_sales", "arguments": '{"quarter": "Q4"}'},
+                }
+            ],
+            message_id=generate_id(),
+        )
+    )
 
     # Tool result
-    memory.add_message(Message(
-        role="tool",
-        content='{"total_sales": 1500000, "growth": "15%"}',
-        tool_call_id="call_123",
-        name="analyze_sales",
-        message_id=generate_id()
-    ))
+    memory.add_message(
+        Message(
+            role="tool",
+            content='{"total_sales": 1500000, "growth": "15%"}',
+            tool_call_id="call_123",
+            name="analyze_sales",
+            message_id=generate_id(),
+        )
+    )
 
 
 def test_conversation_memory_message_addition_and_retrieval() -> None:
@@ -80,13 +82,18 @@ def test_conversation_memory_message_addition_and_retrieval() -> None:
     assert [m.role for m in all_messages] == ["user", "assistant", "assistant", "tool"]
     assert recent_context == all_messages
     assert memory.get_recent(0) == [] and memory.get_recent(-3) == []
-    assert [m.content for m in memory.get_recent(1)] == ['{"total_sales": 1500000, "growth": "15%"}']
+    assert [m.content for m in memory.get_recent(1)] == [
+        '{"total_sales": 1500000, "growth": "15%"}'
+    ]
     assert llm_messages[2] == {
         "role": "assistant",
         "content": None,
         "tool_calls": [
-            {"id": "call_123", "type": "function",
-             "function": {"name": "analyze_sales", "arguments": '{"quarter": "Q4"}'}}
+            {
+                "id": "call_123",
+                "type": "function",
+                "function": {"name": "analyze_sales", "arguments": '{"quarter": "Q4"}'},
+            }
         ],
     }
     assert llm_messages[3] == {
@@ -107,7 +114,9 @@ def test_to_llm_format_role_transformations() -> None:
     from tiermem.patterns import ConversationMemory
 
     memory = ConversationMemory()
-    memory.add_message(Message(role="agent_call", content="Find Q4 numbers", metadata={"caller": "Planner"}))
+    memory.add_message(
+        Message(role="agent_call", content="Find Q4 numbers", metadata={"caller": "Planner"})
+    )
     memory.add_message(Message(role="agent_response", content="Q4: 1.5M"))
     # - agent_call → user (with [Agent X] prefix)
     # - agent_response → assistant
@@ -118,30 +127,27 @@ def test_to_llm_format_role_transformations() -> None:
 
 
 def test_memory_processing() -> None:
-    from typing import Dict
+    from typing import Dict  # noqa: UP035 (the seed's code)
 
     from tiermem.messages import Message
 
     # Input processor: LLM response → Message
-    def process_llm_response(response: Dict) -> Message:
+    def process_llm_response(response: Dict) -> Message:  # noqa: UP006
         if "tool_calls" in response:
             return Message(
                 role="assistant",
                 content=response.get("content", ""),
-                tool_calls=response["tool_calls"]
+                tool_calls=response["tool_calls"],
             )
-        return Message(
-            role="assistant",
-            content=response["content"]
-        )
+        return Message(role="assistant", content=response["content"])
 
     # Output processor: Message → LLM format
-    def process_for_llm(message: Message) -> Dict:
+    def process_for_llm(message: Message) -> Dict:  # noqa: UP006
         if message.role == "agent_call":
             # Transform to user message with agent context
             return {
                 "role": "user",
-                "content": f"[Request from {message.metadata.get('caller')}]: {message.content}"
+                "content": f"[Request from {message.metadata.get('caller')}]: {message.content}",
             }
         return message.to_llm_dict()
 
@@ -157,7 +163,10 @@ def test_memory_manager_seed_api() -> None:
     from tiermem.patterns import MemoryManager
 
     manager = MemoryManager(
-        retention_policy="single_run", max_messages=None, auto_summarize=False, summarize_threshold=100
+        retention_policy="single_run",
+        max_messages=None,
+        auto_summarize=False,
+        summarize_threshold=100,
     )
     memory = manager.get_memory("researcher")
     assert manager.get_memory("researcher") is memory
@@ -177,10 +186,16 @@ def test_episodic_memory_seed_api() -> None:
     from tiermem.patterns import EpisodicMemory
 
     episodic = EpisodicMemory(embedder=HashEmbedder(64))
-    episodic.current_episode.add_message(Message(role="user", content="book flights to tokyo in may"))
-    episodic.current_episode.add_message(Message(role="assistant", content="Found flights to tokyo."))
+    episodic.current_episode.add_message(
+        Message(role="user", content="book flights to tokyo in may")
+    )
+    episodic.current_episode.add_message(
+        Message(role="assistant", content="Found flights to tokyo.")
+    )
     episodic.start_new_episode({"topic": "travel"})
-    episodic.current_episode.add_message(Message(role="user", content="fix the failing build on ci"))
+    episodic.current_episode.add_message(
+        Message(role="user", content="fix the failing build on ci")
+    )
     episodic.start_new_episode()
     episodic.start_new_episode()  # empty episodes are not kept
     assert len(episodic.episodes) == 2
@@ -222,7 +237,10 @@ def test_hierarchical_memory_seed_api() -> None:
         memory.add_message_with_importance(Message(role="user", content=f"chat {i}"), 0.1)
     assert memory.core_memory.get_messages() == [critical]
     assert len(memory.working_memory.messages) == 50
-    assert [m.content for m in memory.episodic_memory.messages][:2] == ["My account id is 4417", "chat 0"]
+    assert [m.content for m in memory.episodic_memory.messages][:2] == [
+        "My account id is 4417",
+        "chat 0",
+    ]
     context = memory.get_context_for_llm()
     assert context[0] == {"role": "user", "content": "My account id is 4417"}
     assert context[1:] == [{"role": "user", "content": f"chat {i}"} for i in range(10, 60)]
@@ -242,7 +260,9 @@ def test_manage_token_limit() -> None:
     assert kept[0].content == "You are terse."
     assert sum(counter.count_message(m) for m in kept) <= 100
     assert kept[-1].content == "question number 49 about the report"
-    assert [m.content for m in kept[1:]] == [m.content for m in memory.get_messages()[-len(kept) + 1:]]
+    assert [m.content for m in kept[1:]] == [
+        m.content for m in memory.get_messages()[-len(kept) + 1 :]
+    ]
     without = manage_token_limit(memory, max_tokens=100, preserve_system=False)
     assert all(m.role != "system" for m in without) and len(without) > len(kept) - 1
 
@@ -256,7 +276,10 @@ async def test_summarize_memory_with_a_summarizer_agent(
     from tiermem.patterns import ConversationMemory, summarize_memory
 
     fake_server.chat_reply = lambda body: "Alice chose plan B; budget is 40k."
-    summarizer_agent = Agent(name="summarizer", model=OpenAIModel("gpt-4o-mini", base_url=fake_server.openai_url, api_key="k"))
+    summarizer_agent = Agent(
+        name="summarizer",
+        model=OpenAIModel("gpt-4o-mini", base_url=fake_server.openai_url, api_key="k"),
+    )
     memory = ConversationMemory()
     for i in range(25):
         memory.add_message(Message(role="user", content=f"message {i}"))
@@ -270,7 +293,9 @@ async def test_summarize_memory_with_a_summarizer_agent(
     assert "user: message 0\n" in prompt and "message 5" not in prompt
     messages = memory.get_messages()
     assert messages[0].role == "system"
-    assert messages[0].content == "Previous conversation summary: Alice chose plan B; budget is 40k."
+    assert (
+        messages[0].content == "Previous conversation summary: Alice chose plan B; budget is 40k."
+    )
     assert messages[1:] == recent
     assert await summarize_memory(memory, summarizer_agent, chunk_size=21) == ""
 
@@ -283,18 +308,12 @@ def test_best_practice_preserve_message_ids() -> None:
     memory = ConversationMemory()
 
     # ✅ GOOD - Maintain IDs for tracking
-    message = Message(
-        role="user",
-        content="Hello",
-        message_id=generate_unique_id()
-    )
+    message = Message(role="user", content="Hello", message_id=generate_unique_id())
     memory.add_message(message)
 
     # Reference later
     related_message = Message(
-        role="assistant",
-        content="Response",
-        metadata={"in_reply_to": message.message_id}
+        role="assistant", content="Response", metadata={"in_reply_to": message.message_id}
     )
 
     # ❌ BAD - No tracking
@@ -333,23 +352,20 @@ def test_best_practice_tool_results() -> None:
     memory = ConversationMemory()
     result = '{"rows": 3}'
     # The seed writes tool_calls=[{...}]; a complete call is spelled out here.
-    call = {"id": "call_123", "type": "function", "function": {"name": "tool_name", "arguments": "{}"}}
+    call = {
+        "id": "call_123",
+        "type": "function",
+        "function": {"name": "tool_name", "arguments": "{}"},
+    }
 
     # ✅ GOOD - Proper tool result handling
     # Tool call
-    memory.add_message(Message(
-        role="assistant",
-        tool_calls=[call],
-        message_id="msg_1"
-    ))
+    memory.add_message(Message(role="assistant", tool_calls=[call], message_id="msg_1"))
 
     # Tool result with reference
-    memory.add_message(Message(
-        role="tool",
-        content=result,
-        tool_call_id="call_123",
-        name="tool_name"
-    ))
+    memory.add_message(
+        Message(role="tool", content=result, tool_call_id="call_123", name="tool_name")
+    )
 
     # ❌ BAD - No association
     memory.add_message(Message(role="tool", content=result))
@@ -397,8 +413,12 @@ def test_coordinated_memory_system_seed_api() -> None:
     context = system.get_agent_context("writer")
     assert [m.content for m in context] == ["The survey had 1,204 respondents", "Draft the intro"]
     assert context[0].metadata == {"discovered_by": "researcher"}
-    assert [m.content for m in system.get_agent_context("unknown")] == ["The survey had 1,204 respondents"]
-    assert [m.content for m in system.shared_facts.get_messages()] == ["The survey had 1,204 respondents"]
+    assert [m.content for m in system.get_agent_context("unknown")] == [
+        "The survey had 1,204 respondents"
+    ]
+    assert [m.content for m in system.shared_facts.get_messages()] == [
+        "The survey had 1,204 respondents"
+    ]
 
 
 class SeedEmbeddingModel:
@@ -411,13 +431,19 @@ class SeedEmbeddingModel:
         return self.inner.embed([text])[0]
 
 
-@pytest.mark.parametrize("model", [SeedEmbeddingModel(), HashEmbedder(64)], ids=["seed-shape", "tiermem"])
+@pytest.mark.parametrize(
+    "model", [SeedEmbeddingModel(), HashEmbedder(64)], ids=["seed-shape", "tiermem"]
+)
 async def test_rag_memory_seed_api(model: Any) -> None:
     from tiermem.messages import Message
     from tiermem.patterns import RAGMemory
 
     rag = RAGMemory(model)
-    texts = ["the invoice total is 4200 euros", "we met in berlin last spring", "the cat is called miso"]
+    texts = [
+        "the invoice total is 4200 euros",
+        "we met in berlin last spring",
+        "the cat is called miso",
+    ]
     for text in texts:
         await rag.add_with_embedding(Message(role="user", content=text))
     assert len(rag.embeddings) == 3
@@ -431,8 +457,16 @@ def test_message_structure_round_trip() -> None:
     from tiermem.messages import Message
 
     call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-    message = Message(role="assistant", content={"a": 1}, message_id="m1", name="bot", tool_calls=[call],
-                      agent_calls=[{"agent": "x"}], structured_data={"k": 2}, images=["data:image/png;base64,AA"],
-                      metadata={"caller": "y"})
+    message = Message(
+        role="assistant",
+        content={"a": 1},
+        message_id="m1",
+        name="bot",
+        tool_calls=[call],
+        agent_calls=[{"agent": "x"}],
+        structured_data={"k": 2},
+        images=["data:image/png;base64,AA"],
+        metadata={"caller": "y"},
+    )
     assert Message.from_json(message.to_json()) == message
     assert json.loads(message.to_json())["message_id"] == "m1"
