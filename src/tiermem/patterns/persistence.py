@@ -1,0 +1,242 @@
+"""ConversationStore: saves agents' conversations to the long-term store and restores them.
+
+Used by :class:`~tiermem.patterns.MemoryManager` with ``retention_policy="persistent"``.
+Each agent's conversation is kept in the user's ``memories`` table as:
+
+* one row per message (``memory_type`` ``message`` or ``tool``, ``agent_id`` the agent),
+  whose content ``[agent #position] role: text`` is embedded and keyword-indexed like any
+  memory, so :meth:`tiermem.Memory.search` finds what was said; the message itself
+  (tool calls, ids, timestamps...) is in ``metadata.message`` and comes back unchanged;
+* one state row (``memory_type`` ``context``) holding the ids of the messages currently
+  in the conversation window and its running summary.
+
+Rows are append-only: a message that left the window (or was cleared) stays in
+long-term memory; only the state row is updated. A save writes the new message rows and
+the state in one transaction, so a crash leaves the previous save intact.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import threading
+import uuid
+from datetime import timezone
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from tiermem.archive import transcript_line
+from tiermem.messages import Message
+from tiermem.stores.base import MAX_LIMIT, AddOp, MemoryRecord, NewMemory, UpdateOp
+
+if TYPE_CHECKING:
+    from tiermem.memory import Memory
+    from tiermem.patterns.conversation import ConversationMemory
+
+log = logging.getLogger(__name__)
+
+MESSAGE_KIND = "conversation"
+STATE_KIND = "conversation_state"
+_PAGE = 500
+
+
+class _Agent:
+    """What is known about one agent's saved conversation."""
+
+    def __init__(self) -> None:
+        self.saved: set[str] = set()
+        """Ids of window messages already stored."""
+        self.evicted: list[Message] = []
+        """Messages that left the window before they were stored."""
+        self.next_position = 0
+        self.state_id: uuid.UUID | None = None
+        self.last_state: tuple[tuple[str, ...], str | None] | None = None
+
+
+class ConversationStore:
+    """The long-term copy of one user's agent conversations.
+
+    Args:
+        memory: the :class:`~tiermem.Memory` whose store and embedder are used.
+        user_id: owner of every row written (store-level isolation).
+    """
+
+    def __init__(self, memory: Memory, user_id: str) -> None:
+        self.memory = memory
+        self.user_id = user_id
+        self._agents: dict[str, _Agent] = {}
+        self._lock = threading.Lock()
+        self._save_lock = threading.Lock()
+
+    def _agent(self, name: str) -> _Agent:
+        with self._lock:
+            return self._agents.setdefault(name, _Agent())
+
+    # -- restore -----------------------------------------------------------------------
+
+    def restore(self, agent: str, conversation: ConversationMemory) -> int:
+        """Load the saved window and summary of ``agent`` into ``conversation`` (empty);
+        returns the messages restored. Starts tracking what leaves its window."""
+        state = self._agent(agent)
+        rows = self._list(agent, STATE_KIND, "context", limit=1)
+        if rows:
+            meta = rows[0].metadata
+            window = [str(i) for i in meta.get("window", [])]
+            found = self._find_messages(agent, set(window))
+            missing = [i for i in window if i not in found]
+            if missing:
+                log.warning(
+                    "%d saved messages of %r are missing from the store", len(missing), agent
+                )
+            for message_id in window:
+                if message_id in found:
+                    conversation.add_message(found[message_id])
+            conversation.summary = meta.get("summary")
+            state.state_id = rows[0].id
+            state.next_position = int(meta.get("next", 0))
+            state.saved = set(found)
+            state.last_state = (tuple(window), meta.get("summary"))
+        conversation.buffer.add_eviction_consumer(partial(self._on_evict, state))
+        return len(conversation)
+
+    def _on_evict(self, state: _Agent, messages: builtins.list[Message]) -> None:
+        with self._lock:
+            for message in messages:
+                if message.message_id in state.saved:
+                    state.saved.discard(message.message_id)
+                else:
+                    state.evicted.append(message)
+
+    def _find_messages(self, agent: str, wanted: set[str]) -> dict[str, Message]:
+        """The stored messages with these ids (newest rows first, stops when all found)."""
+        found: dict[str, Message] = {}
+        offset = 0
+        while len(found) < len(wanted):
+            page = self._list(agent, MESSAGE_KIND, ["message", "tool"], _PAGE, offset)
+            for record in page:
+                data = record.metadata.get("message")
+                if isinstance(data, dict) and data.get("message_id") in wanted:
+                    found[data["message_id"]] = Message.from_dict(data)
+            if len(page) < _PAGE:
+                break
+            offset += _PAGE
+        return found
+
+    def _list(
+        self, agent: str, kind: str, memory_type: Any, limit: int, offset: int = 0
+    ) -> builtins.list[MemoryRecord]:
+        records: builtins.list[MemoryRecord] = self.memory.store.list(
+            self.user_id,
+            limit=limit,
+            offset=offset,
+            agent_id=agent,
+            memory_type=memory_type,
+            metadata={"kind": kind},
+        )
+        return records
+
+    # -- save --------------------------------------------------------------------------
+
+    def save(self, agent: str, conversation: ConversationMemory) -> int:
+        """Store the messages of ``agent`` not stored yet and its current state, in one
+        transaction; returns how many messages were written.
+
+        Appends to the conversation never wait on a save: its bookkeeping lock is only
+        held for list operations, and the save itself is serialized by another lock.
+        """
+        state = self._agent(agent)
+        with self._save_lock:
+            window = conversation.messages
+            summary = conversation.summary
+            ids = tuple(m.message_id for m in window)
+            with self._lock:
+                taken = len(state.evicted)
+                pending = state.evicted + [m for m in window if m.message_id not in state.saved]
+                new = list({m.message_id: m for m in pending}.values())
+            if not new and state.last_state == (ids, summary):
+                return 0
+            rows = [self._message_row(agent, state.next_position + i, m) for i, m in enumerate(new)]
+            next_position = state.next_position + len(new)
+            state_row = self._state_row(agent, ids, summary, next_position)
+            vectors = self.memory.embedder.embed([r.content for r in [*rows, state_row]])
+            rows = [r._replace(embedding=v) for r, v in zip(rows, vectors, strict=False)]
+            ops: builtins.list[Any] = [AddOp(self.user_id, tuple(rows))] if rows else []
+            if state.state_id is None:
+                ops.append(AddOp(self.user_id, (state_row._replace(embedding=vectors[-1]),)))
+            else:
+                ops.append(
+                    UpdateOp(
+                        self.user_id,
+                        state.state_id,
+                        content=state_row.content,
+                        embedding=vectors[-1],
+                        metadata=state_row.metadata,
+                    )
+                )
+            results = self.memory.store.batch(ops)
+            written = {m.message_id for m in new}
+            with self._lock:
+                if state.state_id is None:
+                    state.state_id = results[-1][0]
+                later = state.evicted[taken:]
+                state.evicted = [m for m in later if m.message_id not in written]
+                state.saved |= set(ids) - {m.message_id for m in later}
+                state.next_position = next_position
+                state.last_state = (ids, summary)
+            return len(rows)
+
+    def _message_row(self, agent: str, position: int, message: Message) -> NewMemory:
+        timestamp = message.timestamp
+        if timestamp.tzinfo is None:
+            timestamp = timestamp.replace(tzinfo=timezone.utc)
+        return NewMemory(
+            content=f"[{agent} #{position}] {transcript_line(message)}",
+            memory_type="tool" if message.role == "tool" else "message",
+            agent_id=agent,
+            session_id=message.metadata.get("session_id")
+            if isinstance(message.metadata.get("session_id"), str)
+            else None,
+            importance=0.3,
+            metadata={
+                "kind": MESSAGE_KIND,
+                "position": position,
+                "message_id": message.message_id,
+                "message": message.to_dict(),
+            },
+            created_at=timestamp,
+        )
+
+    def _state_row(
+        self, agent: str, window: tuple[str, ...], summary: str | None, next_position: int
+    ) -> NewMemory:
+        text = f"summary: {summary}" if summary else "no summary yet"
+        return NewMemory(
+            content=f"[{agent} conversation state] {text}",
+            memory_type="context",
+            agent_id=agent,
+            importance=0.5,
+            metadata={
+                "kind": STATE_KIND,
+                "window": list(window),
+                "summary": summary,
+                "next": next_position,
+            },
+        )
+
+    # -- forget ------------------------------------------------------------------------
+
+    def forget(self, agent: str) -> int:
+        """Delete every stored row of ``agent``'s conversation; returns how many."""
+        with self._save_lock, self._lock:
+            self._agents.pop(agent, None)
+        deleted = 0
+        for kind, types in ((MESSAGE_KIND, ["message", "tool"]), (STATE_KIND, "context")):
+            while True:
+                page = self._list(agent, kind, types, MAX_LIMIT)
+                if not page:
+                    break
+                deleted += self.memory.store.delete_many(self.user_id, [r.id for r in page])
+        return deleted
+
+
+__all__ = ["ConversationStore"]

@@ -1,0 +1,196 @@
+"""Semantic search over the messages of a pattern (RAG, episodic, hierarchical, shared).
+
+:class:`MessageVectors` keeps one L2-normalized vector per message id and answers
+top-k cosine queries. It works with a tiermem :class:`~tiermem.embeddings.Embedder`
+(``embed(list) -> array``, batched and cached) and with the seed's embedding model
+shape, an object whose ``embed(text)`` returns (or is awaited to return) one vector.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from tiermem.embeddings.base import Embedder
+from tiermem.errors import DimensionMismatchError, InputError, InvalidTypeError
+from tiermem.messages import Message
+
+
+def default_embedder() -> Embedder:
+    """The local MiniLM embedder (loaded on its first embed)."""
+    from tiermem.embeddings import get_embedder
+
+    return get_embedder()
+
+
+def check_query(query: Any) -> str:
+    """A non-empty query string."""
+    if not isinstance(query, str):
+        raise InvalidTypeError("query", f"expected str, got {type(query).__name__}")
+    if not query.strip():
+        raise InputError("query", "is empty", "pass the text to search for")
+    return query
+
+
+def _unit(vector: Any, field: str) -> np.ndarray:
+    array = np.asarray(vector, dtype=np.float32).reshape(-1)
+    norm = float(np.linalg.norm(array))
+    if array.size == 0 or not np.isfinite(norm) or norm == 0.0:
+        raise InputError(field, "the embedding model returned an empty, zero or NaN vector")
+    normalized: np.ndarray = array / norm
+    return normalized
+
+
+def embed_texts(model: Any, texts: list[str]) -> list[np.ndarray]:
+    """Embed ``texts`` with a tiermem embedder (one batch) or a sync ``embed(text)`` model."""
+    if not texts:
+        return []
+    if isinstance(model, Embedder):
+        return [_unit(row, "embedding") for row in model.embed(texts)]
+    out = []
+    for text in texts:
+        result = model.embed(text)
+        if inspect.isawaitable(result):
+            if hasattr(result, "close"):
+                result.close()  # never awaited: close the coroutine cleanly
+            raise InvalidTypeError(
+                "embedding_model",
+                "its embed() is async",
+                "use the async method (add_with_embedding / retrieve_relevant / a...)",
+            )
+        out.append(_unit(result, "embedding"))
+    return out
+
+
+async def aembed_texts(model: Any, texts: list[str]) -> list[np.ndarray]:
+    """Async twin of :func:`embed_texts`; awaits ``embed(text)`` when it is async."""
+    if not texts:
+        return []
+    if isinstance(model, Embedder):
+        return [_unit(row, "embedding") for row in await model.aembed(texts)]
+    out = []
+    for text in texts:
+        result = model.embed(text)
+        if inspect.isawaitable(result):
+            result = await result
+        out.append(_unit(result, "embedding"))
+    return out
+
+
+def check_embedding_model(model: Any) -> Any:
+    """``model`` if it can embed (an Embedder or anything with ``embed``)."""
+    if not callable(getattr(model, "embed", None)):
+        raise InvalidTypeError(
+            "embedding_model",
+            f"{type(model).__name__} has no embed()",
+            "pass a tiermem embedder (tiermem.embeddings.get_embedder()) or an object "
+            "with embed(text)",
+        )
+    return model
+
+
+class MessageVectors:
+    """Vectors of messages by ``message_id``; thread-safe.
+
+    Args:
+        embedding_model: a tiermem embedder or an object with ``embed(text)``.
+    """
+
+    def __init__(self, embedding_model: Any) -> None:
+        self.embedding_model = check_embedding_model(embedding_model)
+        self._ids: list[str] = []
+        self._rows: list[np.ndarray] = []
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, message_id: object) -> bool:
+        with self._lock:
+            return message_id in self._known
+
+    @property
+    def vectors(self) -> list[np.ndarray]:
+        """The vectors, in insertion order (a copy of the list)."""
+        with self._lock:
+            return list(self._rows)
+
+    def put(self, message_id: str, vector: np.ndarray) -> None:
+        """Record ``vector`` for ``message_id``; all vectors must share one dimension."""
+        with self._lock:
+            if self._rows and vector.shape != self._rows[0].shape:
+                raise DimensionMismatchError(
+                    "embedding",
+                    f"has {vector.size} dimensions, earlier messages have {self._rows[0].size}",
+                    "use one embedding model for a memory",
+                )
+            if message_id not in self._known:
+                self._known.add(message_id)
+                self._ids.append(message_id)
+                self._rows.append(vector)
+
+    def _missing(self, messages: Iterable[Message]) -> list[Message]:
+        with self._lock:
+            known = set(self._known)
+        return [m for m in messages if m.message_id not in known and m.text.strip()]
+
+    def ensure(self, messages: Iterable[Message]) -> None:
+        """Embed (in one batch) the messages that have text and no vector yet."""
+        missing = self._missing(messages)
+        for message, vector in zip(
+            missing, embed_texts(self.embedding_model, [m.text for m in missing]), strict=True
+        ):
+            self.put(message.message_id, vector)
+
+    async def aensure(self, messages: Iterable[Message]) -> None:
+        """Async twin of :meth:`ensure`."""
+        missing = self._missing(messages)
+        vectors = await aembed_texts(self.embedding_model, [m.text for m in missing])
+        for message, vector in zip(missing, vectors, strict=True):
+            self.put(message.message_id, vector)
+
+    def query_vector(self, query: str) -> np.ndarray:
+        """The vector of a query text."""
+        return embed_texts(self.embedding_model, [check_query(query)])[0]
+
+    async def aquery_vector(self, query: str) -> np.ndarray:
+        """Async twin of :meth:`query_vector`."""
+        return (await aembed_texts(self.embedding_model, [check_query(query)]))[0]
+
+    def search(
+        self, vector: np.ndarray, k: int, among: Iterable[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """The ``k`` ids most similar to ``vector`` (restricted to ``among``), best first."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise InputError("k", f"must be an int >= 0, got {k!r}")
+        with self._lock:
+            allowed = None if among is None else set(among)
+            pairs = [
+                (i, row)
+                for i, row in zip(self._ids, self._rows, strict=True)
+                if allowed is None or i in allowed
+            ]
+        if not pairs or k == 0:
+            return []
+        matrix = np.stack([row for _, row in pairs])
+        if matrix.shape[1] != vector.size:
+            raise DimensionMismatchError(
+                "query", f"has {vector.size} dimensions, the messages {matrix.shape[1]}"
+            )
+        scores = matrix @ vector
+        best = np.argsort(-scores, kind="stable")[:k]
+        return [(pairs[i][0], float(scores[i])) for i in best]
+
+
+__all__ = [
+    "MessageVectors",
+    "aembed_texts",
+    "check_query",
+    "default_embedder",
+    "embed_texts",
+]
