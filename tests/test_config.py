@@ -52,15 +52,23 @@ def test_defaults_are_the_embedded_setup() -> None:
     )
     assert config.memory.retention == "persistent"
     planner = config.memory.planner
-    assert (planner.max_tokens, planner.recent_messages, planner.k) == (4000, 10, 10)
+    assert (planner.max_tokens, planner.recent_messages, planner.k) == (4000, 6, 120)
     assert planner.order == ["synopsis", "summary", "retrieved", "recent"]
     assert planner.shares.model_dump() == {
         "synopsis": 0.1,
         "summary": 0.1,
-        "retrieved": 0.5,
-        "recent": 0.3,
+        "retrieved": 1.0,
+        "recent": 0.2,
     }
-    assert planner.weights.model_dump() == {"similarity": 0.6, "recency": 0.2, "importance": 0.2}
+    assert planner.weights.model_dump() == {
+        "similarity": 0.9,
+        "recency": 0.05,
+        "importance": 0.05,
+        "keyword": 0.5,
+        "session": 0.3,
+        "temporal": 0.3,
+        "neighbour": 0.5,
+    }
     assert config.memory.buffer.summary_batch == 10
 
 
@@ -275,8 +283,10 @@ def test_cross_field_rules() -> None:
     stray = error({"memory": {"persistent": {"connection_string": "postgresql://x/y"}}})
     assert stray.field == "memory.persistent.connection_string" and "postgresql" in str(stray)
     assert error({"memory": {"buffer": {"size": 5}}}).field == "memory.buffer.summary_batch"
-    assert "sum to" in str(error({"memory": {"planner": {"shares": {"synopsis": 0.5}}}}))
-    assert "more than once" in str(error({"memory": {"planner": {"order": ["recent", "recent"]}}}))
+    assert "less than or equal to 1" in str(error({"memory": {"planner": {"shares": {"synopsis": 1.5}}}}))
+    assert "at least 4" in str(error({"memory": {"planner": {"order": ["recent"]}}}))
+    twice = ["recent", "recent", "summary", "synopsis"]
+    assert "more than once" in str(error({"memory": {"planner": {"order": twice}}}))
     zero = {"similarity": 0, "recency": 0, "importance": 0}
     assert "positive" in str(error({"memory": {"planner": {"weights": zero}}}))
 
