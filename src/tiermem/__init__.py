@@ -22,28 +22,100 @@ _EXPORTS = {
     "get_token_counter": "tiermem.tokens",
     "Memory": "tiermem.memory",
     "Context": "tiermem.planner",
+    "QueryPlanner": "tiermem.planner",
+    "TiermemConfig": "tiermem.config",
+    "get_embedder": "tiermem.embeddings",
+    "Embedder": "tiermem.embeddings",
+    "WorkingMemory": "tiermem.working",
+    "get_llm": "tiermem.llm",
+    "OpenAIModel": "tiermem.llm",
+    "AnthropicModel": "tiermem.llm",
+    "MemorySummarizer": "tiermem.summarize",
+    "ExtractiveSummarizer": "tiermem.summarize",
+    "BufferSummaryChatMemory": "tiermem.summarize_chat",
+    "SQLiteStore": "tiermem.stores",
+    "MemoryStore": "tiermem.stores",
+    "calculate_importance": "tiermem.stores",
+    "Synopsis": "tiermem.synopsis",
+    "SynopsisCache": "tiermem.synopsis",
+    "Agent": "tiermem.agent",
+    "ConversationMemory": "tiermem.patterns",
+    "MemoryManager": "tiermem.patterns",
+    "EpisodicMemory": "tiermem.patterns",
+    "SharedMemoryPool": "tiermem.patterns",
+    "CoordinatedMemorySystem": "tiermem.patterns",
+    "HierarchicalMemory": "tiermem.patterns",
+    "RAGMemory": "tiermem.patterns",
+    "manage_token_limit": "tiermem.patterns",
+    "summarize_memory": "tiermem.patterns",
 }
 
 if TYPE_CHECKING:
+    from tiermem.agent import Agent
     from tiermem.buffer import BufferMemory, BufferRegistry, ConversationBuffer
+    from tiermem.config import TiermemConfig
+    from tiermem.embeddings import Embedder, get_embedder
+    from tiermem.llm import AnthropicModel, OpenAIModel, get_llm
     from tiermem.memory import Memory
     from tiermem.messages import ROLES, Message
-    from tiermem.planner import Context
+    from tiermem.patterns import (
+        ConversationMemory,
+        CoordinatedMemorySystem,
+        EpisodicMemory,
+        HierarchicalMemory,
+        MemoryManager,
+        RAGMemory,
+        SharedMemoryPool,
+        manage_token_limit,
+        summarize_memory,
+    )
+    from tiermem.planner import Context, QueryPlanner
+    from tiermem.stores import MemoryStore, SQLiteStore, calculate_importance
+    from tiermem.summarize import ExtractiveSummarizer, MemorySummarizer
+    from tiermem.summarize_chat import BufferSummaryChatMemory
+    from tiermem.synopsis import Synopsis, SynopsisCache
     from tiermem.tokens import ApproxTokenCounter, TiktokenCounter, TokenCounter, get_token_counter
+    from tiermem.working import WorkingMemory
 
 __all__ = [
     "ROLES",
+    "Agent",
+    "AnthropicModel",
     "ApproxTokenCounter",
     "BufferMemory",
     "BufferRegistry",
+    "BufferSummaryChatMemory",
     "Context",
     "ConversationBuffer",
+    "ConversationMemory",
+    "CoordinatedMemorySystem",
+    "Embedder",
+    "EpisodicMemory",
+    "ExtractiveSummarizer",
+    "HierarchicalMemory",
     "Memory",
+    "MemoryManager",
+    "MemoryStore",
+    "MemorySummarizer",
     "Message",
+    "OpenAIModel",
+    "QueryPlanner",
+    "RAGMemory",
+    "SQLiteStore",
+    "SharedMemoryPool",
+    "Synopsis",
+    "SynopsisCache",
+    "TiermemConfig",
     "TiktokenCounter",
     "TokenCounter",
+    "WorkingMemory",
     "__version__",
+    "calculate_importance",
+    "get_embedder",
+    "get_llm",
     "get_token_counter",
+    "manage_token_limit",
+    "summarize_memory",
 ]
 
 

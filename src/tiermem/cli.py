@@ -1,22 +1,218 @@
-"""The ``tiermem`` command: the library's operations from a shell, with rich output."""
+"""The ``tiermem`` command: the library's operations from a shell, with rich output.
+
+Every command that touches memory takes ``--config PATH`` (a YAML file, see
+docs/configuration.md) and ``--db PATH`` (the SQLite file of the embedded store); the
+commands mirror :class:`tiermem.Memory` one to one.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tiermem import __version__
-from tiermem.errors import TiermemError
+from tiermem.errors import InputError, SerializationError, TiermemError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tiermem.memory import Memory
 
 Command = Callable[[argparse.Namespace], int]
+
+
+def _console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
+@contextmanager
+def _memory(args: argparse.Namespace) -> Iterator[Memory]:
+    from tiermem.memory import Memory
+
+    memory = Memory(args.db, config=args.config)
+    try:
+        yield memory
+    finally:
+        memory.close()
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from tiermem.demo import run_demo
 
-    run_demo(buffer_size=args.buffer_size, max_tokens=args.max_tokens)
+    run_demo(db=args.db, max_tokens=args.max_tokens)
     return 0
+
+
+def _cmd_add(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        message = memory.add(args.role, args.text, args.user, args.session, name=args.name)
+    _console().print(f"added {message.message_id} for user {args.user!r}")
+    return 0
+
+
+def _read_history(path: Path) -> list[dict[str, Any]]:
+    """Messages from a JSON list (or ``{"messages": [...]}``) or a JSONL file."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        rows = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise SerializationError(f"{path.name}:{number}", exc.msg) from None
+        return rows
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SerializationError(path.name, f"line {exc.lineno}: {exc.msg}") from None
+    if isinstance(data, dict):
+        data = data.get("messages")
+    if not isinstance(data, list):
+        raise SerializationError(path.name, "expected a list of messages or {'messages': [...]}")
+    return data
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    rows = _read_history(args.file)
+    with _memory(args) as memory, Progress(console=_console()) as progress:
+        task = progress.add_task("importing", total=len(rows))
+        for start in range(0, len(rows), 500):
+            chunk = rows[start : start + 500]
+            memory.add_messages(chunk, args.user, args.session)
+            progress.advance(task, len(chunk))
+        progress.update(task, description="archiving")
+        memory.flush()
+    _console().print(f"imported {len(rows)} messages for user {args.user!r}")
+    return 0
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    with _memory(args) as memory:
+        hits = memory.search(args.query, args.user, k=args.k, mode=args.mode)
+    table = Table("score", "type", "created", "content", "id", title=f"search: {args.query!r}")
+    for hit in hits:
+        record = hit.record
+        table.add_row(
+            f"{hit.score:.3f}",
+            record.memory_type,
+            record.created_at.strftime("%Y-%m-%d"),
+            record.content[:90],
+            str(record.id)[:8],
+        )
+    _console().print(table)
+    return 0
+
+
+def _cmd_context(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        context = memory.get_context(args.query, args.user, args.session, args.max_tokens)
+    if args.json:
+        print(json.dumps(context.messages, ensure_ascii=False, indent=2))
+    else:
+        _console().print(context.explain(), markup=False, highlight=False)
+    return 0
+
+
+def _cmd_synopsis(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        synopsis = memory.synopsis(args.user)
+    _console().print(synopsis.render() or f"nothing is known about {args.user!r} yet")
+    return 0
+
+
+def _cmd_remember(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        memory_id = memory.remember(args.text, args.user, args.type, args.importance)
+    _console().print(f"remembered {memory_id}")
+    return 0
+
+
+def _cmd_forget(args: argparse.Namespace) -> int:
+    if bool(args.id) == bool(args.all):
+        raise InputError("forget", "give either --id ID or --all", "--all erases the user")
+    with _memory(args) as memory:
+        if args.all:
+            count = memory.forget_user(args.user)
+            _console().print(f"erased {count} memories of user {args.user!r}")
+            return 0
+        found = memory.forget(args.id, args.user)
+    _console().print("forgotten" if found else f"no memory {args.id} for user {args.user!r}")
+    return 0 if found else 1
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    with _memory(args) as memory:
+        stats = memory.store.stats(args.user)
+    table = Table("figure", "value", title=f"memories of {args.user!r}")
+    table.add_row("count", str(stats.count))
+    for memory_type, count in sorted(stats.by_type.items()):
+        table.add_row(f"  {memory_type}", str(count))
+    table.add_row("oldest", str(stats.oldest or "-"))
+    table.add_row("newest", str(stats.newest or "-"))
+    table.add_row("accesses", str(stats.total_access_count))
+    table.add_row(
+        "mean importance", f"{stats.mean_importance:.2f}" if stats.mean_importance else "-"
+    )
+    _console().print(table)
+    return 0
+
+
+def _cmd_config_check(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from tiermem.config import check_config
+
+    rows = check_config(args.path, secrets_file=args.secrets_file)
+    table = Table("key", "value", title=f"{args.path}: valid")
+    for key, value in rows:
+        table.add_row(key, value)
+    _console().print(table)
+    return 0
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from tiermem.stores.migrate import migrate_embeddings
+
+    report = migrate_embeddings(
+        from_dim=args.from_dim,
+        to_dim=args.to_dim,
+        to_model=args.to_model,
+        connection_string=args.connection_string,
+        batch_size=args.batch_size,
+    )
+    _console().print(
+        f"memories_{args.from_dim} -> memories_{args.to_dim}: {report.source_rows} rows, "
+        f"{report.migrated} migrated now, {report.already_present} already there, "
+        f"{report.duplicates} duplicates skipped; the source table is unchanged"
+    )
+    return 0
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    from tiermem.chat import run_chat
+
+    return run_chat(args)
+
+
+def _memory_options(parser: argparse.ArgumentParser, *, user: bool = True) -> None:
+    parser.add_argument("--config", type=Path, help="YAML configuration (docs/configuration.md)")
+    parser.add_argument("--db", help="SQLite file of the embedded store")
+    if user:
+        parser.add_argument("--user", required=True, help="whose memory (user_id)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,12 +221,85 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tiermem {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    demo = commands.add_parser(
-        "demo", help="walk through the memory tiers on a sample conversation"
-    )
-    demo.add_argument("--buffer-size", type=int, default=5, help="messages the buffer keeps")
-    demo.add_argument("--max-tokens", type=int, default=120, help="context budget to show")
+    demo = commands.add_parser("demo", help="walk through the tiers on a sample conversation")
+    demo.add_argument("--db", help="SQLite file to use (default: a temporary one)")
+    demo.add_argument("--max-tokens", type=int, default=500, help="context budget to show")
     demo.set_defaults(handler=_cmd_demo)
+
+    add = commands.add_parser("add", help="add one message to a conversation")
+    _memory_options(add)
+    add.add_argument("text")
+    add.add_argument("--role", default="user")
+    add.add_argument("--name", help="speaker name")
+    add.add_argument("--session")
+    add.set_defaults(handler=_cmd_add)
+
+    imp = commands.add_parser("import", help="import a JSON or JSONL history")
+    _memory_options(imp)
+    imp.add_argument("file", type=Path)
+    imp.add_argument("--session")
+    imp.set_defaults(handler=_cmd_import)
+
+    remember = commands.add_parser("remember", help="store a fact or preference")
+    _memory_options(remember)
+    remember.add_argument("text")
+    remember.add_argument("--type", default="fact", help="fact, preference, context, ...")
+    remember.add_argument("--importance", type=float, default=0.5)
+    remember.set_defaults(handler=_cmd_remember)
+
+    search = commands.add_parser("search", help="search long-term memories")
+    _memory_options(search)
+    search.add_argument("query")
+    search.add_argument("-k", type=int, default=10)
+    search.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default="hybrid")
+    search.set_defaults(handler=_cmd_search)
+
+    context = commands.add_parser("context", help="build and explain the context for a prompt")
+    _memory_options(context)
+    context.add_argument("query")
+    context.add_argument("--session")
+    context.add_argument("--max-tokens", type=int)
+    context.add_argument("--json", action="store_true", help="print the messages as JSON")
+    context.set_defaults(handler=_cmd_context)
+
+    synopsis = commands.add_parser("synopsis", help="show what is known about a user")
+    _memory_options(synopsis)
+    synopsis.set_defaults(handler=_cmd_synopsis)
+
+    forget = commands.add_parser("forget", help="delete a memory, or everything of a user")
+    _memory_options(forget)
+    forget.add_argument("--id", help="the memory to delete")
+    forget.add_argument("--all", action="store_true", help="erase everything of the user")
+    forget.set_defaults(handler=_cmd_forget)
+
+    stats = commands.add_parser("stats", help="figures about a user's memories")
+    _memory_options(stats)
+    stats.set_defaults(handler=_cmd_stats)
+
+    config = commands.add_parser("config", help="configuration tools")
+    config_commands = config.add_subparsers(dest="config_command", metavar="COMMAND")
+    check = config_commands.add_parser("check", help="validate a YAML configuration")
+    check.add_argument("path", type=Path)
+    check.add_argument("--secrets-file", type=Path)
+    check.set_defaults(handler=_cmd_config_check)
+
+    migrate = commands.add_parser(
+        "migrate-embeddings", help="re-embed memories_{from} into memories_{to}"
+    )
+    migrate.add_argument("--from-dim", type=int, required=True)
+    migrate.add_argument("--to-dim", type=int, required=True)
+    migrate.add_argument("--to-model", required=True, help="e.g. local/all-MiniLM-L6-v2")
+    migrate.add_argument(
+        "--connection-string", required=True, help="postgresql://... or a SQLite file path"
+    )
+    migrate.add_argument("--batch-size", type=int, default=256)
+    migrate.set_defaults(handler=_cmd_migrate)
+
+    from tiermem.chat import add_chat_arguments
+
+    chat = commands.add_parser("chat", help="chat with the configured model, with memory")
+    add_chat_arguments(chat)
+    chat.set_defaults(handler=_cmd_chat)
     return parser
 
 
@@ -45,9 +314,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except TiermemError as exc:
-        from rich.console import Console
-
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}")
+        _console(stderr=True).print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        return 1
+    except OSError as exc:
+        _console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
         return 1
 
 

@@ -218,7 +218,8 @@ class QueryPlanner:
         cap = min(left, int(budget * shares.get("recent", 0.0)))
         parts["recent"] = self._recent(recent, cap)
         left -= _used(parts["recent"][1])
-        recent_keys = {_key(m.text) for m in recent} | {_key(_line(m)) for m in recent}
+        shown = recent[len(recent) - len(parts["recent"][1]) :] if parts["recent"][1] else []
+        recent_keys = {_key(m.text) for m in shown} | {_key(_line(m)) for m in shown}
         fresh = [c for c in candidates if c.key not in recent_keys]
         self.rank_relevance(query, fresh)
         cap = min(left, int(budget * shares.get("retrieved", 1.0)))
