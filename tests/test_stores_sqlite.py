@@ -40,7 +40,8 @@ def test_wal_schema_version_and_reopen(tmp_path: Path) -> None:
     raw = sqlite3.connect(path)
     assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert raw.execute("SELECT table_name, name FROM tiermem_migrations").fetchall() == [
-        ("memories_8", "001_create")
+        ("memories_8", "001_create"),
+        ("memories_8", "002_stemmed_keywords"),
     ]
     raw.close()
     with SQLiteStore(path, dimension=DIM) as store, SQLiteStore(path, dimension=4) as other:
@@ -116,3 +117,18 @@ def test_vector_cache_is_bounded(tmp_path: Path) -> None:
     assert store._cache.get("a") is None and store._cache.get("c") is not None
     assert len(store.search("a", vector=vecs(1)[0], limit=30)) == 20  # reloads after eviction
     store.close()
+
+
+def test_an_old_file_is_migrated_and_keywords_are_stemmed(tmp_path: Path, monkeypatch) -> None:
+    import tiermem.stores.sqlite as sqlite_store
+
+    path = tmp_path / "old.db"
+    first = sqlite_store.MIGRATIONS[:1]
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite_store, "MIGRATIONS", first)
+        with SQLiteStore(path, dimension=DIM) as store:
+            store.add("u", "She paints landscapes every weekend.", embedding=vecs(1)[0])
+            assert store.search("u", "painting", mode="keyword") == []
+    with SQLiteStore(path, dimension=DIM) as store:
+        hits = store.search("u", "painting", mode="keyword")
+        assert [h.record.content for h in hits] == ["She paints landscapes every weekend."]

@@ -97,8 +97,22 @@ def _v1(t: str, dim: int) -> list[str]:
     return statements
 
 
+def _v2_stemmed_keywords(t: str, dim: int) -> list[str]:
+    """Keyword search with the ``english`` configuration (stemming, stop words), as on
+    SQLite: "painting" finds "paints"."""
+    return [
+        f"ALTER TABLE {t} DROP COLUMN tsv",
+        f"ALTER TABLE {t} ADD COLUMN tsv tsvector GENERATED ALWAYS AS"
+        f" (to_tsvector('english', left(content, {TSV_MAX_CHARS}))) STORED",
+        f"CREATE INDEX {t}_tsv ON {t} USING gin (tsv)",
+    ]
+
+
 #: Schema history of a ``memories_{dim}`` table; append, never edit.
-MIGRATIONS = [schema.Migration("001_create", _v1)]
+MIGRATIONS = [
+    schema.Migration("001_create", _v1),
+    schema.Migration("002_stemmed_keywords", _v2_stemmed_keywords),
+]
 
 
 def _record(row: dict[str, Any]) -> MemoryRecord:
@@ -449,7 +463,7 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         where, params = _where(op.user_id, op.filter)
         sql = (
             f"SELECT {_COLUMNS}, ts_rank_cd(tsv, q) AS rank"
-            f" FROM {self.table}, to_tsquery('simple', %s) AS q"
+            f" FROM {self.table}, to_tsquery('english', %s) AS q"
             f" WHERE tsv @@ q AND {where} ORDER BY rank DESC, id LIMIT %s"
         )
         query = " | ".join(f"'{t}'" for t in terms)  # \w+ tokens: no quotes or operators

@@ -94,8 +94,22 @@ def _v1(t: str, dim: int) -> list[str]:
     ]
 
 
+def _v2_stemmed_keywords(t: str, dim: int) -> list[str]:
+    """Keyword search with Porter stemming: "painting" finds "paints" (measured on LoCoMo:
+    keyword-only evidence recall 0.68 -> 0.73 within 2,000 tokens)."""
+    return [
+        f"DROP TABLE {t}_fts",
+        f"CREATE VIRTUAL TABLE {t}_fts USING fts5(content, content='{t}', content_rowid='seq',"
+        " tokenize='porter unicode61')",
+        f"INSERT INTO {t}_fts({t}_fts) VALUES ('rebuild')",
+    ]
+
+
 #: Schema history of a ``memories_{dim}`` table; append, never edit.
-MIGRATIONS = [schema.Migration("001_create", _v1)]
+MIGRATIONS = [
+    schema.Migration("001_create", _v1),
+    schema.Migration("002_stemmed_keywords", _v2_stemmed_keywords),
+]
 
 
 def default_path() -> Path:
