@@ -208,11 +208,22 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     return run_chat(args)
 
 
-def _memory_options(parser: argparse.ArgumentParser, *, user: bool = True) -> None:
-    parser.add_argument("--config", type=Path, help="YAML configuration (docs/configuration.md)")
-    parser.add_argument("--db", help="SQLite file of the embedded store")
-    if user:
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    handler: Command,
+    help: str,
+    *,
+    memory: bool = True,
+) -> argparse.ArgumentParser:
+    """Add a subcommand; memory commands get ``--config``, ``--db`` and ``--user``."""
+    parser = commands.add_parser(name, help=help)
+    if memory:
+        parser.add_argument("--config", type=Path, help="YAML configuration")
+        parser.add_argument("--db", help="SQLite file of the embedded store")
         parser.add_argument("--user", required=True, help="whose memory (user_id)")
+    parser.set_defaults(handler=handler)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -221,70 +232,56 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tiermem {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    demo = commands.add_parser("demo", help="walk through the tiers on a sample conversation")
+    demo = _command(
+        commands, "demo", _cmd_demo, "walk through the tiers on a sample conversation", memory=False
+    )
     demo.add_argument("--db", help="SQLite file to use (default: a temporary one)")
     demo.add_argument("--max-tokens", type=int, default=500, help="context budget to show")
-    demo.set_defaults(handler=_cmd_demo)
 
-    add = commands.add_parser("add", help="add one message to a conversation")
-    _memory_options(add)
+    add = _command(commands, "add", _cmd_add, "add one message to a conversation")
     add.add_argument("text")
     add.add_argument("--role", default="user")
     add.add_argument("--name", help="speaker name")
     add.add_argument("--session")
-    add.set_defaults(handler=_cmd_add)
 
-    imp = commands.add_parser("import", help="import a JSON or JSONL history")
-    _memory_options(imp)
+    imp = _command(commands, "import", _cmd_import, "import a JSON or JSONL history")
     imp.add_argument("file", type=Path)
     imp.add_argument("--session")
-    imp.set_defaults(handler=_cmd_import)
 
-    remember = commands.add_parser("remember", help="store a fact or preference")
-    _memory_options(remember)
+    remember = _command(commands, "remember", _cmd_remember, "store a fact or preference")
     remember.add_argument("text")
     remember.add_argument("--type", default="fact", help="fact, preference, context, ...")
     remember.add_argument("--importance", type=float, default=0.5)
-    remember.set_defaults(handler=_cmd_remember)
 
-    search = commands.add_parser("search", help="search long-term memories")
-    _memory_options(search)
+    search = _command(commands, "search", _cmd_search, "search long-term memories")
     search.add_argument("query")
     search.add_argument("-k", type=int, default=10)
     search.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default="hybrid")
-    search.set_defaults(handler=_cmd_search)
 
-    context = commands.add_parser("context", help="build and explain the context for a prompt")
-    _memory_options(context)
+    context = _command(commands, "context", _cmd_context, "build and explain a prompt's context")
     context.add_argument("query")
     context.add_argument("--session")
     context.add_argument("--max-tokens", type=int)
     context.add_argument("--json", action="store_true", help="print the messages as JSON")
-    context.set_defaults(handler=_cmd_context)
 
-    synopsis = commands.add_parser("synopsis", help="show what is known about a user")
-    _memory_options(synopsis)
-    synopsis.set_defaults(handler=_cmd_synopsis)
-
-    forget = commands.add_parser("forget", help="delete a memory, or everything of a user")
-    _memory_options(forget)
+    _command(commands, "synopsis", _cmd_synopsis, "show what is known about a user")
+    forget = _command(commands, "forget", _cmd_forget, "delete a memory or a whole user")
     forget.add_argument("--id", help="the memory to delete")
     forget.add_argument("--all", action="store_true", help="erase everything of the user")
-    forget.set_defaults(handler=_cmd_forget)
-
-    stats = commands.add_parser("stats", help="figures about a user's memories")
-    _memory_options(stats)
-    stats.set_defaults(handler=_cmd_stats)
+    _command(commands, "stats", _cmd_stats, "figures about a user's memories")
 
     config = commands.add_parser("config", help="configuration tools")
-    config_commands = config.add_subparsers(dest="config_command", metavar="COMMAND")
-    check = config_commands.add_parser("check", help="validate a YAML configuration")
+    checks = config.add_subparsers(dest="config_command", metavar="COMMAND")
+    check = _command(checks, "check", _cmd_config_check, "validate a YAML file", memory=False)
     check.add_argument("path", type=Path)
     check.add_argument("--secrets-file", type=Path)
-    check.set_defaults(handler=_cmd_config_check)
 
-    migrate = commands.add_parser(
-        "migrate-embeddings", help="re-embed memories_{from} into memories_{to}"
+    migrate = _command(
+        commands,
+        "migrate-embeddings",
+        _cmd_migrate,
+        "re-embed memories_{from} into memories_{to}",
+        memory=False,
     )
     migrate.add_argument("--from-dim", type=int, required=True)
     migrate.add_argument("--to-dim", type=int, required=True)
@@ -293,13 +290,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--connection-string", required=True, help="postgresql://... or a SQLite file path"
     )
     migrate.add_argument("--batch-size", type=int, default=256)
-    migrate.set_defaults(handler=_cmd_migrate)
 
     from tiermem.chat import add_chat_arguments
 
-    chat = commands.add_parser("chat", help="chat with the configured model, with memory")
+    chat = _command(commands, "chat", _cmd_chat, "chat with the configured model", memory=False)
     add_chat_arguments(chat)
-    chat.set_defaults(handler=_cmd_chat)
     return parser
 
 
@@ -313,11 +308,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return handler(args)
-    except TiermemError as exc:
-        _console(stderr=True).print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
-        return 1
-    except OSError as exc:
-        _console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+    except (TiermemError, OSError) as exc:
+        from rich.markup import escape
+
+        _console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 1
 
 
