@@ -476,7 +476,7 @@ class Memory:
         if self._working is not None:
             self._working.clear(user_id)
         if self.synopses is not None:
-            self.synopses.clear_user(user_id)
+            self.synopses.invalidate(user_id)
         return int(self.store.delete_user(user_id))
 
     def end_session(self, user_id: str, session_id: str | None = None) -> None:
