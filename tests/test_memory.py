@@ -26,6 +26,7 @@ from embedders import HashEmbedder, minilm, wait_until
 from tiermem.config import TiermemConfig
 from tiermem.errors import (
     ConfigError,
+    ContentTooLargeError,
     InputError,
     InvalidRoleError,
     InvalidSizeError,
@@ -610,8 +611,13 @@ def test_bad_input_is_refused_and_changes_nothing(memory: Memory) -> None:
 def test_bad_message_does_not_block_other_users_archive(memory: Memory) -> None:
     """A message the store would refuse is refused at add(), never queued forever."""
     u, other = user(), user()
-    with pytest.raises(InputError):
-        memory.add("user", "x" * 1_000_001, u)
+    with pytest.raises(ContentTooLargeError, match="content"):
+        memory.add("user", "x" * 1_000_001, u)  # more than the store holds
+    with pytest.raises(ContentTooLargeError, match="content"):
+        memory.add("user", "y" * 250_000, u)  # more than the embedder takes
+    with pytest.raises(InputError, match=r"messages\[1\].*NUL"):
+        memory.add_messages([Message("user", "fine"), Message("user", "a \x00 b")], u)
+    assert memory.buffers.peek(u) is None or len(memory.buffers.peek(u) or []) == 0
     memory.add("user", "a normal message", other)
     assert memory.flush(5)
     assert memory.store.count(other) == 1 and memory.archiver.failures == 0

@@ -22,9 +22,11 @@ from tiermem.archive import (
 )
 from tiermem.buffer import BufferMemory, BufferRegistry
 from tiermem.config import Retention
-from tiermem.errors import ConfigError, InvalidTypeError, MissingUserError
+from tiermem.embeddings.base import DEFAULT_MAX_CHARS
+from tiermem.errors import ConfigError, ContentTooLargeError, InvalidTypeError, MissingUserError
 from tiermem.messages import Content, Message
 from tiermem.planner import Candidate, Context, QueryPlanner, candidate_key
+from tiermem.stores.base import MAX_CONTENT_CHARS, check_content
 from tiermem.tokens import TokenCounter, get_token_counter
 
 RETENTIONS: tuple[str, ...] = ("single_run", "session", "persistent")
@@ -315,6 +317,8 @@ class Memory:
 
     def _record(self, user_id: str, session_id: str | None, messages: list[Message]) -> None:
         self._check_open()
+        for i, message in enumerate(messages):
+            self._check_archivable(message, "content" if len(messages) == 1 else f"messages[{i}]")
         buffer = self.buffers.get(user_id, session_id)
         last = buffer.get_recent(1)
         previous = last[0].message_id if last else None
@@ -324,6 +328,21 @@ class Memory:
             items.append(ArchivedMessage(user_id, message, session_id, None, previous))
             previous = message.message_id
         self.archiver.submit(items)
+
+    def _check_archivable(self, message: Message, field: str) -> None:
+        """Refuse a message the archive could never write: it would be retried forever
+        and hold up every message queued behind it."""
+        line = transcript_line(message)
+        embedder = self._embedder or self._embedder_spec
+        limit = min(getattr(embedder, "max_chars", DEFAULT_MAX_CHARS), MAX_CONTENT_CHARS)
+        if len(line) > limit:
+            raise ContentTooLargeError(
+                field,
+                f"has {len(line)} characters with its speaker; the most a message can have is "
+                f"{limit}",
+                "split it into several messages",
+            )
+        check_content(line, field)
 
     def remember(
         self,
