@@ -170,6 +170,11 @@ def test_add_messages_rejects_a_non_iterable(memory: Memory) -> None:
         memory.add_messages(None, user())  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError, match="messages"):
         memory.add_messages(42, user())  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="wrap a single message"):
+        memory.add_messages({"role": "user", "content": "one"}, user())  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="wrap a single message"):
+        memory.add_messages(Message("user", "one"), user())  # type: ignore[arg-type]
+    assert len(memory.buffers) == 0
 
 
 def test_everything_is_archived_and_evicted_messages_are_summarized(memory: Memory) -> None:

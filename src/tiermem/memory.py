@@ -273,6 +273,14 @@ class Memory:
         All messages are validated before any is added.
         """
         _user(user_id)
+        if isinstance(messages, (str, bytes, Mapping, Message)) or not isinstance(
+            messages, Iterable
+        ):
+            raise InvalidTypeError(
+                "messages",
+                f"expected a list of messages, got {type(messages).__name__}",
+                "wrap a single message in a list",
+            )
         batch: list[Message] = []
         for i, raw in enumerate(messages):
             if isinstance(raw, Message):
