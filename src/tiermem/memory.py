@@ -531,7 +531,7 @@ class Memory:
         return done
 
     def close(self) -> None:
-        """Archive what is queued and release the store, workers and threads."""
+        """Archive what is queued and release the store, cache connections and threads."""
         if self._closed:
             return
         self._closed = True
@@ -539,6 +539,8 @@ class Memory:
             self._archiver.close()
         if self._working is not None:
             self._working.close()
+        if self._synopsis is not None:
+            self._synopsis.cache.close()
         if self._store is not None:
             self._store.close()
 
