@@ -56,6 +56,9 @@ class Memory:
         token_counter: counts context tokens (default: exact, by the chat model's encoding).
         synopsis: a :class:`~tiermem.synopsis.SynopsisService` instead of the configured one.
 
+    A store or synopsis service given here stays open after :meth:`close` (it may be
+    shared); what Memory builds itself, it closes.
+
     Retention (``memory.retention``): ``persistent`` archives every message to the store;
     ``session`` keeps messages only in this process's buffers (facts from ``remember`` are
     still stored); ``single_run`` also clears the buffers at :meth:`end_run`.
@@ -80,6 +83,7 @@ class Memory:
         self.retention: Retention = settings.retention
         self._path = path
         self._store = store
+        self._owns_store = store is None  # close() releases only what Memory built
         self._embedder_spec = embedder
         self._embedder: Any = None
         self._llm_spec = llm
@@ -89,6 +93,7 @@ class Memory:
         self.planner = QueryPlanner(settings.planner, counter=self.token_counter)
         self._working: Any = None
         self._synopsis = synopsis
+        self._owns_synopsis = synopsis is None
         self._archiver: Archiver | None = None
         self._lock = threading.RLock()
         self._closed = False
@@ -539,9 +544,9 @@ class Memory:
             self._archiver.close()
         if self._working is not None:
             self._working.close()
-        if self._synopsis is not None:
+        if self._synopsis is not None and self._owns_synopsis:
             self._synopsis.cache.close()
-        if self._store is not None:
+        if self._store is not None and self._owns_store:
             self._store.close()
 
     def _check_open(self) -> None:
