@@ -835,3 +835,21 @@ def test_a_given_store_is_shared_and_left_open(tmp_path: Path) -> None:
     second.close()
     assert store.count(u) == 2  # still open: the caller owns it
     store.close()
+
+
+def test_a_given_store_without_embedder_uses_the_memory_embedder(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "bare.db", dimension=32)  # no embedder of its own
+    with make_memory(tmp_path, store=store) as m:
+        u = user()
+        m.remember("The user collects vintage stamps", u)
+        m.add("user", "I found a rare stamp today", u)
+        assert m.flush(10)
+        for mode in ("hybrid", "vector", "keyword"):
+            hits = m.search("vintage stamps", u, k=5, mode=mode)
+            assert hits[0].record.content == "The user collects vintage stamps", mode
+        with pytest.raises(InvalidTypeError, match="query"):
+            m.search(None, u)  # type: ignore[arg-type]
+        with pytest.raises(InputError, match="content"):
+            m.remember("", u)
+        assert "The user collects vintage stamps" in retrieved(m.get_context("stamps", u))
+    store.close()

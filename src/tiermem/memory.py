@@ -370,9 +370,12 @@ class Memory:
     ) -> str:
         """Store a fact, preference or other memory now; returns its id."""
         self._check_open()
+        _user(user_id)
+        vector = self.embedder.embed([check_content(content)])[0]
         memory_id = self.store.add(
-            _user(user_id),
+            user_id,
             content,
+            embedding=vector,
             memory_type=memory_type,
             importance=importance,
             session_id=session_id,
@@ -410,7 +413,13 @@ class Memory:
     ) -> list[Any]:
         """Search the user's long-term memories (hybrid by default), best first."""
         self._check_open()
-        return list(self.store.search(_user(user_id), query, mode=mode, limit=k, **(filters or {})))
+        _user(user_id)
+        if not isinstance(query, str):
+            raise InvalidTypeError("query", f"expected str, got {type(query).__name__}")
+        vector = self.embedder.embed([query])[0] if mode != "keyword" and query.strip() else None
+        return list(
+            self.store.search(user_id, query, vector=vector, mode=mode, limit=k, **(filters or {}))
+        )
 
     def get_context(
         self,
