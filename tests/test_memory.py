@@ -27,6 +27,7 @@ from tiermem.config import TiermemConfig
 from tiermem.errors import (
     ConfigError,
     ContentTooLargeError,
+    DimensionMismatchError,
     InputError,
     InvalidRoleError,
     InvalidSizeError,
@@ -852,4 +853,17 @@ def test_a_given_store_without_embedder_uses_the_memory_embedder(tmp_path: Path)
         with pytest.raises(InputError, match="content"):
             m.remember("", u)
         assert "The user collects vintage stamps" in retrieved(m.get_context("stamps", u))
+    store.close()
+
+
+def test_a_store_of_another_dimension_is_refused_before_anything_is_added(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "narrow.db", dimension=8)
+    m = make_memory(tmp_path, store=store)  # a 32-dimensional embedder
+    u = user()
+    with pytest.raises(DimensionMismatchError, match="8"):
+        m.add("user", "never queued", u)
+    assert len(m.buffers) == 0 and store.count(u) == 0
+    with pytest.raises(DimensionMismatchError):
+        m.remember("a fact", u)
+    m.close()
     store.close()

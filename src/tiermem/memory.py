@@ -23,7 +23,13 @@ from tiermem.archive import (
 from tiermem.buffer import BufferMemory, BufferRegistry
 from tiermem.config import Retention
 from tiermem.embeddings.base import DEFAULT_MAX_CHARS
-from tiermem.errors import ConfigError, ContentTooLargeError, InvalidTypeError, MissingUserError
+from tiermem.errors import (
+    ConfigError,
+    ContentTooLargeError,
+    DimensionMismatchError,
+    InvalidTypeError,
+    MissingUserError,
+)
 from tiermem.messages import Content, Message
 from tiermem.planner import Candidate, Context, QueryPlanner, candidate_key
 from tiermem.stores.base import MAX_CONTENT_CHARS, check_content
@@ -123,7 +129,10 @@ class Memory:
                     options = {}
                     if isinstance(spec, str) and spec.startswith("openai/"):
                         options = self.config.llm.provider_options()
-                    self._embedder = get_embedder(spec, **options)
+                    embedder = get_embedder(spec, **options)
+                    if self._store is not None:
+                        _check_dimension(self._store, embedder)
+                    self._embedder = embedder
         return self._embedder
 
     @property
@@ -332,6 +341,7 @@ class Memory:
         self._check_open()
         for i, message in enumerate(messages):
             self._check_archivable(message, "content" if len(messages) == 1 else f"messages[{i}]")
+        archiver = self.archiver
         buffer = self.buffers.get(user_id, session_id)
         last = buffer.get_recent(1)
         previous = last[0].message_id if last else None
@@ -340,7 +350,7 @@ class Memory:
         for message in messages:
             items.append(ArchivedMessage(user_id, message, session_id, None, previous))
             previous = message.message_id
-        self.archiver.submit(items)
+        archiver.submit(items)
 
     def _check_archivable(self, message: Message, field: str) -> None:
         """Refuse a message the archive could never write: it would be retried forever
@@ -605,6 +615,17 @@ class Memory:
     async def aclose(self) -> None:
         """Async twin of :meth:`close`."""
         await asyncio.to_thread(self.close)
+
+
+def _check_dimension(store: Any, embedder: Any) -> None:
+    """A given store must hold vectors of the embedder's width (else every write fails)."""
+    if store.dimension != embedder.dimension:
+        raise DimensionMismatchError(
+            "embedder",
+            f"{embedder.model_id} makes {embedder.dimension}-dimensional vectors, "
+            f"the store holds {store.dimension}",
+            "use an embedder and a store of the same dimension",
+        )
 
 
 def _discard(batch: list[ArchivedMessage], vectors: Any) -> None:
