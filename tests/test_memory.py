@@ -10,6 +10,7 @@ import asyncio
 import os
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta, timezone
@@ -22,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conformance.conftest import _server_url
-from embedders import HashEmbedder, minilm, wait_until
+from embedders import HashEmbedder, SlowEmbedder, minilm, wait_until
 from tiermem.config import TiermemConfig
 from tiermem.errors import (
     ConfigError,
@@ -867,3 +868,40 @@ def test_a_store_of_another_dimension_is_refused_before_anything_is_added(tmp_pa
         m.remember("a fact", u)
     m.close()
     store.close()
+
+
+def test_add_never_waits_on_the_embedder(tmp_path: Path) -> None:
+    slow = SlowEmbedder(delay=5.0, dimension=32)
+    m = make_memory(tmp_path, embedder=slow)
+    try:
+        u = user()
+        start = time.perf_counter()
+        for i in range(30):
+            m.add("user", f"quick {i}", u, "s")
+        assert time.perf_counter() - start < 1.0
+        assert m.archiver.pending == 30
+    finally:
+        slow.release.set()
+        m.close()
+
+
+def test_concurrent_writers_lose_nothing(memory: Memory) -> None:
+    users = [user() for _ in range(3)]
+
+    def write(who: str, session: str) -> None:
+        for i in range(25):
+            memory.add("user", f"{who} {session} line {i}", who, session)
+            if i % 10 == 0:
+                memory.get_context("line", who, session, max_tokens=200)
+
+    threads = [
+        threading.Thread(target=write, args=(who, f"s{j}")) for who in users for j in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert memory.flush(20)
+    for who in users:
+        assert memory.store.count(who) == 50
+        assert all(c.startswith(f"user: {who} ") for c in contents(memory.store.list(who)))
