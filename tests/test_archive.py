@@ -70,11 +70,18 @@ def test_transcript_line_names_the_speaker() -> None:
 
 def test_to_new_memory_keeps_time_ids_and_links() -> None:
     when = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
-    message = Message("tool", "42", tool_call_id="c1", timestamp=when, metadata={"k": 1, "deep": {"x": 1}})
+    message = Message(
+        "tool", "42", tool_call_id="c1", timestamp=when, metadata={"k": 1, "deep": {"x": 1}}
+    )
     row = to_new_memory(ArchivedMessage("u", message, "s", "agent", "prev-id"), None)
     assert row.content == "tool: 42" and row.memory_type == "tool" and row.created_at == when
     assert (row.session_id, row.agent_id) == ("s", "agent")
-    assert row.metadata == {"message_id": message.message_id, "role": "tool", "k": 1, "previous_id": "prev-id"}
+    assert row.metadata == {
+        "message_id": message.message_id,
+        "role": "tool",
+        "k": 1,
+        "previous_id": "prev-id",
+    }
 
 
 def test_batches_and_flush(store: SQLiteStore) -> None:

@@ -173,7 +173,7 @@ def test_add_messages_rejects_a_non_iterable(memory: Memory) -> None:
     with pytest.raises(InvalidTypeError, match="messages"):
         memory.add_messages(42, user())  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError, match="wrap a single message"):
-        memory.add_messages({"role": "user", "content": "one"}, user())  # type: ignore[arg-type]
+        memory.add_messages({"role": "user", "content": "one"}, user())  # type: ignore[dict-item]
     with pytest.raises(InvalidTypeError, match="wrap a single message"):
         memory.add_messages(Message("user", "one"), user())  # type: ignore[arg-type]
     assert len(memory.buffers) == 0
@@ -347,7 +347,10 @@ def test_to_anthropic(memory: Memory) -> None:
     system, messages = ctx.to_anthropic()
     assert system is not None and "Lisbon" in system
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
-    assert messages[-1]["content"] in ("where do I live?", [{"type": "text", "text": "where do I live?"}])
+    assert messages[-1]["content"] in (
+        "where do I live?",
+        [{"type": "text", "text": "where do I live?"}],
+    )
     assert ctx.to_openai() == ctx.messages and ctx.to_openai() is not ctx.messages
     assert len(ctx) == len(ctx.messages)
 
@@ -410,7 +413,10 @@ def test_temporal_cue_prefers_memories_of_the_named_date(memory: Memory) -> None
         ),
         max_size=30,
     ),
-    facts=st.lists(st.text(min_size=1, max_size=300).filter(lambda s: s.strip() and "\x00" not in s), max_size=6),
+    facts=st.lists(
+        st.text(min_size=1, max_size=300).filter(lambda s: s.strip() and "\x00" not in s),
+        max_size=6,
+    ),
     query=st.text(max_size=200),
 )
 def test_get_context_never_exceeds_the_budget(
@@ -450,7 +456,9 @@ def test_huge_message_does_not_break_the_budget(memory: Memory) -> None:
 
 
 def test_session_retention_writes_nothing_to_the_store(tmp_path: Path) -> None:
-    m = make_memory(tmp_path, {"memory": {"retention": "session", "buffer": {"size": 4, "summary_batch": 2}}})
+    m = make_memory(
+        tmp_path, {"memory": {"retention": "session", "buffer": {"size": 4, "summary_batch": 2}}}
+    )
     try:
         u = user()
         m.add("user", "my bike is a red Bianchi", u, "s")
@@ -556,7 +564,10 @@ def test_close_leaves_no_threads_and_refuses_work(tmp_path: Path) -> None:
 def test_closes_the_redis_connection(tmp_path: Path) -> None:
     name = f"tiermem-test-{uuid.uuid4().hex[:8]}"
     url = f"redis://127.0.0.1:6379/0?client_name={name}"
-    m = make_memory(tmp_path, {"memory": {"synopsis": {"backend": "redis", "redis_url": url, "namespace": name}}})
+    m = make_memory(
+        tmp_path,
+        {"memory": {"synopsis": {"backend": "redis", "redis_url": url, "namespace": name}}},
+    )
     admin = redis.Redis(host="127.0.0.1", port=6379, decode_responses=True)
 
     def connected() -> int:
@@ -701,7 +712,9 @@ def test_read_only_database_file_then_writable_again(tmp_path: Path) -> None:
 
 def test_from_config_dict_yaml_text_and_path(tmp_path: Path) -> None:
     db = tmp_path / "cfg.db"
-    yaml_text = f"memory:\n  buffer:\n    size: 5\n    summary_batch: 2\n  persistent:\n    path: {db}\n"
+    yaml_text = (
+        f"memory:\n  buffer:\n    size: 5\n    summary_batch: 2\n  persistent:\n    path: {db}\n"
+    )
     path = tmp_path / "tiermem.yaml"
     path.write_text(yaml_text)
     data = {"memory": {"buffer": {"size": 5, "summary_batch": 2}, "persistent": {"path": str(db)}}}
@@ -713,11 +726,13 @@ def test_from_config_dict_yaml_text_and_path(tmp_path: Path) -> None:
             m.add("user", f"via {type(source).__name__}", u)
     with Memory.from_config(data, embedder=HashEmbedder(32)) as m:
         assert m.store.count(u) == 3  # dict, str (text and path: same message), PosixPath
-    with pytest.raises(ConfigError, match="memory.buffer.size"):
+    with pytest.raises(ConfigError, match=r"memory\.buffer\.size"):
         Memory.from_config({"memory": {"buffer": {"size": 0}}})
     with pytest.raises(ConfigError, match="retention"):
         Memory.from_config({"memory": {"retention": "forever"}})
-    assert isinstance(Memory(config=TiermemConfig.load(data), embedder=HashEmbedder(32)).config, TiermemConfig)
+    assert isinstance(
+        Memory(config=TiermemConfig.load(data), embedder=HashEmbedder(32)).config, TiermemConfig
+    )
 
 
 def test_from_config_postgresql(tmp_path: Path) -> None:
@@ -796,12 +811,12 @@ def test_remembered_fact_is_retrieved_for_a_related_question(tmp_path: Path) -> 
         for fact in facts:
             m.remember(fact, u)
         for i in range(10):
-            m.add("user" if i % 2 == 0 else "assistant", f"Let's plan the garden, step {i}.", u, "s")
+            m.add(
+                "user" if i % 2 == 0 else "assistant", f"Let's plan the garden, step {i}.", u, "s"
+            )
         assert m.flush(30)
         ctx = m.get_context("Which foods should the cook avoid in my meal?", u, "s", max_tokens=300)
-        ranked = sorted(
-            (i for i in ctx.items if i.section == "retrieved"), key=lambda i: -i.score
-        )
+        ranked = sorted((i for i in ctx.items if i.section == "retrieved"), key=lambda i: -i.score)
         assert ranked[0].content == "I am allergic to peanuts"
         pets = m.get_context("What are my pets called?", u, "s", max_tokens=300)
         assert "I have two cats named Miso and Tofu" in retrieved(pets)

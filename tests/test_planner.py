@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -30,8 +31,10 @@ def planner(**settings_: object) -> QueryPlanner:
     return QueryPlanner(PlannerConfig(**settings_), counter=COUNTER)  # type: ignore[arg-type]
 
 
-def cand(content: str, similarity: float | None = 0.5, **fields: object) -> Candidate:
-    return Candidate(content, fields.pop("source", "store"), similarity, key=candidate_key(content), **fields)  # type: ignore[arg-type]
+def cand(
+    content: str, similarity: float | None = 0.5, source: str = "store", **fields: Any
+) -> Candidate:
+    return Candidate(content, source, similarity, key=candidate_key(content), **fields)
 
 
 def recount(ctx: Context) -> int:
@@ -80,7 +83,13 @@ def full_plan(p: QueryPlanner, budget: int = 1000) -> Context:
 
 def test_default_order_and_rendering() -> None:
     ctx = full_plan(planner())
-    assert [i.section for i in ctx.items] == ["synopsis", "summary", "retrieved", "recent", "recent"]
+    assert [i.section for i in ctx.items] == [
+        "synopsis",
+        "summary",
+        "retrieved",
+        "recent",
+        "recent",
+    ]
     assert ctx.messages[0] == {"role": "system", "content": f"{SYNOPSIS_HEADER}\nName: Ana"}
     assert ctx.messages[1] == {
         "role": "system",
@@ -96,7 +105,13 @@ def test_default_order_and_rendering() -> None:
 
 def test_configured_order() -> None:
     ctx = full_plan(planner(order=["recent", "retrieved", "synopsis", "summary"]))
-    assert [i.section for i in ctx.items] == ["recent", "recent", "retrieved", "synopsis", "summary"]
+    assert [i.section for i in ctx.items] == [
+        "recent",
+        "recent",
+        "retrieved",
+        "synopsis",
+        "summary",
+    ]
     assert ctx.messages[0]["content"] == "hello there"
 
 
@@ -110,7 +125,10 @@ def test_items_say_section_source_score_and_tokens() -> None:
     (found,) = [i for i in ctx.items if i.section == "retrieved"]
     assert found.source == "store" and 0 < found.score <= 1 and found.timestamp == DAY
     # a line's tokens: its text, its newline, and its date header (first of its date)
-    assert found.tokens == COUNTER.count("the cat is called Tom") + 1 + COUNTER.count("[8 May 2023]") + 1
+    assert (
+        found.tokens
+        == COUNTER.count("the cat is called Tom") + 1 + COUNTER.count("[8 May 2023]") + 1
+    )
 
 
 def test_a_summary_or_synopsis_over_its_share_is_dropped_not_cut() -> None:
@@ -142,14 +160,20 @@ def test_recent_never_separates_a_tool_call_from_its_result() -> None:
     result = Message("tool", "x " * 30, tool_call_id="c1")
     last = Message("assistant", "done")
     for budget in range(20, 400, 7):
-        ctx = planner(shares={"recent": 1.0}).plan("q", max_tokens=budget, recent=[call, result, last])
+        ctx = planner(shares={"recent": 1.0}).plan(
+            "q", max_tokens=budget, recent=[call, result, last]
+        )
         roles = [m["role"] for m in ctx.messages]
         assert roles in ([], ["assistant"], ["assistant", "tool", "assistant"]), (budget, roles)
 
 
 def test_retrieved_share_caps_the_memories() -> None:
-    candidates = [cand(f"memory number {i} about gardens and roses", 0.5 + i / 100) for i in range(50)]
-    ctx = planner(shares={"retrieved": 0.25}).plan("gardens", max_tokens=1000, candidates=candidates)
+    candidates = [
+        cand(f"memory number {i} about gardens and roses", 0.5 + i / 100) for i in range(50)
+    ]
+    ctx = planner(shares={"retrieved": 0.25}).plan(
+        "gardens", max_tokens=1000, candidates=candidates
+    )
     assert 0 < recount(ctx) <= 250 + 3
 
 
@@ -197,8 +221,14 @@ def test_near_duplicate_threshold() -> None:
     base = " ".join(f"w{i}" for i in range(20))
     variant = base + " extra"  # Jaccard 20/21 = 0.95
     candidates = [cand(base, 0.9), cand(variant, 0.8)]
-    assert len(planner(near_duplicate=0.9).plan("w1", max_tokens=2000, candidates=candidates).items) == 1
-    assert len(planner(near_duplicate=0.99).plan("w1", max_tokens=2000, candidates=candidates).items) == 2
+    assert (
+        len(planner(near_duplicate=0.9).plan("w1", max_tokens=2000, candidates=candidates).items)
+        == 1
+    )
+    assert (
+        len(planner(near_duplicate=0.99).plan("w1", max_tokens=2000, candidates=candidates).items)
+        == 2
+    )
 
 
 def test_recent_messages_are_not_repeated_as_memories() -> None:
@@ -254,7 +284,9 @@ def test_neighbour_cue_lifts_the_message_next_to_a_match() -> None:
     unrelated = cand("Ben: the weather is nice", 0.0, message_id="m9")
     values = relevance("puppy name", [question, answer, unrelated, cand("x", 0.1)])
     assert values[1] >= 0.5 * values[0] > values[2]
-    values = relevance("puppy name", [question, answer, unrelated, cand("x", 0.1)], weights={"neighbour": 0.0})
+    values = relevance(
+        "puppy name", [question, answer, unrelated, cand("x", 0.1)], weights={"neighbour": 0.0}
+    )
     assert values[1] == values[2]
 
 
@@ -279,11 +311,15 @@ def test_score_blends_relevance_recency_and_importance() -> None:
     newest = DAY + timedelta(days=30)
     assert p.score(new, newest) > p.score(old, newest)
     w = p.settings.weights
-    expected = (w.similarity + w.recency * 0.5 + w.importance * 0.5) / (w.similarity + w.recency + w.importance)
+    expected = (w.similarity + w.recency * 0.5 + w.importance * 0.5) / (
+        w.similarity + w.recency + w.importance
+    )
     assert p.score(old, newest) == pytest.approx(expected)  # 30 days = one half-life
     important = cand("important", importance=1.0)
     important.relevance = 0.0
-    assert p.score(important, None) == pytest.approx(w.importance / (w.similarity + w.recency + w.importance))
+    assert p.score(important, None) == pytest.approx(
+        w.importance / (w.similarity + w.recency + w.importance)
+    )
 
 
 def test_the_best_memories_fill_a_small_budget() -> None:
@@ -302,7 +338,9 @@ texts = st.text(min_size=1, max_size=300)
 @settings(max_examples=150, deadline=None)
 @given(
     budget=st.integers(1, 2500),
-    recent=st.lists(st.tuples(st.sampled_from(["user", "assistant", "system"]), texts), max_size=12),
+    recent=st.lists(
+        st.tuples(st.sampled_from(["user", "assistant", "system"]), texts), max_size=12
+    ),
     memories=st.lists(
         st.tuples(
             texts,
@@ -328,7 +366,13 @@ def test_plan_never_exceeds_the_budget(
     query: str,
 ) -> None:
     candidates = [
-        cand(text, sim, keyword=kw, timestamp=None if day is None else DAY + timedelta(days=day), session_id=sid)
+        cand(
+            text,
+            sim,
+            keyword=kw,
+            timestamp=None if day is None else DAY + timedelta(days=day),
+            session_id=sid,
+        )
         for text, sim, kw, day, sid in memories
     ]
     ctx = planner(order=order).plan(

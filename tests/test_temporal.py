@@ -33,7 +33,9 @@ def test_a_day_opens_a_window_around_it(query: str) -> None:
 def test_day_window_bounds() -> None:
     windows = time_windows("on 8 May 2023", [])
     assert within(utc(2023, 5, 5), windows) and not within(utc(2023, 5, 4), windows)
-    assert within(utc(2023, 5, 22), windows) and not within(utc(2023, 5, 22) + timedelta(seconds=1), windows)
+    assert within(utc(2023, 5, 22), windows) and not within(
+        utc(2023, 5, 22) + timedelta(seconds=1), windows
+    )
 
 
 def test_a_month_covers_the_month_and_the_week_after() -> None:
@@ -87,7 +89,9 @@ def test_may_the_month_with_a_day_or_a_year() -> None:
     assert time_windows("in May 2021", []) == [(utc(2021, 5, 1), utc(2021, 6, 1) + MONTH_AFTER)]
 
 
-@pytest.mark.parametrize("query", ["on 31 February 2023", "on 30 Feb 2023", "on 32 May 2023", "on 0 May 2023"])
+@pytest.mark.parametrize(
+    "query", ["on 31 February 2023", "on 30 Feb 2023", "on 32 May 2023", "on 0 May 2023"]
+)
 def test_invalid_days_are_skipped(query: str) -> None:
     windows = time_windows(query, [2023])
     assert all(start.day != 31 or start.month != 2 for start, _ in windows)

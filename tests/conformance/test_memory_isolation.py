@@ -79,7 +79,10 @@ def test_memory_operations_never_cross_users(
             elif action == "add_messages":
                 pair = [f"{actor} asks about {word} {seed}", f"{actor} hears about {word}"]
                 memory.add_messages(
-                    [{"role": "user", "content": pair[0]}, {"role": "assistant", "content": pair[1]}],
+                    [
+                        {"role": "user", "content": pair[0]},
+                        {"role": "assistant", "content": pair[1]},
+                    ],
                     actor,
                     session,
                 )
