@@ -687,7 +687,7 @@ def test_failing_store_keeps_messages_pending_and_retries(tmp_path: Path) -> Non
         m.close()
 
 
-def test_read_only_database_file_then_writable_again(tmp_path: Path) -> None:
+def test_read_only_database_then_writable_again(tmp_path: Path) -> None:
     path = tmp_path / "ro" / "memory.db"
     path.parent.mkdir()
     SQLiteStore(path, dimension=32).close()  # create the schema
@@ -695,6 +695,7 @@ def test_read_only_database_file_then_writable_again(tmp_path: Path) -> None:
     m = Memory(str(path), config=SMALL_BUFFER, embedder=HashEmbedder(32), store=store)
     try:
         m.archiver.retry_backoff = 0.05
+        # file modes do not stop root, so make the connection itself read-only
         store._conn.execute("PRAGMA query_only=ON")  # the engine refuses every write
         u = user()
         m.add("user", "written later", u)
