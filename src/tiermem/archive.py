@@ -183,6 +183,7 @@ class Archiver:
         self.last_error: BaseException | None = None
         self._queue: deque[ArchivedMessage] = deque()
         self._in_flight = 0
+        self._flushing = 0  # callers waiting in flush(): partial batches go at once
         self._cond = threading.Condition()
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -219,12 +220,16 @@ class Archiver:
         """Wait until every submitted message is written; False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
+            self._flushing += 1
             self._cond.notify_all()
-            while self._queue or self._in_flight:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._cond.wait(0.05 if left is None else min(left, 0.05))
+            try:
+                while self._queue or self._in_flight:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self._cond.wait(0.05 if left is None else min(left, 0.05))
+            finally:
+                self._flushing -= 1
         return True
 
     def close(self, timeout: float | None = 30.0) -> None:
@@ -243,7 +248,7 @@ class Archiver:
                 if self._closed:
                     return None
                 self._cond.wait()
-            if len(self._queue) < self.batch_size and not self._closed:
+            if len(self._queue) < self.batch_size and not (self._closed or self._flushing):
                 self._cond.wait(self.flush_interval)
             if not self._queue:
                 return [] if not self._closed else None

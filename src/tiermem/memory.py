@@ -22,9 +22,17 @@ from tiermem.archive import (
 )
 from tiermem.buffer import BufferMemory, BufferRegistry
 from tiermem.config import Retention
-from tiermem.errors import ConfigError, InvalidTypeError, MissingUserError
+from tiermem.embeddings.base import DEFAULT_MAX_CHARS
+from tiermem.errors import (
+    ConfigError,
+    ContentTooLargeError,
+    DimensionMismatchError,
+    InvalidTypeError,
+    MissingUserError,
+)
 from tiermem.messages import Content, Message
 from tiermem.planner import Candidate, Context, QueryPlanner, candidate_key
+from tiermem.stores.base import MAX_CONTENT_CHARS, check_content
 from tiermem.tokens import TokenCounter, get_token_counter
 
 RETENTIONS: tuple[str, ...] = ("single_run", "session", "persistent")
@@ -54,6 +62,9 @@ class Memory:
         token_counter: counts context tokens (default: exact, by the chat model's encoding).
         synopsis: a :class:`~tiermem.synopsis.SynopsisService` instead of the configured one.
 
+    A store or synopsis service given here stays open after :meth:`close` (it may be
+    shared); what Memory builds itself, it closes.
+
     Retention (``memory.retention``): ``persistent`` archives every message to the store;
     ``session`` keeps messages only in this process's buffers (facts from ``remember`` are
     still stored); ``single_run`` also clears the buffers at :meth:`end_run`.
@@ -78,6 +89,7 @@ class Memory:
         self.retention: Retention = settings.retention
         self._path = path
         self._store = store
+        self._owns_store = store is None  # close() releases only what Memory built
         self._embedder_spec = embedder
         self._embedder: Any = None
         self._llm_spec = llm
@@ -87,6 +99,7 @@ class Memory:
         self.planner = QueryPlanner(settings.planner, counter=self.token_counter)
         self._working: Any = None
         self._synopsis = synopsis
+        self._owns_synopsis = synopsis is None
         self._archiver: Archiver | None = None
         self._lock = threading.RLock()
         self._closed = False
@@ -116,7 +129,10 @@ class Memory:
                     options = {}
                     if isinstance(spec, str) and spec.startswith("openai/"):
                         options = self.config.llm.provider_options()
-                    self._embedder = get_embedder(spec, **options)
+                    embedder = get_embedder(spec, **options)
+                    if self._store is not None:
+                        _check_dimension(self._store, embedder)
+                    self._embedder = embedder
         return self._embedder
 
     @property
@@ -271,6 +287,14 @@ class Memory:
         All messages are validated before any is added.
         """
         _user(user_id)
+        if isinstance(messages, (str, bytes, Mapping, Message)) or not isinstance(
+            messages, Iterable
+        ):
+            raise InvalidTypeError(
+                "messages",
+                f"expected a list of messages, got {type(messages).__name__}",
+                "wrap a single message in a list",
+            )
         batch: list[Message] = []
         for i, raw in enumerate(messages):
             if isinstance(raw, Message):
@@ -315,6 +339,9 @@ class Memory:
 
     def _record(self, user_id: str, session_id: str | None, messages: list[Message]) -> None:
         self._check_open()
+        for i, message in enumerate(messages):
+            self._check_archivable(message, "content" if len(messages) == 1 else f"messages[{i}]")
+        archiver = self.archiver
         buffer = self.buffers.get(user_id, session_id)
         last = buffer.get_recent(1)
         previous = last[0].message_id if last else None
@@ -323,7 +350,22 @@ class Memory:
         for message in messages:
             items.append(ArchivedMessage(user_id, message, session_id, None, previous))
             previous = message.message_id
-        self.archiver.submit(items)
+        archiver.submit(items)
+
+    def _check_archivable(self, message: Message, field: str) -> None:
+        """Refuse a message the archive could never write: it would be retried forever
+        and hold up every message queued behind it."""
+        line = transcript_line(message)
+        embedder = self._embedder or self._embedder_spec
+        limit = min(getattr(embedder, "max_chars", DEFAULT_MAX_CHARS), MAX_CONTENT_CHARS)
+        if len(line) > limit:
+            raise ContentTooLargeError(
+                field,
+                f"has {len(line)} characters with its speaker; the most a message can have is "
+                f"{limit}",
+                "split it into several messages",
+            )
+        check_content(line, field)
 
     def remember(
         self,
@@ -338,9 +380,12 @@ class Memory:
     ) -> str:
         """Store a fact, preference or other memory now; returns its id."""
         self._check_open()
+        _user(user_id)
+        vector = self.embedder.embed([check_content(content)])[0]
         memory_id = self.store.add(
-            _user(user_id),
+            user_id,
             content,
+            embedding=vector,
             memory_type=memory_type,
             importance=importance,
             session_id=session_id,
@@ -378,7 +423,13 @@ class Memory:
     ) -> list[Any]:
         """Search the user's long-term memories (hybrid by default), best first."""
         self._check_open()
-        return list(self.store.search(_user(user_id), query, mode=mode, limit=k, **(filters or {})))
+        _user(user_id)
+        if not isinstance(query, str):
+            raise InvalidTypeError("query", f"expected str, got {type(query).__name__}")
+        vector = self.embedder.embed([query])[0] if mode != "keyword" and query.strip() else None
+        return list(
+            self.store.search(user_id, query, vector=vector, mode=mode, limit=k, **(filters or {}))
+        )
 
     def get_context(
         self,
@@ -504,7 +555,7 @@ class Memory:
         return done
 
     def close(self) -> None:
-        """Archive what is queued and release the store, workers and threads."""
+        """Archive what is queued and release the store, cache connections and threads."""
         if self._closed:
             return
         self._closed = True
@@ -512,7 +563,9 @@ class Memory:
             self._archiver.close()
         if self._working is not None:
             self._working.close()
-        if self._store is not None:
+        if self._synopsis is not None and self._owns_synopsis:
+            self._synopsis.cache.close()
+        if self._store is not None and self._owns_store:
             self._store.close()
 
     def _check_open(self) -> None:
@@ -562,6 +615,17 @@ class Memory:
     async def aclose(self) -> None:
         """Async twin of :meth:`close`."""
         await asyncio.to_thread(self.close)
+
+
+def _check_dimension(store: Any, embedder: Any) -> None:
+    """A given store must hold vectors of the embedder's width (else every write fails)."""
+    if store.dimension != embedder.dimension:
+        raise DimensionMismatchError(
+            "embedder",
+            f"{embedder.model_id} makes {embedder.dimension}-dimensional vectors, "
+            f"the store holds {store.dimension}",
+            "use an embedder and a store of the same dimension",
+        )
 
 
 def _discard(batch: list[ArchivedMessage], vectors: Any) -> None:

@@ -28,7 +28,7 @@ MONTHS = (
 )
 _MONTH = "|".join(MONTHS) + "|" + "|".join(m[:3] for m in MONTHS if m != "may")
 _DATE = re.compile(
-    rf"(?:\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?)?\b({_MONTH})\.?\b"
+    rf"(?:\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?)?\b({_MONTH})\b\.?"
     rf"(?:\s+(\d{{1,2}})(?:st|nd|rd|th)?\b)?,?\s*((?:19|20)\d\d)?",
     re.IGNORECASE,
 )

@@ -1,0 +1,252 @@
+"""Archiver: batches, flush, retry after failure (nothing dropped), discard_user, close."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from embedders import FailingEmbedder, HashEmbedder, SlowEmbedder, wait_until
+from tiermem.archive import (
+    ArchivedMessage,
+    Archiver,
+    Sink,
+    store_sink,
+    to_new_memory,
+    transcript_line,
+    working_sink,
+)
+from tiermem.messages import Message
+from tiermem.stores.sqlite import SQLiteStore
+from tiermem.working import WorkingMemory
+
+DIM = 16
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    s = SQLiteStore(tmp_path / "archive.db", dimension=DIM)
+    yield s
+    s.close()
+
+
+class CountingSink:
+    """The real store sink, recording each batch it is given; raises the first ``fail`` times."""
+
+    def __init__(self, store: SQLiteStore, fail: int = 0) -> None:
+        self.write: Sink = store_sink(store)
+        self.fail = fail
+        self.batches: list[int] = []
+        self.attempts = 0
+
+    def __call__(self, batch: list[ArchivedMessage], vectors: Any) -> None:
+        self.attempts += 1
+        if self.fail > 0:
+            self.fail -= 1
+            raise ConnectionError("database went away (on purpose)")
+        self.write(batch, vectors)
+        self.batches.append(len(batch))
+
+
+def items(user: str, n: int, session: str | None = "s", start: int = 0) -> list[ArchivedMessage]:
+    out, previous = [], None
+    for i in range(start, start + n):
+        message = Message("user", f"{user} message {i}")
+        out.append(ArchivedMessage(user, message, session, None, previous))
+        previous = message.message_id
+    return out
+
+
+def test_transcript_line_names_the_speaker() -> None:
+    assert transcript_line(Message("user", "hi")) == "user: hi"
+    assert transcript_line(Message("user", "hi", name="Ana")) == "Ana: hi"
+    assert transcript_line(Message("assistant", "ok", metadata={"speaker": "Bot"})) == "Bot: ok"
+
+
+def test_to_new_memory_keeps_time_ids_and_links() -> None:
+    when = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+    message = Message(
+        "tool", "42", tool_call_id="c1", timestamp=when, metadata={"k": 1, "deep": {"x": 1}}
+    )
+    row = to_new_memory(ArchivedMessage("u", message, "s", "agent", "prev-id"), None)
+    assert row.content == "tool: 42" and row.memory_type == "tool" and row.created_at == when
+    assert (row.session_id, row.agent_id) == ("s", "agent")
+    assert row.metadata == {
+        "message_id": message.message_id,
+        "role": "tool",
+        "k": 1,
+        "previous_id": "prev-id",
+    }
+
+
+def test_batches_and_flush(store: SQLiteStore) -> None:
+    sink = CountingSink(store)
+    archiver = Archiver(sink, HashEmbedder(DIM), batch_size=10, flush_interval=5.0)
+    archiver.submit(items("ana", 25))
+    start = time.perf_counter()
+    assert archiver.flush(10)
+    assert time.perf_counter() - start < 2  # the partial batch does not wait out the interval
+    assert archiver.pending == 0 and store.count("ana") == 25
+    assert sum(sink.batches) == 25 and max(sink.batches) <= 10
+    rows = store.list("ana", limit=100)
+    by_id = {r.metadata["message_id"]: r for r in rows}
+    linked = [r for r in rows if "previous_id" in r.metadata]
+    assert len(linked) == 24 and all(r.metadata["previous_id"] in by_id for r in linked)
+    archiver.close()
+
+
+def test_a_partial_batch_is_written_after_the_flush_interval(store: SQLiteStore) -> None:
+    archiver = Archiver(CountingSink(store), HashEmbedder(DIM), batch_size=100, flush_interval=0.05)
+    archiver.submit(items("ana", 3))
+    assert wait_until(lambda: store.count("ana") == 3, 5)
+    archiver.close()
+
+
+def test_one_embed_call_per_batch(store: SQLiteStore) -> None:
+    embedder = HashEmbedder(DIM)
+    archiver = Archiver(CountingSink(store), embedder, batch_size=8, flush_interval=1.0)
+    archiver.submit(items("ana", 16))
+    assert archiver.flush(10)
+    assert [len(c) for c in embedder.calls] in ([8, 8], [8, 4, 4], [8, 8])  # never one per message
+    assert len(embedder.calls) <= 3
+    archiver.close()
+
+
+def test_a_failing_sink_is_retried_and_nothing_is_lost(store: SQLiteStore) -> None:
+    sink = CountingSink(store, fail=2)
+    archiver = Archiver(sink, HashEmbedder(DIM), batch_size=5, retry_backoff=0.02)
+    archiver.submit(items("ana", 12))
+    archiver.submit(items("ben", 3))
+    assert archiver.flush(10)
+    assert archiver.failures == 2 and "on purpose" in str(archiver.last_error)
+    assert store.count("ana") == 12 and store.count("ben") == 3
+    rows = store.list("ana", limit=100)
+    assert len({r.content for r in rows}) == 12  # no duplicate rows from the retries
+    assert sink.attempts == len(sink.batches) + 2
+    archiver.close()
+
+
+def test_order_is_kept_across_a_retry(store: SQLiteStore) -> None:
+    seen: list[str] = []
+    write = store_sink(store)
+    failures = [1]
+
+    def sink(batch: list[ArchivedMessage], vectors: Any) -> None:
+        if failures[0]:
+            failures[0] -= 1
+            raise OSError("once")
+        seen.extend(i.message.text for i in batch)
+        write(batch, vectors)
+
+    archiver = Archiver(sink, HashEmbedder(DIM), batch_size=4, retry_backoff=0.01)
+    archiver.submit(items("ana", 10))
+    assert archiver.flush(10)
+    assert seen == [f"ana message {i}" for i in range(10)]
+    archiver.close()
+
+
+def test_a_failing_embedder_keeps_the_batch_pending(store: SQLiteStore) -> None:
+    embedder = FailingEmbedder(RuntimeError("model crashed"), ok_calls=0, dimension=DIM)
+    archiver = Archiver(CountingSink(store), embedder, batch_size=4, retry_backoff=0.02)
+    archiver.submit(items("ana", 6))
+    assert wait_until(lambda: archiver.failures >= 2)
+    assert archiver.pending == 6 and archiver.flush(0.1) is False
+    embedder.ok_calls = 100
+    assert archiver.flush(10) and store.count("ana") == 6
+    archiver.close()
+
+
+def test_discard_user_drops_only_that_users_queue(store: SQLiteStore) -> None:
+    sink = CountingSink(store, fail=1)
+    archiver = Archiver(sink, HashEmbedder(DIM), batch_size=100, retry_backoff=0.3)
+    archiver.submit(items("ana", 5) + items("ben", 4) + items("ana", 2, start=5))
+    assert wait_until(lambda: archiver.failures == 1)  # the batch is back in the queue
+    assert archiver.discard_user("ana") == 7
+    assert archiver.discard_user("ana") == 0
+    assert archiver.pending == 4
+    assert archiver.flush(10)
+    assert store.count("ana") == 0 and store.count("ben") == 4
+    archiver.close()
+
+
+def test_close_writes_what_is_queued_and_stops_the_thread(store: SQLiteStore) -> None:
+    archiver = Archiver(CountingSink(store), HashEmbedder(DIM), batch_size=1000, flush_interval=10)
+    archiver.submit(items("ana", 30))
+    start = time.perf_counter()
+    archiver.close()
+    assert time.perf_counter() - start < 5 and store.count("ana") == 30
+    assert not any(t.name == "tiermem-archiver" and t.is_alive() for t in _threads(archiver))
+    with pytest.raises(RuntimeError, match="closed"):
+        archiver.submit(items("ana", 1))
+    archiver.close()  # idempotent
+
+
+def _threads(archiver: Archiver) -> list[threading.Thread]:
+    thread = archiver._thread
+    return [thread] if thread is not None else []
+
+
+def test_close_with_a_timeout_returns_while_the_sink_still_fails(store: SQLiteStore) -> None:
+    sink = CountingSink(store, fail=10**6)
+    archiver = Archiver(sink, HashEmbedder(DIM), retry_backoff=0.01)
+    archiver.submit(items("ana", 3))
+    start = time.perf_counter()
+    archiver.close(timeout=0.3)
+    assert time.perf_counter() - start < 3
+    assert archiver.pending == 3  # never dropped, only not written
+    assert wait_until(lambda: not archiver._thread.is_alive(), 3)  # type: ignore[union-attr]
+
+
+def test_an_idle_archiver_starts_no_thread(store: SQLiteStore) -> None:
+    archiver = Archiver(CountingSink(store), HashEmbedder(DIM))
+    assert archiver._thread is None and archiver.flush(0.1)
+    archiver.close()
+
+
+def test_submit_returns_at_once_while_embedding_is_slow(store: SQLiteStore) -> None:
+    embedder = SlowEmbedder(delay=5, dimension=DIM)
+    archiver = Archiver(CountingSink(store), embedder, batch_size=2)
+    start = time.perf_counter()
+    for i in range(20):
+        archiver.submit(items("ana", 1, start=i))
+    assert time.perf_counter() - start < 0.5
+    embedder.release.set()
+    assert archiver.flush(10) and store.count("ana") == 20
+    archiver.close()
+
+
+def test_concurrent_submitters(store: SQLiteStore) -> None:
+    archiver = Archiver(CountingSink(store), HashEmbedder(DIM), batch_size=16)
+    users = [f"user{i}" for i in range(4)]
+
+    def submit(user: str) -> None:
+        for start in range(0, 40, 5):
+            archiver.submit(items(user, 5, start=start))
+
+    threads = [threading.Thread(target=submit, args=(u,)) for u in users]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert archiver.flush(20)
+    assert [store.count(u) for u in users] == [40] * 4
+    archiver.close()
+
+
+def test_working_sink(store: SQLiteStore) -> None:
+    embedder = HashEmbedder(DIM)
+    working = WorkingMemory(embedder=embedder, fifo_interval_min=None, user_isolation=True)
+    archiver = Archiver(working_sink(working), embedder)
+    archiver.submit(items("ana", 3) + items("ben", 2))
+    assert archiver.flush(10)
+    assert working.stats("ana").items == 3 and working.stats("ben").items == 2
+    hits = working.search("ana message 1", k=3, user_id="ana")
+    assert hits[0].content == "user: ana message 1" and hits[0].session_id == "s"
+    assert all(h.user_id == "ana" for h in hits)
+    archiver.close()
+    working.close()

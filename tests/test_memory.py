@@ -1,0 +1,923 @@
+"""The Memory facade on real engines: SQLite files, PostgreSQL (pgserver), Redis, MiniLM.
+
+Plumbing tests use the hashing embedder (fast, deterministic); tests about meaning use
+the packaged MiniLM and are marked slow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conformance.conftest import _server_url
+from embedders import HashEmbedder, SlowEmbedder, minilm, wait_until
+from tiermem.config import TiermemConfig
+from tiermem.errors import (
+    ConfigError,
+    ContentTooLargeError,
+    DimensionMismatchError,
+    InputError,
+    InvalidRoleError,
+    InvalidSizeError,
+    InvalidTypeError,
+    MissingUserError,
+)
+from tiermem.memory import Memory
+from tiermem.messages import Message
+from tiermem.planner import SECTIONS, Context
+from tiermem.stores.base import AddOp
+from tiermem.stores.sqlite import SQLiteStore
+
+SMALL_BUFFER = {"memory": {"buffer": {"size": 8, "summary_batch": 4}}}
+THREAD_PREFIXES = ("tiermem-archiver", "tiermem-working")
+
+
+def make_memory(path: Path, config: Any = None, **parts: Any) -> Memory:
+    parts.setdefault("embedder", HashEmbedder(32))
+    return Memory(str(path / "memory.db"), config=config or SMALL_BUFFER, **parts)
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[Memory]:
+    m = make_memory(tmp_path)
+    yield m
+    m.close()
+
+
+def user() -> str:
+    return f"user-{uuid.uuid4().hex[:10]}"
+
+
+def pg_url() -> str:
+    """The PostgreSQL of tests/conformance (one pgserver per test process)."""
+    return os.environ.get("TIERMEM_TEST_PG_URL") or _server_url()
+
+
+def contents(records: Iterable[Any]) -> set[str]:
+    return {r.content for r in records}
+
+
+def retrieved(ctx: Context) -> list[str]:
+    return [i.content for i in ctx.items if i.section == "retrieved"]
+
+
+# -- adding ------------------------------------------------------------------------
+
+
+def test_default_memory_is_embedded(tmp_path: Path) -> None:
+    m = Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(32))
+    try:
+        assert m.retention == "persistent"
+        assert isinstance(m.store, SQLiteStore) and m.store.path == str(tmp_path / "m.db")
+        assert m.llm is None  # offline: extractive summaries, offline synopses
+        assert m.working is not None and m.synopses is not None
+        assert m.config.memory.buffer.size == 50
+    finally:
+        m.close()
+
+
+def test_one_buffer_per_user_and_session(memory: Memory) -> None:
+    alice, bob = user(), user()
+    memory.add("user", "alice in s1", alice, "s1")
+    memory.add("user", "alice in s2", alice, "s2")
+    memory.add("user", "alice without session", alice)
+    memory.add("user", "bob in s1", bob, "s1")
+    assert set(memory.buffers.keys()) == {(alice, "s1"), (alice, "s2"), (alice, None), (bob, "s1")}
+    for (owner, session), text in [
+        ((alice, "s1"), "alice in s1"),
+        ((alice, "s2"), "alice in s2"),
+        ((alice, None), "alice without session"),
+        ((bob, "s1"), "bob in s1"),
+    ]:
+        buffer = memory.buffers.peek(owner, session)
+        assert buffer is not None and [m.text for m in buffer.messages] == [text]
+        assert buffer.messages[0].metadata["user_id"] == owner
+    ctx = memory.get_context("", bob, "s1")
+    assert [m["content"] for m in ctx.messages] == ["bob in s1"]
+
+
+def test_add_returns_the_message_with_owner_metadata(memory: Memory) -> None:
+    u = user()
+    when = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+    msg = memory.add("assistant", "hello", u, "s", timestamp=when, metadata={"k": 1}, name="Bot")
+    assert msg.role == "assistant" and msg.name == "Bot" and msg.timestamp == when
+    assert msg.metadata == {"k": 1, "user_id": u, "session_id": "s"}
+
+
+def test_add_messages_imports_history_with_timestamps_and_names(memory: Memory) -> None:
+    u = user()
+    day = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+    history: list[Any] = [
+        {"role": "user", "content": "I adopted a puppy", "name": "Caroline", "timestamp": day},
+        {"role": "assistant", "content": "What is its name?", "name": "Melanie",
+         "timestamp": (day + timedelta(minutes=1)).isoformat()},
+        Message("user", "Its name is Rex", name="Caroline", timestamp=day + timedelta(minutes=2)),
+    ]  # fmt: skip
+    added = memory.add_messages(history, u, "s1")
+    assert [m.text for m in added] == ["I adopted a puppy", "What is its name?", "Its name is Rex"]
+    assert [m.timestamp for m in added] == [day + timedelta(minutes=i) for i in range(3)]
+    assert memory.flush(10)
+    rows = sorted(memory.store.list(u, memory_type="message"), key=lambda r: r.created_at)
+    assert [r.content for r in rows] == [
+        "Caroline: I adopted a puppy",
+        "Melanie: What is its name?",
+        "Caroline: Its name is Rex",
+    ]
+    assert [r.created_at for r in rows] == [m.timestamp for m in added]
+    assert {r.session_id for r in rows} == {"s1"}
+    # each message links to the one before it in its session (the planner's neighbours)
+    assert rows[1].metadata["previous_id"] == added[0].message_id
+    assert rows[2].metadata["previous_id"] == added[1].message_id
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        ({"role": "robot", "content": "x"}, InvalidRoleError),
+        ({"role": "user", "content": 42}, InvalidTypeError),
+        ({"role": "user", "content": "x", "timestamp": "not a date"}, InputError),
+        ({"role": "user", "content": "x", "metadata": ["not", "a", "dict"]}, InvalidTypeError),
+        ({"content": "no role"}, InputError),
+        ("just a string", InvalidTypeError),
+        (None, InvalidTypeError),
+    ],
+)
+def test_add_messages_validates_all_before_adding_any(
+    memory: Memory, bad: Any, error: type[Exception]
+) -> None:
+    u = user()
+    good = [{"role": "user", "content": f"fine {i}"} for i in range(3)]
+    with pytest.raises(error):
+        memory.add_messages([*good, bad], u, "s")
+    assert memory.buffers.peek(u, "s") is None or len(memory.buffers.peek(u, "s")) == 0  # type: ignore[arg-type]
+    assert memory.flush(5)
+    assert memory.store.count(u) == 0
+
+
+def test_add_messages_rejects_a_non_iterable(memory: Memory) -> None:
+    with pytest.raises(InvalidTypeError, match="messages"):
+        memory.add_messages(None, user())  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="messages"):
+        memory.add_messages(42, user())  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="wrap a single message"):
+        memory.add_messages({"role": "user", "content": "one"}, user())  # type: ignore[dict-item]
+    with pytest.raises(InvalidTypeError, match="wrap a single message"):
+        memory.add_messages(Message("user", "one"), user())  # type: ignore[arg-type]
+    assert len(memory.buffers) == 0
+
+
+def test_everything_is_archived_and_evicted_messages_are_summarized(memory: Memory) -> None:
+    u = user()
+    said = [f"message {i}: the weather in city{i} was sunny" for i in range(20)]
+    for i, text in enumerate(said):
+        memory.add("user" if i % 2 == 0 else "assistant", text, u, "s")
+    assert memory.flush(10)
+    buffer = memory.buffers.peek(u, "s")
+    assert buffer is not None and len(buffer) == 8
+    assert [m.text for m in buffer.messages] == said[-8:]
+    assert buffer.summary and len(buffer.summaries) >= 1
+    assert memory.store.count(u) == 20
+    stored = contents(memory.store.list(u, limit=100))
+    for i, text in enumerate(said):  # evicted ones too: nothing said is unreachable
+        assert f"{'user' if i % 2 == 0 else 'assistant'}: {text}" in stored
+    assert memory.archiver.pending == 0
+
+
+def test_evicted_message_is_still_found_by_get_context(memory: Memory) -> None:
+    u = user()
+    memory.add("user", "my locker code is zebra-4471", u, "s")
+    for i in range(15):
+        memory.add("assistant", f"filler number {i} about gardening", u, "s")
+    assert memory.flush(10)
+    ctx = memory.get_context("what is my locker code zebra-4471?", u, "s", max_tokens=400)
+    assert "user: my locker code is zebra-4471" in retrieved(ctx)
+
+
+# -- remember, search, forget --------------------------------------------------------
+
+
+def test_remember_search_forget(memory: Memory) -> None:
+    alice, bob = user(), user()
+    fact = memory.remember("Alice is allergic to peanuts", alice, "fact", 0.9)
+    memory.remember("Alice prefers tea over coffee", alice, "preference", 0.6)
+    memory.remember("Bob is allergic to peanuts", bob)
+    hits = memory.search("peanuts allergy", alice, k=5)
+    assert hits and all(h.record.user_id == alice for h in hits)
+    assert hits[0].record.content == "Alice is allergic to peanuts"
+    assert hits[0].record.importance == pytest.approx(0.9)
+    prefs = memory.search("tea", alice, k=5, filters={"memory_type": "preference"})
+    assert [h.record.content for h in prefs] == ["Alice prefers tea over coffee"]
+    keyword = memory.search("peanuts", alice, mode="keyword")
+    assert [h.record.content for h in keyword] == ["Alice is allergic to peanuts"]
+    assert memory.forget(fact, bob) is False  # not bob's
+    assert memory.store.count(alice) == 2
+    assert memory.forget(fact, alice) is True
+    assert memory.forget(fact, alice) is False
+    assert contents(memory.store.list(alice)) == {"Alice prefers tea over coffee"}
+    assert memory.store.count(bob) == 1
+
+
+def test_forget_user_erases_every_tier_of_that_user_only(memory: Memory) -> None:
+    alice, bob = user(), user()
+    for who in (alice, bob):
+        memory.remember(f"{who} likes chess", who)
+        for i in range(12):
+            memory.add("user", f"{who} says thing {i}", who, "s")
+        memory.synopsis(who)
+        assert memory.working is not None
+        memory.working.add(f"{who} is in the working tier", user_id=who)
+    assert memory.flush(10)
+    assert memory.working is not None and memory.working.stats(alice).items == 1
+    deleted = memory.forget_user(alice)
+    assert deleted == 13
+    assert memory.store.count(alice) == 0
+    assert memory.buffers.peek(alice, "s") is None
+    assert memory.working.stats(alice).items == 0
+    assert memory.synopses.cache.get_tiers(alice) == {}
+    assert memory.synopsis(alice).render() == ""
+    assert memory.get_context("chess", alice, "s").items == []
+    assert memory.store.count(bob) == 13 and memory.buffers.peek(bob, "s") is not None
+    assert memory.working.stats(bob).items == 1
+    assert "likes chess" in memory.synopsis(bob).render()
+    assert memory.forget_user(alice) == 0
+
+
+def test_forget_user_drops_queued_messages(tmp_path: Path) -> None:
+    store = FlakyStore(tmp_path / "f.db", dimension=32)
+    m = make_memory(tmp_path, store=store)
+    try:
+        store.failing = True
+        u, other = user(), user()
+        m.add("user", "secret to erase", u)
+        m.add("user", "kept", other)
+        assert wait_until(lambda: m.archiver.failures >= 1)
+        store.failing = False
+        m.forget_user(u)
+        assert m.flush(10)
+        assert m.store.count(u) == 0 and m.store.count(other) == 1
+    finally:
+        m.close()
+
+
+# -- synopsis ----------------------------------------------------------------------
+
+
+def test_synopsis_offline_from_facts_and_invalidated_by_a_new_fact(memory: Memory) -> None:
+    u = user()
+    assert memory.synopsis(u).render() == ""
+    memory.remember("My name is Dana", u, "fact", 0.9)
+    memory.remember("Dana prefers window seats", u, "preference", 0.7)
+    first = memory.synopsis(u)
+    assert first.source == "offline"
+    assert "My name is Dana" in first.identity and "window seats" in first.identity
+    assert memory.synopsis(u) == first  # cached
+    memory.remember("Dana is vegetarian", u, "fact", 0.8)
+    second = memory.synopsis(u)
+    assert "vegetarian" in second.identity
+    regenerated = memory.generate_synopsis(u)
+    assert "vegetarian" in regenerated.identity
+    ctx = memory.get_context("what should I cook?", u)
+    synopsis_items = [i for i in ctx.items if i.section == "synopsis"]
+    assert len(synopsis_items) == 1 and "vegetarian" in synopsis_items[0].content
+
+
+def test_synopsis_disabled(tmp_path: Path) -> None:
+    m = make_memory(tmp_path, {"memory": {"synopsis": {"enabled": False}}})
+    try:
+        u = user()
+        m.remember("a fact", u)
+        with pytest.raises(ConfigError, match="synopsis"):
+            m.synopsis(u)
+        assert all(i.section != "synopsis" for i in m.get_context("fact", u).items)
+    finally:
+        m.close()
+
+
+# -- get_context -------------------------------------------------------------------
+
+
+def test_get_context_sections_items_and_explain(memory: Memory) -> None:
+    u = user()
+    memory.remember("The user's dog is called Biscuit", u, "fact", 0.8)
+    for i in range(12):
+        memory.add("user" if i % 2 == 0 else "assistant", f"chat line {i} on hiking trails", u)
+    assert memory.flush(10)
+    ctx = memory.get_context("what is my dog called?", u, max_tokens=600)
+    assert 0 < ctx.total_tokens <= 600 and ctx.max_tokens == 600 and ctx.tokens == ctx.total_tokens
+    sections = [i.section for i in ctx.items]
+    assert set(sections) == {"synopsis", "summary", "retrieved", "recent"}
+    assert sections == sorted(sections, key=SECTIONS.index)  # the configured order
+    for item in ctx.items:
+        assert item.tokens > 0 and item.source and isinstance(item.score, float)
+    assert {i.source for i in ctx.items if i.section == "recent"} == {"buffer"}
+    assert "The user's dog is called Biscuit" in retrieved(ctx)
+    biscuit = next(i for i in ctx.items if "Biscuit" in i.content and i.section == "retrieved")
+    assert biscuit.source == "store"
+    text = ctx.explain()
+    lines = text.splitlines()
+    assert lines[0] == f"context for 'what is my dog called?': {ctx.total_tokens}/600 tokens"
+    assert lines[1].split() == ["section", "source", "score", "tokens", "content"]
+    assert len(lines) == 2 + len(ctx.items)
+    assert any(ln.startswith("retrieved") and "Biscuit" in ln for ln in lines)
+    # the newest messages close the context, in order
+    tail = [m["content"] for m in ctx.messages[-3:]]
+    assert tail == [f"chat line {i} on hiking trails" for i in (9, 10, 11)]
+
+
+def test_to_anthropic(memory: Memory) -> None:
+    u = user()
+    memory.remember("The user lives in Lisbon", u)
+    memory.add("user", "hi there", u)
+    memory.add("assistant", "hello! how can I help?", u)
+    memory.add("user", "where do I live?", u)
+    ctx = memory.get_context("where do I live?", u, max_tokens=500)
+    system, messages = ctx.to_anthropic()
+    assert system is not None and "Lisbon" in system
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[-1]["content"] in (
+        "where do I live?",
+        [{"type": "text", "text": "where do I live?"}],
+    )
+    assert ctx.to_openai() == ctx.messages and ctx.to_openai() is not ctx.messages
+    assert len(ctx) == len(ctx.messages)
+
+
+def test_context_for_an_unknown_user_is_empty(memory: Memory) -> None:
+    ctx = memory.get_context("anything at all?", user(), "nosuch", max_tokens=100)
+    assert ctx.messages == [] and ctx.items == [] and ctx.total_tokens == 0
+
+
+def test_dedupe_same_fact_twice_and_recent_not_repeated(memory: Memory) -> None:
+    u = user()
+    first = memory.remember("The wifi password is kangaroo", u)
+    assert memory.remember("The wifi password is kangaroo", u) == first
+    memory.remember("the WIFI password is kangaroo!", u)  # same words: a near duplicate
+    memory.add("user", "what is the wifi password kangaroo?", u, "s")
+    assert memory.flush(10)
+    ctx = memory.get_context("wifi password kangaroo", u, "s", max_tokens=1000)
+    texts = retrieved(ctx)
+    assert sum("password is kangaroo" in t.lower() for t in texts) == 1
+    recent = [i.content for i in ctx.items if i.section == "recent"]
+    assert recent == ["what is the wifi password kangaroo?"]
+    assert not any("what is the wifi password" in t for t in texts)
+
+
+def test_temporal_cue_prefers_memories_of_the_named_date(memory: Memory) -> None:
+    u = user()
+    friends = ["Anna", "Ben", "Cleo", "Dan"]
+    for month, friend in zip((3, 5, 8, 10), friends, strict=True):
+        when = datetime(2023, month, 8, 12, tzinfo=timezone.utc)
+        text = f"We went to the lake for a picnic with {friend}"
+        memory.add("user", text, u, f"trip-{friend}", timestamp=when)
+        memory.end_session(u, f"trip-{friend}")  # nothing recent: only retrieved memories
+    assert memory.flush(10)
+
+    def best(question: str) -> str:
+        ctx = memory.get_context(question, u, max_tokens=2000)
+        items = [it for it in ctx.items if it.section == "retrieved"]
+        assert len(items) == 4
+        return max(items, key=lambda it: it.score).content.rsplit(" ", 1)[-1]
+
+    assert best("Where did we go for a picnic?") == "Dan"  # no date: the newest
+    assert best("Where did we go on 8 May 2023?") == "Ben"
+    assert best("Where did we go on March 8?") == "Anna"  # no year: the memories' years
+    assert best("Where did we go in August?") == "Cleo"
+    assert best("Where did we go in October 2023?") == "Dan"
+    assert best("Where did we go on 8 May 2019?") == "Dan"  # a date with no memories
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    budget=st.integers(50, 3000),
+    history=st.lists(
+        st.tuples(
+            st.sampled_from(["user", "assistant", "system"]),
+            st.text(min_size=1, max_size=400).filter(lambda s: "\x00" not in s),
+        ),
+        max_size=30,
+    ),
+    facts=st.lists(
+        st.text(min_size=1, max_size=300).filter(lambda s: s.strip() and "\x00" not in s),
+        max_size=6,
+    ),
+    query=st.text(max_size=200),
+)
+def test_get_context_never_exceeds_the_budget(
+    shared_memory: Memory, budget: int, history: list[tuple[str, str]], facts: list[str], query: str
+) -> None:
+    u = user()
+    for fact in facts:
+        shared_memory.remember(fact, u)
+    for role, text in history:
+        shared_memory.add(role, text, u, "s")
+    ctx = shared_memory.get_context(query, u, "s", max_tokens=budget)
+    counter = shared_memory.token_counter
+    recount = sum(counter.count_message(Message.from_openai(m)) for m in ctx.messages)
+    recount += 3 if ctx.messages else 0
+    assert ctx.total_tokens == recount <= budget
+    assert all(i.section in SECTIONS and i.tokens > 0 for i in ctx.items)
+    assert sum(i.tokens for i in ctx.items if i.section == "recent") <= budget
+
+
+@pytest.fixture(scope="module")
+def shared_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    m = make_memory(tmp_path_factory.mktemp("shared"))
+    yield m
+    m.close()
+
+
+def test_huge_message_does_not_break_the_budget(memory: Memory) -> None:
+    u = user()
+    memory.add("user", "word " * 20_000, u)
+    memory.add("user", "short question?", u)
+    ctx = memory.get_context("word", u, max_tokens=200)
+    assert ctx.total_tokens <= 200
+    assert [i.content for i in ctx.items if i.section == "recent"] == ["short question?"]
+
+
+# -- retention ---------------------------------------------------------------------
+
+
+def test_session_retention_writes_nothing_to_the_store(tmp_path: Path) -> None:
+    m = make_memory(
+        tmp_path, {"memory": {"retention": "session", "buffer": {"size": 4, "summary_batch": 2}}}
+    )
+    try:
+        u = user()
+        m.add("user", "my bike is a red Bianchi", u, "s")
+        for i in range(8):
+            m.add("assistant", f"noted item {i}", u, "s")
+        assert m.flush(10)
+        assert m.store.count(u) == 0
+        assert m.working is not None and m.working.stats(u).items == 9
+        ctx = m.get_context("what bike is red Bianchi", u, "s", max_tokens=500)
+        assert "user: my bike is a red Bianchi" in retrieved(ctx)
+        found = {i.source for i in ctx.items if i.section == "retrieved" and "Bianchi" in i.content}
+        assert found == {"working"}
+        m.end_run()  # session retention: a run's end changes nothing
+        assert len(m.buffers) == 1
+    finally:
+        m.close()
+
+
+def test_single_run_retention_clears_at_end_run(tmp_path: Path) -> None:
+    m = make_memory(tmp_path, {"memory": {"retention": "single_run"}})
+    try:
+        u = user()
+        m.add("user", "temporary note about apples", u, "s")
+        assert m.flush(10)
+        assert m.working is not None and m.working.stats(u).items == 1
+        m.end_run()
+        assert len(m.buffers) == 0 and m.working.stats(u).items == 0
+        assert m.get_context("apples", u, "s").items == []
+        assert m.store.count(u) == 0
+    finally:
+        m.close()
+
+
+def test_persistent_memory_survives_a_restart(tmp_path: Path) -> None:
+    u = user()
+    with make_memory(tmp_path) as first:
+        first.add("user", "the spare key is under the blue pot", u)
+        first.remember("User's name is Ola", u)
+    with make_memory(tmp_path) as second:
+        assert second.store.count(u) == 2
+        ctx = second.get_context("where is the spare key blue pot?", u, max_tokens=500)
+        assert "user: the spare key is under the blue pot" in retrieved(ctx)
+
+
+# -- async twins -------------------------------------------------------------------
+
+
+async def test_async_twins(memory: Memory) -> None:
+    u = user()
+    msg = await memory.aadd("user", "async hello about sailing", u, "s")
+    assert msg.text == "async hello about sailing"
+    added = await memory.aadd_messages([{"role": "assistant", "content": "sailing is fun"}], u, "s")
+    assert len(added) == 1
+    fact = await memory.aremember("The user owns a sailboat named Wren", u)
+    hits = await memory.asearch("sailboat Wren", u, k=3)
+    assert hits[0].record.content == "The user owns a sailboat named Wren"
+    ctx, other = await asyncio.gather(
+        memory.aget_context("sailboat name?", u, "s", 300),
+        memory.aget_context("sailboat name?", user(), "s", 300),
+    )
+    assert "The user owns a sailboat named Wren" in retrieved(ctx)
+    assert other.items == []
+    assert await memory.aflush(10)
+    assert await memory.aforget(fact, u) is True
+    assert await memory.aforget_user(u) == 2
+    assert memory.store.count(u) == 0
+    await memory.aclose()
+    with pytest.raises(RuntimeError, match="closed"):
+        await memory.aadd("user", "late", u)
+
+
+# -- lifecycle ---------------------------------------------------------------------
+
+
+def _ours() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith(THREAD_PREFIXES)}
+
+
+def test_close_leaves_no_threads_and_refuses_work(tmp_path: Path) -> None:
+    before = _ours()
+    m = make_memory(tmp_path)
+    u = user()
+    for i in range(20):
+        m.add("user", f"line {i}", u)
+    m.get_context("line", u)
+    assert _ours() - before  # archiver and working-memory cleanup threads run
+    m.close()
+    assert wait_until(lambda: not (_ours() - before), 5)
+    assert SQLiteStore(tmp_path / "memory.db", dimension=32).count(u) == 20  # close archived all
+    m.close()  # idempotent
+    for call in (
+        lambda: m.add("user", "x", u),
+        lambda: m.remember("x", u),
+        lambda: m.search("x", u),
+        lambda: m.get_context("x", u),
+        lambda: m.forget_user(u),
+        lambda: m.synopsis(u),
+    ):
+        with pytest.raises(RuntimeError, match="closed"):
+            call()
+
+
+def test_closes_the_redis_connection(tmp_path: Path) -> None:
+    name = f"tiermem-test-{uuid.uuid4().hex[:8]}"
+    url = f"redis://127.0.0.1:6379/0?client_name={name}"
+    m = make_memory(
+        tmp_path,
+        {"memory": {"synopsis": {"backend": "redis", "redis_url": url, "namespace": name}}},
+    )
+    admin = redis.Redis(host="127.0.0.1", port=6379, decode_responses=True)
+
+    def connected() -> int:
+        return sum(c.get("name") == name for c in admin.client_list())
+
+    m.synopsis(user())
+    assert connected() >= 1
+    m.close()
+    assert wait_until(lambda: connected() == 0, 3)
+    admin.close()
+
+
+# -- bad input ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad_user", [None, "", "   ", 7, b"u"])
+def test_missing_user_is_refused_everywhere(memory: Memory, bad_user: Any) -> None:
+    for call in (
+        lambda: memory.add("user", "x", bad_user),
+        lambda: memory.add_messages([{"role": "user", "content": "x"}], bad_user),
+        lambda: memory.remember("x", bad_user),
+        lambda: memory.search("x", bad_user),
+        lambda: memory.get_context("x", bad_user),
+        lambda: memory.synopsis(bad_user),
+        lambda: memory.forget(str(uuid.uuid4()), bad_user),
+        lambda: memory.forget_user(bad_user),
+    ):
+        with pytest.raises(MissingUserError):
+            call()
+    assert len(memory.buffers) == 0
+
+
+def test_bad_input_is_refused_and_changes_nothing(memory: Memory) -> None:
+    u = user()
+    with pytest.raises(InvalidRoleError):
+        memory.add("robot", "x", u)
+    with pytest.raises(InvalidTypeError):
+        memory.add("user", 3.5, u)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError):
+        memory.add("user", "x", u, session_id=5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError):
+        memory.add("user", "x", u, metadata="meta")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="NUL"):
+        memory.add("user", "nul \x00 inside", u)
+    with pytest.raises(InvalidTypeError):
+        memory.get_context(42, u)  # type: ignore[arg-type]
+    for budget in (0, -5, True, 2.5, "100"):
+        with pytest.raises(InvalidSizeError):
+            memory.get_context("x", u, max_tokens=budget)  # type: ignore[arg-type]
+    for memory_type in ("nonsense", None, 3):
+        with pytest.raises(InputError):
+            memory.remember("x", u, memory_type)  # type: ignore[arg-type]
+    for importance in (-0.1, 1.5, "high"):
+        with pytest.raises(InputError):
+            memory.remember("x", u, "fact", importance)  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        memory.remember("   ", u)
+    with pytest.raises(InputError):
+        memory.search("x", u, k=0)
+    with pytest.raises(InputError):
+        memory.forget("not-a-uuid", u)
+    assert memory.flush(5)
+    assert memory.store.count(u) == 0
+    assert all(len(memory.buffers.peek(*key) or []) == 0 for key in memory.buffers)
+
+
+def test_bad_message_does_not_block_other_users_archive(memory: Memory) -> None:
+    """A message the store would refuse is refused at add(), never queued forever."""
+    u, other = user(), user()
+    with pytest.raises(ContentTooLargeError, match="content"):
+        memory.add("user", "x" * 1_000_001, u)  # more than the store holds
+    with pytest.raises(ContentTooLargeError, match="content"):
+        memory.add("user", "y" * 250_000, u)  # more than the embedder takes
+    with pytest.raises(InputError, match=r"messages\[1\].*NUL"):
+        memory.add_messages([Message("user", "fine"), Message("user", "a \x00 b")], u)
+    assert memory.buffers.peek(u) is None or len(memory.buffers.peek(u) or []) == 0
+    memory.add("user", "a normal message", other)
+    assert memory.flush(5)
+    assert memory.store.count(other) == 1 and memory.archiver.failures == 0
+
+
+# -- a store that fails --------------------------------------------------------------
+
+
+class FlakyStore(SQLiteStore):
+    """A real SQLite store whose writes fail while ``failing`` is set."""
+
+    failing = False
+
+    def batch(self, ops: Iterable[Any]) -> list[Any]:
+        ops = list(ops)
+        if self.failing and any(isinstance(op, AddOp) for op in ops):
+            raise sqlite3.OperationalError("disk I/O error (on purpose)")
+        return super().batch(ops)
+
+
+def test_failing_store_keeps_messages_pending_and_retries(tmp_path: Path) -> None:
+    store = FlakyStore(tmp_path / "flaky.db", dimension=32)
+    m = make_memory(tmp_path, store=store)
+    try:
+        m.archiver.retry_backoff = 0.05
+        store.failing = True
+        u = user()
+        for i in range(12):
+            m.add("user", f"precious message {i}", u, "s")
+        assert wait_until(lambda: m.archiver.failures >= 2)
+        assert m.archiver.pending == 12 and m.store.count(u) == 0
+        assert m.flush(0.3) is False
+        assert "on purpose" in str(m.archiver.last_error)
+        ctx = m.get_context("precious", u, "s", max_tokens=300)  # reads still work
+        assert [i.section for i in ctx.items].count("recent") > 0
+        store.failing = False
+        assert m.flush(10)
+        assert m.archiver.pending == 0
+        assert contents(m.store.list(u)) == {f"user: precious message {i}" for i in range(12)}
+    finally:
+        m.close()
+
+
+def test_read_only_database_then_writable_again(tmp_path: Path) -> None:
+    path = tmp_path / "ro" / "memory.db"
+    path.parent.mkdir()
+    SQLiteStore(path, dimension=32).close()  # create the schema
+    store = SQLiteStore(path, dimension=32)
+    m = Memory(str(path), config=SMALL_BUFFER, embedder=HashEmbedder(32), store=store)
+    try:
+        m.archiver.retry_backoff = 0.05
+        # file modes do not stop root, so make the connection itself read-only
+        store._conn.execute("PRAGMA query_only=ON")  # the engine refuses every write
+        u = user()
+        m.add("user", "written later", u)
+        assert wait_until(lambda: m.archiver.failures >= 1)
+        assert m.archiver.pending == 1
+        store._conn.execute("PRAGMA query_only=OFF")
+        assert m.flush(10)
+        assert m.store.count(u) == 1
+    finally:
+        m.close()
+
+
+# -- configuration -----------------------------------------------------------------
+
+
+def test_from_config_dict_yaml_text_and_path(tmp_path: Path) -> None:
+    db = tmp_path / "cfg.db"
+    yaml_text = (
+        f"memory:\n  buffer:\n    size: 5\n    summary_batch: 2\n  persistent:\n    path: {db}\n"
+    )
+    path = tmp_path / "tiermem.yaml"
+    path.write_text(yaml_text)
+    data = {"memory": {"buffer": {"size": 5, "summary_batch": 2}, "persistent": {"path": str(db)}}}
+    u = user()
+    for source in (data, yaml_text, str(path), path):
+        with Memory.from_config(source, embedder=HashEmbedder(32)) as m:
+            assert m.config.memory.buffer.size == 5
+            assert isinstance(m.store, SQLiteStore) and m.store.path == str(db)
+            m.add("user", f"via {type(source).__name__}", u)
+    with Memory.from_config(data, embedder=HashEmbedder(32)) as m:
+        assert m.store.count(u) == 3  # dict, str (text and path: same message), PosixPath
+    with pytest.raises(ConfigError, match=r"memory\.buffer\.size"):
+        Memory.from_config({"memory": {"buffer": {"size": 0}}})
+    with pytest.raises(ConfigError, match="retention"):
+        Memory.from_config({"memory": {"retention": "forever"}})
+    assert isinstance(
+        Memory(config=TiermemConfig.load(data), embedder=HashEmbedder(32)).config, TiermemConfig
+    )
+
+
+def test_from_config_postgresql(tmp_path: Path) -> None:
+    from tiermem.stores.postgres import PostgresStore
+
+    url = pg_url()
+    config = {
+        "memory": {
+            "persistent": {"provider": "postgresql", "connection_string": "${TIERMEM_PG}"},
+            "buffer": {"size": 4, "summary_batch": 2},
+        }
+    }
+    os.environ["TIERMEM_PG"] = url
+    try:
+        m = Memory.from_config(config, embedder=HashEmbedder(24))
+    finally:
+        del os.environ["TIERMEM_PG"]
+    try:
+        assert isinstance(m.store, PostgresStore) and m.store.table == "memories_24"
+        u = user()
+        for i in range(6):
+            m.add("user", f"postgres line {i} about kayaks", u, "s")
+        m.remember("The user paddles a green kayak", u, "fact", 0.9)
+        assert m.flush(10)
+        assert m.store.count(u) == 7
+        ctx = m.get_context("green kayak", u, "s", max_tokens=500)
+        assert "The user paddles a green kayak" in retrieved(ctx)
+        assert "green kayak" in m.synopsis(u).identity
+        assert m.forget_user(u) == 7 and m.store.count(u) == 0
+    finally:
+        m.close()
+
+
+def test_redis_synopsis_backend(tmp_path: Path) -> None:
+    namespace = f"tiermem-test-{uuid.uuid4().hex[:8]}"
+    config = {"memory": {"synopsis": {"backend": "redis", "redis_url": "redis://127.0.0.1:6379/0",
+                                      "namespace": namespace, "context_ttl": 60}}}  # fmt: skip
+    admin = redis.Redis(host="127.0.0.1", port=6379, decode_responses=True)
+    m = make_memory(tmp_path, config)
+    try:
+        u = user()
+        m.remember("The user's name is Ines", u, "fact", 0.9)
+        assert "Ines" in m.synopsis(u).identity
+        identity, context = f"{namespace}:identity:{u}", f"{namespace}:context:{u}"
+        assert admin.exists(identity) and admin.exists(context)
+        assert 0 < admin.pttl(context) <= 60_000
+        assert "Ines" in admin.get(identity)  # type: ignore[operator]
+        m.remember("Ines prefers aisle seats", u, "preference")
+        assert not admin.exists(identity) and admin.exists(context)  # only identity went stale
+        assert "aisle seats" in m.synopsis(u).identity
+        m.forget_user(u)
+        assert not admin.exists(identity) and not admin.exists(context)
+    finally:
+        m.close()
+        for key in admin.scan_iter(f"{namespace}:*"):
+            admin.delete(key)
+        admin.close()
+
+
+# -- meaning (real model) ----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_remembered_fact_is_retrieved_for_a_related_question(tmp_path: Path) -> None:
+    m = make_memory(tmp_path, embedder=minilm())
+    try:
+        u = user()
+        facts = [
+            "I am allergic to peanuts",
+            "My sister lives in Toronto",
+            "I drive a 2015 Honda Civic",
+            "My favourite band is Radiohead",
+            "I work as a nurse on night shifts",
+            "I have two cats named Miso and Tofu",
+        ]
+        for fact in facts:
+            m.remember(fact, u)
+        for i in range(10):
+            m.add(
+                "user" if i % 2 == 0 else "assistant", f"Let's plan the garden, step {i}.", u, "s"
+            )
+        assert m.flush(30)
+        ctx = m.get_context("Which foods should the cook avoid in my meal?", u, "s", max_tokens=300)
+        ranked = sorted((i for i in ctx.items if i.section == "retrieved"), key=lambda i: -i.score)
+        assert ranked[0].content == "I am allergic to peanuts"
+        pets = m.get_context("What are my pets called?", u, "s", max_tokens=300)
+        assert "I have two cats named Miso and Tofu" in retrieved(pets)
+        hits = m.search("what car do I have", u, k=1, mode="vector")
+        assert hits[0].record.content == "I drive a 2015 Honda Civic"
+    finally:
+        m.close()
+
+
+@pytest.mark.slow
+def test_default_memory_with_minilm_end_to_end(tmp_path: Path) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    with Memory(str(tmp_path / "default.db")) as m:  # the real default embedder
+        u = user()
+        assert m.embedder.dimension == 384
+        m.add("user", "I just moved to Porto and love the river views", u, "s")
+        m.add("assistant", "Porto is lovely!", u, "s")
+        m.remember("The user speaks Portuguese and English", u, "fact", 0.8)
+        assert m.flush(30)
+        ctx = m.get_context("Which languages do I know?", u, "s", max_tokens=300)
+        assert "The user speaks Portuguese and English" in retrieved(ctx)
+        assert m.store.count(u) == 3
+
+
+def test_a_given_store_is_shared_and_left_open(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "shared.db", embedder=HashEmbedder(32))
+    first, second = make_memory(tmp_path, store=store), make_memory(tmp_path, store=store)
+    u = user()
+    first.add("user", "said to the first", u)
+    first.close()
+    second.remember("known to the second", u)
+    assert second.store.count(u) == 2
+    second.close()
+    assert store.count(u) == 2  # still open: the caller owns it
+    store.close()
+
+
+def test_a_given_store_without_embedder_uses_the_memory_embedder(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "bare.db", dimension=32)  # no embedder of its own
+    with make_memory(tmp_path, store=store) as m:
+        u = user()
+        m.remember("The user collects vintage stamps", u)
+        m.add("user", "I found a rare stamp today", u)
+        assert m.flush(10)
+        for mode in ("hybrid", "vector", "keyword"):
+            hits = m.search("vintage stamps", u, k=5, mode=mode)
+            assert hits[0].record.content == "The user collects vintage stamps", mode
+        with pytest.raises(InvalidTypeError, match="query"):
+            m.search(None, u)  # type: ignore[arg-type]
+        with pytest.raises(InputError, match="content"):
+            m.remember("", u)
+        assert "The user collects vintage stamps" in retrieved(m.get_context("stamps", u))
+    store.close()
+
+
+def test_a_store_of_another_dimension_is_refused_before_anything_is_added(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "narrow.db", dimension=8)
+    m = make_memory(tmp_path, store=store)  # a 32-dimensional embedder
+    u = user()
+    with pytest.raises(DimensionMismatchError, match="8"):
+        m.add("user", "never queued", u)
+    assert len(m.buffers) == 0 and store.count(u) == 0
+    with pytest.raises(DimensionMismatchError):
+        m.remember("a fact", u)
+    m.close()
+    store.close()
+
+
+def test_add_never_waits_on_the_embedder(tmp_path: Path) -> None:
+    slow = SlowEmbedder(delay=5.0, dimension=32)
+    m = make_memory(tmp_path, embedder=slow)
+    try:
+        u = user()
+        start = time.perf_counter()
+        for i in range(30):
+            m.add("user", f"quick {i}", u, "s")
+        assert time.perf_counter() - start < 1.0
+        assert m.archiver.pending == 30
+    finally:
+        slow.release.set()
+        m.close()
+
+
+def test_concurrent_writers_lose_nothing(memory: Memory) -> None:
+    users = [user() for _ in range(3)]
+
+    def write(who: str, session: str) -> None:
+        for i in range(25):
+            memory.add("user", f"{who} {session} line {i}", who, session)
+            if i % 10 == 0:
+                memory.get_context("line", who, session, max_tokens=200)
+
+    threads = [
+        threading.Thread(target=write, args=(who, f"s{j}")) for who in users for j in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert memory.flush(20)
+    for who in users:
+        assert memory.store.count(who) == 50
+        assert all(c.startswith(f"user: {who} ") for c in contents(memory.store.list(who)))

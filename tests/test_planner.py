@@ -1,0 +1,388 @@
+"""QueryPlanner: ranking cues, budget shares and order, deduplication, never over budget."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tiermem.config import PlannerConfig
+from tiermem.errors import InvalidSizeError
+from tiermem.messages import Message
+from tiermem.planner import (
+    RETRIEVED_HEADER,
+    SECTIONS,
+    SYNOPSIS_HEADER,
+    Candidate,
+    Context,
+    QueryPlanner,
+    candidate_key,
+)
+from tiermem.tokens import get_token_counter
+
+COUNTER = get_token_counter()
+DAY = datetime(2023, 5, 8, 12, tzinfo=timezone.utc)
+
+
+def planner(**settings_: object) -> QueryPlanner:
+    return QueryPlanner(PlannerConfig(**settings_), counter=COUNTER)  # type: ignore[arg-type]
+
+
+def cand(
+    content: str, similarity: float | None = 0.5, source: str = "store", **fields: Any
+) -> Candidate:
+    return Candidate(content, source, similarity, key=candidate_key(content), **fields)
+
+
+def recount(ctx: Context) -> int:
+    total = sum(COUNTER.count_message(Message.from_openai(m)) for m in ctx.messages)
+    return total + (3 if ctx.messages else 0)
+
+
+def section_tokens(ctx: Context, section: str) -> int:
+    return sum(i.tokens for i in ctx.items if i.section == section)
+
+
+# -- plan: inputs ------------------------------------------------------------------
+
+
+def test_nothing_to_plan_is_an_empty_context() -> None:
+    ctx = planner().plan("anything", max_tokens=100)
+    assert (ctx.messages, ctx.items, ctx.total_tokens, ctx.max_tokens) == ([], [], 0, 100)
+    assert ctx.explain().splitlines()[0] == "context for 'anything': 0/100 tokens"
+
+
+@pytest.mark.parametrize("budget", [0, -1, True, False, 2.5, "100"])
+def test_bad_budget(budget: object) -> None:
+    with pytest.raises(InvalidSizeError, match="max_tokens"):
+        planner().plan("q", max_tokens=budget)  # type: ignore[arg-type]
+
+
+def test_default_budget_comes_from_the_settings() -> None:
+    assert planner().plan("q").max_tokens == 4000
+    assert planner(max_tokens=77).plan("q").max_tokens == 77
+
+
+# -- sections: order and shares --------------------------------------------------------
+
+
+def full_plan(p: QueryPlanner, budget: int = 1000) -> Context:
+    recent = [Message("user", "hello there"), Message("assistant", "hi, how can I help?")]
+    return p.plan(
+        "the cat",
+        max_tokens=budget,
+        recent=recent,
+        candidates=[cand("the cat is called Tom", 0.9, timestamp=DAY)],
+        summary="we talked about pets",
+        synopsis="Name: Ana",
+    )
+
+
+def test_default_order_and_rendering() -> None:
+    ctx = full_plan(planner())
+    assert [i.section for i in ctx.items] == [
+        "synopsis",
+        "summary",
+        "retrieved",
+        "recent",
+        "recent",
+    ]
+    assert ctx.messages[0] == {"role": "system", "content": f"{SYNOPSIS_HEADER}\nName: Ana"}
+    assert ctx.messages[1] == {
+        "role": "system",
+        "content": "Previous conversation summary: we talked about pets",
+    }
+    assert ctx.messages[2]["content"] == f"{RETRIEVED_HEADER}\n[8 May 2023]\nthe cat is called Tom"
+    assert ctx.messages[3:] == [
+        {"role": "user", "content": "hello there"},
+        {"role": "assistant", "content": "hi, how can I help?"},
+    ]
+    assert ctx.total_tokens == recount(ctx)
+
+
+def test_configured_order() -> None:
+    ctx = full_plan(planner(order=["recent", "retrieved", "synopsis", "summary"]))
+    assert [i.section for i in ctx.items] == [
+        "recent",
+        "recent",
+        "retrieved",
+        "synopsis",
+        "summary",
+    ]
+    assert ctx.messages[0]["content"] == "hello there"
+
+
+def test_items_say_section_source_score_and_tokens() -> None:
+    ctx = full_plan(planner())
+    for item in ctx.items:
+        assert item.section in SECTIONS and item.tokens > 0
+    recent = [i for i in ctx.items if i.section == "recent"]
+    assert {(i.source, i.score) for i in recent} == {("buffer", 1.0)}
+    assert recent[0].tokens == COUNTER.count_message(Message("user", "hello there"))
+    (found,) = [i for i in ctx.items if i.section == "retrieved"]
+    assert found.source == "store" and 0 < found.score <= 1 and found.timestamp == DAY
+    # a line's tokens: its text, its newline, and its date header (first of its date)
+    assert (
+        found.tokens
+        == COUNTER.count("the cat is called Tom") + 1 + COUNTER.count("[8 May 2023]") + 1
+    )
+
+
+def test_a_summary_or_synopsis_over_its_share_is_dropped_not_cut() -> None:
+    long = "word " * 200  # about 200 tokens
+    ctx = planner().plan("q", max_tokens=1000, summary=long, synopsis=long)
+    assert ctx.items == []  # each share is 10 %: 100 tokens
+    ctx = planner(shares={"summary": 0.5, "synopsis": 0.05}).plan(
+        "q", max_tokens=1000, summary=long, synopsis=long
+    )
+    assert [i.section for i in ctx.items] == ["summary"]
+    assert ctx.items[0].content == long  # whole, never truncated
+
+
+def test_recent_share_keeps_the_newest_whole_messages() -> None:
+    recent = [Message("user", f"message {i} " + "pad " * 20) for i in range(30)]
+    ctx = planner().plan("q", max_tokens=500, recent=recent)
+    kept = [i.content for i in ctx.items if i.section == "recent"]
+    assert kept and kept == [m.text for m in recent[-len(kept) :]]
+    assert section_tokens(ctx, "recent") <= 500 * 0.2
+    assert len(kept) < 30
+
+
+def test_recent_never_separates_a_tool_call_from_its_result() -> None:
+    call = Message(
+        "assistant",
+        None,
+        tool_calls=[{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    )
+    result = Message("tool", "x " * 30, tool_call_id="c1")
+    last = Message("assistant", "done")
+    for budget in range(20, 400, 7):
+        ctx = planner(shares={"recent": 1.0}).plan(
+            "q", max_tokens=budget, recent=[call, result, last]
+        )
+        roles = [m["role"] for m in ctx.messages]
+        assert roles in ([], ["assistant"], ["assistant", "tool", "assistant"]), (budget, roles)
+
+
+def test_retrieved_share_caps_the_memories() -> None:
+    candidates = [
+        cand(f"memory number {i} about gardens and roses", 0.5 + i / 100) for i in range(50)
+    ]
+    ctx = planner(shares={"retrieved": 0.25}).plan(
+        "gardens", max_tokens=1000, candidates=candidates
+    )
+    assert 0 < recount(ctx) <= 250 + 3
+
+
+def test_retrieved_memories_are_rendered_in_time_order_under_their_dates() -> None:
+    candidates = [
+        cand("later thing", 0.9, timestamp=DAY + timedelta(days=30)),
+        cand("earlier thing", 0.8, timestamp=DAY),
+        cand("same day thing", 0.7, timestamp=DAY + timedelta(hours=2)),
+        cand("undated thing", 0.6),
+    ]
+    ctx = planner().plan("thing", max_tokens=1000, candidates=candidates)
+    assert ctx.messages[0]["content"].splitlines() == [
+        RETRIEVED_HEADER,
+        "[undated]",
+        "undated thing",
+        "[8 May 2023]",
+        "earlier thing",
+        "same day thing",
+        "[7 June 2023]",
+        "later thing",
+    ]
+    scores = [i.score for i in ctx.items]
+    assert scores == sorted(scores, reverse=True)  # items list the best first
+
+
+# -- deduplication -----------------------------------------------------------------
+
+
+def test_same_content_and_near_duplicates_appear_once() -> None:
+    candidates = [
+        cand("The wifi password is kangaroo", 0.9, source="store"),
+        cand("the WIFI password is kangaroo!", 0.8, source="working"),
+        cand("The wifi password is kangaroo.", 0.7, source="buffer"),
+        cand("kangaroo is the wifi password", 0.6),  # same words, other order
+        cand("The guest wifi password is wallaby", 0.5),
+    ]
+    ctx = planner().plan("wifi", max_tokens=1000, candidates=candidates)
+    texts = sorted(i.content for i in ctx.items)
+    assert texts == ["The guest wifi password is wallaby", "The wifi password is kangaroo"]
+    strict = planner(near_duplicate=1.0).plan("wifi", max_tokens=1000, candidates=candidates)
+    assert len(strict.items) == len(ctx.items)  # identical word sets are still one
+
+
+def test_near_duplicate_threshold() -> None:
+    base = " ".join(f"w{i}" for i in range(20))
+    variant = base + " extra"  # Jaccard 20/21 = 0.95
+    candidates = [cand(base, 0.9), cand(variant, 0.8)]
+    assert (
+        len(planner(near_duplicate=0.9).plan("w1", max_tokens=2000, candidates=candidates).items)
+        == 1
+    )
+    assert (
+        len(planner(near_duplicate=0.99).plan("w1", max_tokens=2000, candidates=candidates).items)
+        == 2
+    )
+
+
+def test_recent_messages_are_not_repeated_as_memories() -> None:
+    recent = [Message("user", "I love sailing", name="Ana")]
+    candidates = [
+        cand("I love sailing", 0.9),
+        cand("Ana: I love sailing", 0.9),
+        cand("user: I love sailing", 0.9),  # another speaker form: the role
+        cand("Ana loves the sea", 0.5),
+    ]
+    ctx = planner().plan("sailing", max_tokens=1000, recent=recent, candidates=candidates)
+    retrieved = [i.content for i in ctx.items if i.section == "retrieved"]
+    assert "Ana loves the sea" in retrieved
+    assert "I love sailing" not in retrieved and "Ana: I love sailing" not in retrieved
+
+
+# -- relevance cues ----------------------------------------------------------------
+
+
+def relevance(query: str, candidates: list[Candidate], **settings_: object) -> list[float]:
+    planner(**settings_).rank_relevance(query, candidates)
+    return [c.relevance for c in candidates]
+
+
+def test_relevance_is_scaled_to_the_best() -> None:
+    values = relevance("q", [cand("a", 0.9), cand("b", 0.5), cand("c", 0.1), cand("d", None)])
+    assert values[0] == 1.0 and all(0.0 <= v <= 1.0 for v in values)
+    assert values[0] > values[1] >= values[2] and values[3] == 0.0
+    assert relevance("q", []) == []
+
+
+def test_keyword_evidence_adds_to_the_vector_score() -> None:
+    plain, with_keyword = cand("a", 0.6), cand("b", 0.6, keyword=5.0)
+    others = [cand(f"x{i}", 0.2, keyword=0.1) for i in range(4)]
+    values = relevance("q", [plain, with_keyword, *others])
+    assert values[1] > values[0]
+
+
+def test_session_cue_lifts_memories_of_a_relevant_conversation() -> None:
+    on_topic = [cand(f"talk {i}", 0.9, session_id="hiking") for i in range(3)]
+    a = cand("a line of the hiking talk", 0.4, session_id="hiking")
+    b = cand("a line of another talk", 0.4, session_id="cooking")
+    filler = [cand(f"cook {i}", 0.1, session_id="cooking") for i in range(3)]
+    relevance("q", [*on_topic, a, b, *filler])
+    assert a.relevance > b.relevance
+    relevance("q", [*on_topic, a, b, *filler], weights={"session": 0.0})
+    assert a.relevance == b.relevance
+
+
+def test_neighbour_cue_lifts_the_message_next_to_a_match() -> None:
+    question = cand("Ana: what did you name the puppy?", 0.9, message_id="m1")
+    answer = cand("Ben: we called him Rex", 0.0, message_id="m2", previous_id="m1")
+    unrelated = cand("Ben: the weather is nice", 0.0, message_id="m9")
+    values = relevance("puppy name", [question, answer, unrelated, cand("x", 0.1)])
+    assert values[1] >= 0.5 * values[0] > values[2]
+    values = relevance(
+        "puppy name", [question, answer, unrelated, cand("x", 0.1)], weights={"neighbour": 0.0}
+    )
+    assert values[1] == values[2]
+
+
+def test_temporal_cue_lifts_memories_in_the_named_time() -> None:
+    may = cand("we went to the lake", 0.5, timestamp=DAY)
+    august = cand("we went to the beach", 0.5, timestamp=DAY + timedelta(days=90))
+    relevance("what did we do on 8 May 2023?", [may, august])
+    assert may.relevance > august.relevance
+    relevance("what did we do in August?", [may, august])
+    assert august.relevance > may.relevance
+    relevance("what did we do?", [may, august])
+    assert may.relevance == august.relevance
+    relevance("what did we do on 8 May 2023?", [may, august], weights={"temporal": 0.0})
+    assert may.relevance == august.relevance
+
+
+def test_score_blends_relevance_recency_and_importance() -> None:
+    p = planner()
+    old = cand("old", timestamp=DAY, importance=0.5)
+    new = cand("new", timestamp=DAY + timedelta(days=30), importance=0.5)
+    old.relevance = new.relevance = 1.0
+    newest = DAY + timedelta(days=30)
+    assert p.score(new, newest) > p.score(old, newest)
+    w = p.settings.weights
+    expected = (w.similarity + w.recency * 0.5 + w.importance * 0.5) / (
+        w.similarity + w.recency + w.importance
+    )
+    assert p.score(old, newest) == pytest.approx(expected)  # 30 days = one half-life
+    important = cand("important", importance=1.0)
+    important.relevance = 0.0
+    assert p.score(important, None) == pytest.approx(
+        w.importance / (w.similarity + w.recency + w.importance)
+    )
+
+
+def test_the_best_memories_fill_a_small_budget() -> None:
+    candidates = [cand(f"filler memory number {i}", 0.1) for i in range(30)]
+    candidates.append(cand("the one that matters", 0.99))
+    ctx = planner().plan("q", max_tokens=40, candidates=candidates)
+    assert "the one that matters" in [i.content for i in ctx.items]
+    assert ctx.total_tokens <= 40
+
+
+# -- never over budget -------------------------------------------------------------
+
+texts = st.text(min_size=1, max_size=300)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    budget=st.integers(1, 2500),
+    recent=st.lists(
+        st.tuples(st.sampled_from(["user", "assistant", "system"]), texts), max_size=12
+    ),
+    memories=st.lists(
+        st.tuples(
+            texts,
+            st.none() | st.floats(-1, 1),
+            st.none() | st.floats(0, 10),
+            st.none() | st.integers(0, 2000),
+            st.sampled_from([None, "s1", "s2"]),
+        ),
+        max_size=40,
+    ),
+    summary=st.none() | texts,
+    synopsis=st.none() | texts,
+    order=st.permutations(list(SECTIONS)),
+    query=st.text(max_size=80),
+)
+def test_plan_never_exceeds_the_budget(
+    budget: int,
+    recent: list[tuple[str, str]],
+    memories: list[tuple[str, float | None, float | None, int | None, str | None]],
+    summary: str | None,
+    synopsis: str | None,
+    order: list[str],
+    query: str,
+) -> None:
+    candidates = [
+        cand(
+            text,
+            sim,
+            keyword=kw,
+            timestamp=None if day is None else DAY + timedelta(days=day),
+            session_id=sid,
+        )
+        for text, sim, kw, day, sid in memories
+    ]
+    ctx = planner(order=order).plan(
+        query,
+        max_tokens=budget,
+        recent=[Message(role, text) for role, text in recent],
+        candidates=candidates,
+        summary=summary,
+        synopsis=synopsis,
+    )
+    assert ctx.total_tokens == recount(ctx) <= budget
+    assert [i.section for i in ctx.items] == sorted((i.section for i in ctx.items), key=order.index)
+    assert all(0.0 <= c.relevance <= 1.0 for c in candidates)
