@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from _common import reproduce_command, write_json
+
 RESULTS = Path(__file__).parent / "results"
 DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y")
 
@@ -265,7 +267,7 @@ def report(result: dict[str, Any], command: str) -> None:
         f"p95 {result['latency_ms']['p95']:.1f} ms; "
         f"ingest {result['ingest_s']:.1f} s; full history about {result['history_tokens']:.0f} tokens"
     )
-    console.print(f"reproduce: {command}")
+    print(f"reproduce: {command}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,14 +275,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data_dir", type=Path)
     parser.add_argument("--budgets", type=int, nargs="+", default=[500, 1000, 2000])
     parser.add_argument("--quick", action="store_true", help="one conversation, 20 questions")
+    parser.add_argument("--out", type=Path, default=RESULTS / "locomo.json")
     args = parser.parse_args(argv)
+    if not args.data_dir.is_dir() or not any(args.data_dir.glob("*.json")):
+        parser.error(f"{args.data_dir} holds no LoCoMo conversations (*.json)")
     result = run(args.data_dir, sorted(args.budgets), args.quick)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "locomo.json").write_text(json.dumps(result, indent=2, default=str))
-    report(
-        result,
-        "python benchmarks/locomo.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-    )
+    write_json(args.out, json.loads(json.dumps(result, default=str)))
+    report(result, reproduce_command(__file__, argv))
     return 0
 
 
