@@ -484,3 +484,27 @@ def test_every_message_is_kept_or_evicted_exactly_once(ops, size) -> None:
         assert all(m.tool_call_id in open_calls for m in held if m.role == "tool")
     seen = [m.message_id for m in evicted] + [m.message_id for m in buffer.messages]
     assert sorted(seen) == sorted(added)
+
+
+def test_vector_search_embeds_each_message_once() -> None:
+    from embedders import HashEmbedder
+
+    seen: list[str] = []
+
+    class Counting(HashEmbedder):
+        def _embed_batch(self, texts: list[str]):  # type: ignore[no-untyped-def]
+            seen.extend(texts)
+            return super()._embed_batch(texts)
+
+    embedder = Counting(cache_size=0)
+    buffer = BufferMemory(buffer_size=3)
+    for text in ("red apples", "blue sky", "green grass"):
+        buffer.add_message("user", text)
+    hits = buffer.vector_search("blue sky", embedder, k=1)
+    assert [m.content for m, _ in hits] == ["blue sky"]
+    buffer.add_message("user", "yellow sun")  # evicts "red apples"
+    seen.clear()
+    buffer.vector_search("sun", embedder, k=3)
+    assert seen == ["sun", "yellow sun"]
+    assert set(buffer._vectors) == {m.message_id for m in buffer.messages}
+    assert buffer.vector_search("x", embedder, k=0) == []

@@ -312,6 +312,7 @@ class BufferMemory(RingBuffer[Message]):
         self.summarizer = summarizer
         self._summary: str | None = None
         self.summaries: deque[str] = deque(maxlen=(self.buffer_size or 50) * multiplier)
+        self._vectors: dict[str, Any] = {}  # message_id -> vector, for vector_search
         """One entry per summarized batch, newest last."""
         self.summarization: SummaryPipeline | None = None
         """Feeds evicted messages to ``summarizer`` in batches; None without a summarizer."""
@@ -477,17 +478,26 @@ class BufferMemory(RingBuffer[Message]):
     def vector_search(self, query: Any, embedder: Any, k: int = 5) -> list[tuple[Message, float]]:
         """The ``k`` messages most similar to ``query`` (text or vector), with cosine scores.
 
-        Messages are embedded with ``embedder`` (whose cache makes repeated searches cheap);
-        the planner uses this for messages not yet in long-term memory.
+        Each message is embedded once, when first searched, and its vector kept while it
+        is in the window; the planner uses this for messages not yet in long-term memory.
         """
         import numpy as np
 
-        messages = [m for m in self._snapshot() if m.text.strip()]
+        with self._lock:
+            messages = [m for m in self._items if m.text.strip()]
+            vectors = dict(self._vectors)
         if not messages or k <= 0:
             return []
         vector = embedder.embed([query])[0] if isinstance(query, str) else np.asarray(query)
-        matrix = embedder.embed([m.text for m in messages])
-        scores = matrix @ vector.astype(np.float32)
+        missing = [m for m in messages if m.message_id not in vectors]
+        if missing:
+            fresh = embedder.embed([m.text for m in missing])
+            vectors.update(zip((m.message_id for m in missing), fresh, strict=True))
+        with self._lock:
+            present = {m.message_id for m in self._items}
+            self._vectors = {i: v for i, v in vectors.items() if i in present}
+        matrix = np.stack([vectors[m.message_id] for m in messages])
+        scores = matrix @ np.asarray(vector, dtype=np.float32)
         best = np.argsort(-scores)[:k]
         return [(messages[i], float(scores[i])) for i in best]
 
