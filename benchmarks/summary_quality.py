@@ -235,12 +235,12 @@ def report(result: dict[str, Any], command: str) -> None:
             "mean tokens",
         ),
     )
-    lead = result["methods"]["lead-k"]["answer_in_summary"] or 1e-9
+    lead = result["methods"]["lead-k"]["answer_in_summary"]
     for name, row in result["methods"].items():
         table.add_row(
             name,
             f"{row['answer_in_summary']:.1%}",
-            f"{row['answer_in_summary'] / lead:.2f}x",
+            f"{row['answer_in_summary'] / lead:.2f}x" if lead else "-",
             f"{row['answer_word_recall']:.1%}",
             f"{row['evidence_kept']:.1%}",
             f"{row['mean_summary_tokens']:.0f}",
@@ -251,7 +251,7 @@ def report(result: dict[str, Any], command: str) -> None:
         f"random = mean of {result['random_seeds']} seeds; "
         "'full session' is the ceiling (no length bound)."
     )
-    console.print(f"reproduce: {command}")
+    print(f"reproduce: {command}")  # one line, never wrapped
 
 
 def main(argv: list[str] | None = None) -> None:

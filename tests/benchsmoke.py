@@ -33,3 +33,58 @@ def run_benchmark(
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"reproduce: python benchmarks/{name}.py {' '.join(args)}" in proc.stdout
     return proc, json.loads(out.read_text())
+
+
+TURNS = [
+    ("Ada", "Hi Bo! I finally adopted a greyhound, her name is Pixel."),
+    ("Bo", "Congratulations! How old is she?"),
+    ("Ada", "Three years old. She loves long walks by the river."),
+    ("Bo", "My sister Cleo just moved to Porto for a job in design."),
+]
+LATER = [
+    ("Ada", "I signed up for a pottery class that starts next week."),
+    ("Bo", "Nice. Cleo says Porto is rainy but beautiful."),
+]
+
+
+def write_conversation(folder: Path) -> None:
+    """A two-session conversation in LoCoMo's format, with questions, as ``tiny.json``."""
+    data = {
+        "speaker_a": "Ada",
+        "speaker_b": "Bo",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": s, "dia_id": f"D1:{i}", "text": t} for i, (s, t) in enumerate(TURNS, 1)
+        ],
+        "session_2_date_time": "10:00 am on 2 June, 2023",
+        "session_2": [
+            {"speaker": s, "dia_id": f"D2:{i}", "text": t} for i, (s, t) in enumerate(LATER, 1)
+        ],
+        "qa": [
+            {
+                "question": "What is the name of Ada's dog?",
+                "answer": "Pixel",
+                "evidence": ["D1:1"],
+                "category": 4,
+            },
+            {
+                "question": "Where does Bo's sister live?",
+                "answer": "Porto",
+                "evidence": ["D1:4", "D2:2"],
+                "category": 1,
+            },
+            {
+                "question": "What class did Ada sign up for?",
+                "answer": "pottery",
+                "evidence": ["D2:1"],
+                "category": 4,
+            },
+            {
+                "question": "What is Bo's favourite colour?",
+                "answer": "n/a",
+                "evidence": [],
+                "category": 5,
+            },
+        ],
+    }
+    (folder / "tiny.json").write_text(json.dumps(data))

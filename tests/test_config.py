@@ -283,7 +283,9 @@ def test_cross_field_rules() -> None:
     stray = error({"memory": {"persistent": {"connection_string": "postgresql://x/y"}}})
     assert stray.field == "memory.persistent.connection_string" and "postgresql" in str(stray)
     assert error({"memory": {"buffer": {"size": 5}}}).field == "memory.buffer.summary_batch"
-    assert "less than or equal to 1" in str(error({"memory": {"planner": {"shares": {"synopsis": 1.5}}}}))
+    assert "less than or equal to 1" in str(
+        error({"memory": {"planner": {"shares": {"synopsis": 1.5}}}})
+    )
     assert "at least 4" in str(error({"memory": {"planner": {"order": ["recent"]}}}))
     twice = ["recent", "recent", "summary", "synopsis"]
     assert "more than once" in str(error({"memory": {"planner": {"order": twice}}}))
