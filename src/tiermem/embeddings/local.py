@@ -135,6 +135,16 @@ def load_sentence_transformer(
         return _models[key]
 
 
+def _quiet_progress_bars() -> None:
+    """Hide transformers' "Loading weights" bar: a library should not draw on the user's
+    terminal when it loads a model it ships."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+
+
 def _load(name: str, device: str, model_path: str | None) -> Any:
     try:
         from sentence_transformers import SentenceTransformer
@@ -142,6 +152,7 @@ def _load(name: str, device: str, model_path: str | None) -> Any:
         raise ModelLoadError(
             f"local/{name} needs sentence-transformers: pip install 'tiermem[local]' ({exc})"
         ) from exc
+    _quiet_progress_bars()
     errors = []
     for source, local_only in _sources(name, model_path):
         try:
