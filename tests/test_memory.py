@@ -921,3 +921,14 @@ def test_concurrent_writers_lose_nothing(memory: Memory) -> None:
     for who in users:
         assert memory.store.count(who) == 50
         assert all(c.startswith(f"user: {who} ") for c in contents(memory.store.list(who)))
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_buffer_vector_search_follows_the_config(tmp_path: Path, enabled: bool) -> None:
+    config = {"memory": {"buffer": {"vector_search": enabled}}}
+    with make_memory(tmp_path / "m.db", config) as memory:
+        memory.add("user", "the lighthouse keeper paints seashells", "u", "s")
+        context = memory.get_context("lighthouse seashells", "u", "s", max_tokens=500)
+        sources = {item.source for item in context.items}
+        assert "buffer" in sources  # the message is in the recent section either way
+        assert bool(memory.buffers.peek("u", "s")._vectors) is enabled

@@ -492,7 +492,7 @@ class Memory:
                         key=candidate_key(item.content),
                     )
                 )
-        if buffer is not None:
+        if buffer is not None and self.config.memory.buffer.vector_search:
             for message, similarity in buffer.vector_search(vector, self.embedder, k=pool):
                 line = transcript_line(message)
                 candidates.append(
