@@ -9,13 +9,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from embedders import FailingEmbedder, HashEmbedder, SlowEmbedder, wait_until
 from tiermem.archive import (
+    CONTEXT_WEIGHT,
     ArchivedMessage,
     Archiver,
     Sink,
+    embed_messages,
     store_sink,
     to_new_memory,
     transcript_line,
@@ -250,3 +253,26 @@ def test_working_sink(store: SQLiteStore) -> None:
     assert all(h.user_id == "ana" for h in hits)
     archiver.close()
     working.close()
+
+
+def test_context_vectors_never_mix_users_with_the_same_message_ids() -> None:
+    written: dict[tuple[str, str], Any] = {}
+
+    def sink(batch: list[ArchivedMessage], vectors: Any) -> None:
+        for item, vector in zip(batch, vectors, strict=True):
+            written[(item.user_id, item.message.message_id)] = vector
+
+    embedder = HashEmbedder(DIM)
+    archiver = Archiver(sink, embedder, batch_size=1)
+    hello = Message("user", "hello there", message_id="1")
+    secret = Message("user", "my bank pin is 4471", message_id="1")
+    follow = Message("user", "how are you", message_id="2")
+    archiver.submit([ArchivedMessage("bob", hello, "s", None, None)])
+    archiver.submit([ArchivedMessage("ana", secret, "s", None, None)])
+    archiver.submit([ArchivedMessage("bob", follow, "s", None, "1")])
+    assert archiver.flush(10)
+    archiver.close()
+    own = embed_messages(embedder, [follow])[0]
+    expected = own + CONTEXT_WEIGHT * embed_messages(embedder, [hello])[0]
+    expected /= np.linalg.norm(expected)
+    assert np.allclose(written[("bob", "2")], expected, atol=1e-6)

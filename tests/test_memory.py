@@ -34,6 +34,7 @@ from tiermem.errors import (
     InvalidSizeError,
     InvalidTypeError,
     MissingUserError,
+    StoreUnavailableError,
 )
 from tiermem.memory import Memory
 from tiermem.messages import Message
@@ -932,3 +933,58 @@ def test_buffer_vector_search_follows_the_config(tmp_path: Path, enabled: bool) 
         sources = {item.source for item in context.items}
         assert "buffer" in sources  # the message is in the recent section either way
         assert bool(memory.buffers.peek("u", "s")._vectors) is enabled
+
+
+def test_close_with_a_dead_store_hands_back_the_unwritten_messages(tmp_path: Path) -> None:
+    store = FlakyStore(tmp_path / "dead.db", dimension=32)
+    m = make_memory(tmp_path, store=store)
+    m.archiver.retry_backoff = 0.05
+    store.failing = True
+    u = user()
+    sent = [m.add("user", f"kept {i}", u, "s") for i in range(3)]
+    assert wait_until(lambda: m.archiver.failures >= 1)
+    with pytest.raises(StoreUnavailableError, match="3 messages could not be archived"):
+        m.close(timeout=0.5)
+    assert [msg.message_id for msg in m.unarchived] == [s.message_id for s in sent]
+    store.failing = False
+    store.close()
+
+
+def test_forget_user_refuses_while_a_batch_cannot_be_written(tmp_path: Path) -> None:
+    import tiermem.memory as memory_module
+
+    store = FlakyStore(tmp_path / "erase.db", dimension=32)
+    m = make_memory(tmp_path, store=store)
+    try:
+        m.archiver.retry_backoff = 0.05
+        u = user()
+        m.remember("kept fact", u)
+        store.failing = True
+        m.add("user", "queued for the erased user", u, "s")
+        m.add("user", "queued for someone else", "someone-else", "s")
+        assert wait_until(lambda: m.archiver.failures >= 1)
+        memory_module.ERASE_TIMEOUT = 0.3
+        with pytest.raises(StoreUnavailableError, match="nothing was erased"):
+            m.forget_user(u)  # the store takes no writes: erasure must not pretend
+        assert m.buffers.peek(u, "s") is not None and m.store.count(u) == 1
+        store.failing = False
+        memory_module.ERASE_TIMEOUT = 30.0
+        assert m.forget_user(u) == 1
+        assert m.flush(10) and m.store.count(u) == 0  # its queued message was discarded
+        assert m.store.count("someone-else") == 1
+    finally:
+        memory_module.ERASE_TIMEOUT = 30.0
+        m.close()
+
+
+def test_end_session_keeps_the_final_summary(tmp_path: Path) -> None:
+    with make_memory(tmp_path / "m.db", SMALL_BUFFER) as m:
+        u = user()
+        for i in range(12):
+            m.add("user", f"On day {i} I planted {i} tomato seedlings in the garden.", u, "s")
+        summary = m.end_session(u, "s")
+        assert summary and "tomato" in summary
+        assert m.buffers.peek(u, "s") is None
+        kept = m.store.list(u, memory_type="summary")
+        assert [r.content for r in kept] == [summary] and kept[0].session_id == "s"
+        assert m.end_session(u, "no-such-session") is None

@@ -192,7 +192,8 @@ class Archiver:
         self._cond = threading.Condition()
         self._closed = False
         self._thread: threading.Thread | None = None
-        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        # (user_id, session_id, message_id) -> own vector: never shared across users
+        self._recent: OrderedDict[tuple[str, str | None, str], np.ndarray] = OrderedDict()
 
     @property
     def pending(self) -> int:
@@ -238,8 +239,9 @@ class Archiver:
                 self._flushing -= 1
         return True
 
-    def close(self, timeout: float | None = 30.0) -> None:
-        """Write what is queued (up to ``timeout``) and stop the worker."""
+    def close(self, timeout: float | None = 30.0) -> list[ArchivedMessage]:
+        """Write what is queued (up to ``timeout``), stop the worker, and return what could
+        not be written (empty unless the sink kept failing), oldest first."""
         self.flush(timeout)
         with self._cond:
             self._closed = True
@@ -247,6 +249,8 @@ class Archiver:
             thread = self._thread
         if thread is not None:
             thread.join(timeout)
+        with self._cond:
+            return list(self._queue)
 
     def _take(self) -> list[ArchivedMessage] | None:
         with self._cond:
@@ -310,11 +314,12 @@ class Archiver:
 
         out = np.array(own, dtype=np.float32)
         for row, item in enumerate(batch):
-            previous = self._recent.get(item.previous_id) if item.previous_id else None
+            user, session = item.user_id, item.session_id
+            previous = self._recent.get((user, session, item.previous_id or ""))
             if previous is not None:
                 mixed = own[row] + CONTEXT_WEIGHT * previous
                 out[row] = mixed / np.linalg.norm(mixed)
-            self._recent[item.message.message_id] = own[row]
+            self._recent[(user, session, item.message.message_id)] = own[row]
             if len(self._recent) > RECENT_VECTORS:
                 self._recent.popitem(last=False)
         return out

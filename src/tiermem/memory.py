@@ -29,6 +29,7 @@ from tiermem.errors import (
     DimensionMismatchError,
     InvalidTypeError,
     MissingUserError,
+    StoreUnavailableError,
 )
 from tiermem.messages import Content, Message
 from tiermem.planner import Candidate, Context, QueryPlanner, candidate_key
@@ -37,6 +38,8 @@ from tiermem.tokens import TokenCounter, get_token_counter
 
 RETENTIONS: tuple[str, ...] = ("single_run", "session", "persistent")
 PROFILE_TYPES = ("fact", "preference", "context", "summary")
+ERASE_TIMEOUT = 30.0
+"""Seconds forget_user waits for a batch of the user's messages already being written."""
 
 
 def _user(user_id: Any) -> str:
@@ -104,6 +107,8 @@ class Memory:
         self._lock = threading.RLock()
         self._closed = False
         self.buffers = BufferRegistry(self._new_buffer)
+        self.unarchived: list[Message] = []
+        """Messages a failing store never accepted before :meth:`close` (normally empty)."""
 
     @classmethod
     def from_config(cls, source: Any, *, secrets_file: str | None = None, **parts: Any) -> Memory:
@@ -520,19 +525,36 @@ class Memory:
         memories. Returns the number of long-term memories deleted."""
         self._check_open()
         _user(user_id)
-        self.buffers.drop_user(user_id, drain=False)
         if self._archiver is not None:
             self._archiver.discard_user(user_id)
-            self._archiver.flush()
+            if not self._archiver.flush(ERASE_TIMEOUT):  # a batch of theirs may be in flight
+                raise StoreUnavailableError(
+                    f"cannot erase user {user_id!r}: the store has not accepted writes for "
+                    f"{ERASE_TIMEOUT:.0f} s ({self._archiver.last_error}); nothing was erased, "
+                    "retry when it is back"
+                )
+        self.buffers.drop_user(user_id, drain=False)
         if self._working is not None:
             self._working.clear(user_id)
         if self.synopses is not None:
             self.synopses.invalidate(user_id)
         return int(self.store.delete_user(user_id))
 
-    def end_session(self, user_id: str, session_id: str | None = None) -> None:
-        """Close a session: its buffer is drained to the summarizer and dropped."""
-        self.buffers.drop(_user(user_id), session_id)
+    def end_session(self, user_id: str, session_id: str | None = None) -> str | None:
+        """Close a session: its buffer is drained into its running summary and dropped.
+
+        The final summary is returned and, with ``persistent`` retention, kept in the
+        long-term store as a ``summary`` memory of the session (the synopsis reads those).
+        """
+        buffer = self.buffers.peek(_user(user_id), session_id)
+        if buffer is None:
+            return None
+        self.buffers.drop(user_id, session_id)
+        buffer.flush()
+        summary = buffer.summary
+        if summary and self.retention == "persistent":
+            self.remember(summary, user_id, "summary", 0.4, session_id=session_id)
+        return summary
 
     def end_run(self) -> None:
         """End a run. With ``single_run`` retention, every buffer and the working memory
@@ -554,19 +576,31 @@ class Memory:
                 done = buffer.flush(timeout) and done
         return done
 
-    def close(self) -> None:
-        """Archive what is queued and release the store, cache connections and threads."""
+    def close(self, timeout: float | None = 30.0) -> None:
+        """Archive what is queued (waiting up to ``timeout`` s) and release the store, cache
+        connections and threads.
+
+        Raises:
+            StoreUnavailableError: the store never accepted some messages; they are in
+                :attr:`unarchived`, to add again later. Everything else is released.
+        """
         if self._closed:
             return
         self._closed = True
-        if self._archiver is not None:
-            self._archiver.close()
+        archiver = self._archiver
+        unwritten = archiver.close(timeout) if archiver is not None else []
         if self._working is not None:
             self._working.close()
         if self._synopsis is not None and self._owns_synopsis:
             self._synopsis.cache.close()
         if self._store is not None and self._owns_store:
             self._store.close()
+        if unwritten and archiver is not None:
+            self.unarchived = [item.message for item in unwritten]
+            raise StoreUnavailableError(
+                f"{len(unwritten)} messages could not be archived ({archiver.last_error}); "
+                "they are in Memory.unarchived: add them again when the store is back"
+            )
 
     def _check_open(self) -> None:
         if self._closed:
@@ -612,9 +646,9 @@ class Memory:
         """Async twin of :meth:`flush`."""
         return await asyncio.to_thread(self.flush, timeout)
 
-    async def aclose(self) -> None:
+    async def aclose(self, timeout: float | None = 30.0) -> None:
         """Async twin of :meth:`close`."""
-        await asyncio.to_thread(self.close)
+        await asyncio.to_thread(self.close, timeout)
 
 
 def _check_dimension(store: Any, embedder: Any) -> None:
