@@ -220,7 +220,12 @@ class QueryPlanner:
         left -= _used(parts["recent"][1])
         shown = recent[len(recent) - len(parts["recent"][1]) :] if parts["recent"][1] else []
         recent_keys = {_key(m.text) for m in shown} | {_key(_line(m)) for m in shown}
-        fresh = [c for c in candidates if c.key not in recent_keys]
+        shown_notes = " ".join(i.content for part in parts.values() for i in part[1])
+        fresh = [
+            c
+            for c in candidates
+            if c.key not in recent_keys and c.content.strip(" .") not in shown_notes
+        ]
         self.rank_relevance(query, fresh)
         cap = min(left, int(budget * shares.get("retrieved", 1.0)))
         parts["retrieved"] = self._retrieved(fresh, cap)
