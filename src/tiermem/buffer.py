@@ -19,7 +19,7 @@ import json
 import logging
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any, Generic, TypeVar
 
@@ -466,14 +466,7 @@ class BufferMemory(RingBuffer[Message]):
         budget = limit - sum(counter.count_message(Message.from_openai(h)) for h in head)
         if budget < 0:
             head, budget = [], limit
-        kept: list[Message] = []
-        for group in reversed(tool_groups(messages)):
-            cost = sum(counter.count_message(m) for m in group)
-            if cost > budget:
-                break
-            budget -= cost
-            kept[:0] = group
-        return head + [m.to_openai() for m in kept]
+        return head + [m.to_openai() for m in newest_within(messages, counter, budget)]
 
     def vector_search(self, query: Any, embedder: Any, k: int = 5) -> list[tuple[Message, float]]:
         """The ``k`` messages most similar to ``query`` (text or vector), with cosine scores.
@@ -832,12 +825,28 @@ def tool_groups(messages: list[Message]) -> list[list[Message]]:
     return groups
 
 
+def newest_within(
+    messages: Sequence[Message], counter: TokenCounter, budget: int
+) -> list[Message]:
+    """The newest messages whose tokens fit ``budget``, oldest first; a tool call and its
+    results are kept or dropped together."""
+    kept: list[list[Message]] = []
+    for group in reversed(tool_groups(list(messages))):
+        cost = sum(counter.count_message(m) for m in group)
+        if cost > budget:
+            break
+        budget -= cost
+        kept.append(group)
+    return [m for group in reversed(kept) for m in group]
+
+
 __all__ = [
     "BufferMemory",
     "BufferRegistry",
     "ConversationBuffer",
     "EvictionConsumer",
     "RingBuffer",
+    "newest_within",
     "summary_message",
     "tool_groups",
 ]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
-from tiermem.buffer import summary_message, tool_groups
+from tiermem.buffer import newest_within, summary_message
 from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message, to_anthropic_messages
@@ -258,14 +258,7 @@ class QueryPlanner:
     def _recent(
         self, recent: Sequence[Message], cap: int
     ) -> tuple[list[dict[str, Any]], list[ContextItem]]:
-        kept: list[Message] = []
-        used = 0
-        for group in reversed(tool_groups(list(recent))):
-            cost = sum(self.counter.count_message(m) for m in group)
-            if used + cost > cap:
-                break
-            used += cost
-            kept[:0] = group
+        kept = newest_within(recent, self.counter, cap)
         items = [
             ContextItem("recent", "buffer", m.text, 1.0, self.counter.count_message(m), m.timestamp)
             for m in kept
