@@ -55,8 +55,12 @@ def transcript_line(message: Message) -> str:
     The speaker (its name, else its role) is part of the text so that keyword and vector
     search can match questions that name who said something.
     """
-    speaker = message.name or message.metadata.get("speaker") or message.role
-    return f"{speaker}: {message.text}"
+    return f"{speaker(message)}: {message.text}"
+
+
+def speaker(message: Message) -> str:
+    """Who said ``message``: its name, else ``metadata["speaker"]``, else its role."""
+    return str(message.name or message.metadata.get("speaker") or message.role)
 
 
 def to_new_memory(item: ArchivedMessage, embedding: Any) -> NewMemory:
@@ -101,10 +105,9 @@ def embed_messages(embedder: Embedder, messages: list[Message]) -> np.ndarray:
     texts = [transcript_line(m) for m in messages]
     parts: list[tuple[int, str]] = []
     for row, message in enumerate(messages):
-        speaker = transcript_line(message)[: -len(message.text) or None]
         sentences = [s for s in split_sentences(message.text) if len(s.split()) >= 3]
         if len(sentences) > 1:
-            parts.extend((row, speaker + s) for s in sentences)
+            parts.extend((row, f"{speaker(message)}: {s}") for s in sentences)
     vectors = embedder.embed(texts + [text for _, text in parts])
     result = np.array(vectors[: len(texts)], dtype=np.float32)
     if parts:

@@ -825,9 +825,7 @@ def tool_groups(messages: list[Message]) -> list[list[Message]]:
     return groups
 
 
-def newest_within(
-    messages: Sequence[Message], counter: TokenCounter, budget: int
-) -> list[Message]:
+def newest_within(messages: Sequence[Message], counter: TokenCounter, budget: int) -> list[Message]:
     """The newest messages whose tokens fit ``budget``, oldest first; a tool call and its
     results are kept or dropped together."""
     kept: list[list[Message]] = []

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
+from tiermem.archive import transcript_line
 from tiermem.buffer import newest_within, summary_message
 from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
@@ -219,7 +220,7 @@ class QueryPlanner:
         parts["recent"] = self._recent(recent, cap)
         left -= _used(parts["recent"][1])
         shown = recent[len(recent) - len(parts["recent"][1]) :] if parts["recent"][1] else []
-        recent_keys = {_key(m.text) for m in shown} | {_key(_line(m)) for m in shown}
+        recent_keys = {_key(m.text) for m in shown} | {_key(transcript_line(m)) for m in shown}
         shown_notes = " ".join(i.content for part in parts.values() for i in part[1])
         fresh = [
             c
@@ -396,12 +397,6 @@ def _words(text: str) -> set[str]:
 
 def _key(text: str) -> str:
     return " ".join(_WORD.findall(text.lower()))
-
-
-def _line(message: Message) -> str:
-    from tiermem.archive import transcript_line
-
-    return transcript_line(message)
 
 
 def candidate_key(text: str) -> str:
