@@ -43,7 +43,7 @@ from tiermem.stores.base import AddOp
 from tiermem.stores.sqlite import SQLiteStore
 
 SMALL_BUFFER = {"memory": {"buffer": {"size": 8, "summary_batch": 4}}}
-THREAD_PREFIXES = ("tiermem-archiver", "tiermem-working")
+THREAD_PREFIXES = ("tiermem-archiver", "tiermem-working", "tiermem-access", "tiermem-search")
 
 
 def make_memory(path: Path, config: Any = None, **parts: Any) -> Memory:

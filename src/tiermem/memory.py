@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tiermem.access import AccessLog
 from tiermem.archive import (
     ArchivedMessage,
     Archiver,
@@ -104,6 +106,8 @@ class Memory:
         self._synopsis = synopsis
         self._owns_synopsis = synopsis is None
         self._archiver: Archiver | None = None
+        self._accesses: AccessLog | None = None
+        self._searches: ThreadPoolExecutor | None = None
         self._lock = threading.RLock()
         self._closed = False
         self.buffers = BufferRegistry(self._new_buffer)
@@ -234,6 +238,23 @@ class Memory:
                         sink = _discard
                     self._archiver = Archiver(sink, self.embedder)
         return self._archiver
+
+    @property
+    def accesses(self) -> AccessLog:
+        """Counts of the memories each context used, written to the store off the hot path."""
+        if self._accesses is None:
+            with self._lock:
+                if self._accesses is None:
+                    self._accesses = AccessLog(self.store)
+        return self._accesses
+
+    def _search_pool(self) -> ThreadPoolExecutor:
+        """Threads that search the store while the caller embeds the query."""
+        if self._searches is None:
+            with self._lock:
+                if self._searches is None:
+                    self._searches = ThreadPoolExecutor(4, thread_name_prefix="tiermem-search")
+        return self._searches
 
     def _new_buffer(self, user_id: str, session_id: str | None) -> BufferMemory:
         from tiermem.summarize import ExtractiveSummarizer, MemorySummarizer
@@ -453,7 +474,7 @@ class Memory:
         window = self.planner.settings.recent_messages
         recent = buffer.get_recent(window) if buffer is not None else []
         candidates = self._candidates(query, user_id, session_id, buffer) if query.strip() else []
-        return self.planner.plan(
+        context = self.planner.plan(
             query,
             max_tokens=max_tokens,
             recent=recent,
@@ -461,21 +482,24 @@ class Memory:
             summary=buffer.summary if buffer is not None else None,
             synopsis=self.synopses.get(user_id).render() if self.synopses is not None else None,
         )
+        used = [i.memory_id for i in context.items if i.memory_id is not None]
+        if used:
+            self.accesses.record(user_id, used)
+        return context
 
     def _candidates(
         self, query: str, user_id: str, session_id: str | None, buffer: BufferMemory | None
     ) -> list[Candidate]:
         from tiermem.stores.base import SearchOp
 
-        vector = self.embedder.embed([query])[0]
         pool = self.planner.settings.k
+        keyword = SearchOp(user_id, "keyword", None, query, pool, count_access=False)
+        keyword_search = self._search_pool().submit(self.store.batch, [keyword])  # meanwhile:
+        vector = self.embedder.embed([query])[0]
+        search = SearchOp(user_id, "vector", vector, None, pool, count_access=False)
+        (vector_hits,) = self.store.batch([search])
+        (keyword_hits,) = keyword_search.result()
         by_id: dict[Any, Candidate] = {}
-        vector_hits, keyword_hits = self.store.batch(
-            [
-                SearchOp(user_id, "vector", vector, None, pool),
-                SearchOp(user_id, "keyword", None, query, pool),
-            ]
-        )
         for hit in vector_hits:
             by_id[hit.record.id] = _from_record(hit.record, similarity=hit.score)
         for hit in keyword_hits:
@@ -525,6 +549,8 @@ class Memory:
         memories. Returns the number of long-term memories deleted."""
         self._check_open()
         _user(user_id)
+        if self._accesses is not None:
+            self._accesses.discard_user(user_id)
         if self._archiver is not None:
             self._archiver.discard_user(user_id)
             if not self._archiver.flush(ERASE_TIMEOUT):  # a batch of theirs may be in flight
@@ -568,8 +594,11 @@ class Memory:
             self._working.clear(all_users=True)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until queued messages are archived and summarized; False on timeout."""
+        """Wait until queued messages are archived and summarized and access counts are
+        written; False on timeout (or when the store refused the counts)."""
         done = self._archiver.flush(timeout) if self._archiver is not None else True
+        if self._accesses is not None:
+            done = self._accesses.flush() and done
         for key in self.buffers:
             buffer = self.buffers.peek(*key)
             if buffer is not None:
@@ -589,6 +618,10 @@ class Memory:
         self._closed = True
         archiver = self._archiver
         unwritten = archiver.close(timeout) if archiver is not None else []
+        if self._searches is not None:
+            self._searches.shutdown()
+        if self._accesses is not None:
+            self._accesses.close()
         if self._working is not None:
             self._working.close()
         if self._synopsis is not None and self._owns_synopsis:
@@ -679,6 +712,7 @@ def _from_record(record: Any, similarity: float | None, keyword: float | None = 
         session_id=record.session_id,
         message_id=metadata.get("message_id"),
         previous_id=metadata.get("previous_id"),
+        memory_id=str(record.id),
     )
 
 

@@ -49,7 +49,8 @@ class Candidate:
 
     ``similarity`` is the cosine similarity to the query and ``keyword`` the keyword
     engine's score (higher is better); either may be missing. ``message_id`` and
-    ``previous_id`` link a conversation message to the one before it in its session.
+    ``previous_id`` link a conversation message to the one before it in its session;
+    ``memory_id`` is the long-term store's id of a stored memory.
     """
 
     content: str
@@ -62,13 +63,15 @@ class Candidate:
     session_id: str | None = None
     message_id: str | None = None
     previous_id: str | None = None
+    memory_id: str | None = None
     relevance: float = 0.0
     score: float = 0.0
 
 
 @dataclass(frozen=True)
 class ContextItem:
-    """One item of a context: what tier it came from, its score and its tokens."""
+    """One item of a context: what tier it came from, its score and its tokens
+    (``memory_id``: the long-term memory it is, for items from the store)."""
 
     section: Section
     source: str
@@ -76,6 +79,7 @@ class ContextItem:
     score: float
     tokens: int
     timestamp: datetime | None = None
+    memory_id: str | None = None
 
 
 @dataclass
@@ -304,7 +308,13 @@ class QueryPlanner:
             if self._tokens(message) <= cap:
                 items = [
                     ContextItem(
-                        "retrieved", c.source, c.content, c.score, costs[id(c)], c.timestamp
+                        "retrieved",
+                        c.source,
+                        c.content,
+                        c.score,
+                        costs[id(c)],
+                        c.timestamp,
+                        c.memory_id,
                     )
                     for c in chosen
                 ]

@@ -21,6 +21,7 @@ from tiermem.errors import (
 )
 from tiermem.stores.base import (
     MAX_CONTENT_CHARS,
+    AccessOp,
     AddOp,
     MemoryStore,
     NewMemory,
@@ -202,6 +203,28 @@ def test_retrieval_counts_accesses(store: MemoryStore, new_user: NewUser) -> Non
     rec = {r.id: r for r in store.list(user)}[a]
     assert rec.access_count == 2 and rec.accessed_at >= rec.created_at
     assert store.stats(user).total_access_count == 2
+
+
+def test_search_without_counting_then_record_access(store: MemoryStore, new_user: NewUser) -> None:
+    user, other = new_user(), new_user()
+    m = vecs(3)
+    a, b = store.add_many(user, ["red kite", "blue kite"], embeddings=m[:2])
+    (theirs,) = store.add_many(other, ["red kite"], embeddings=m[2:])
+    hits = store.search(user, "kite", mode="keyword", count_access=False)
+    hits += store.search(user, vector=m[0], mode="hybrid", query="kite", count_access=False)
+    assert {h.record.id for h in hits} == {a, b} and all(h.record.access_count == 0 for h in hits)
+    assert store.stats(user).total_access_count == 0
+    assert store.record_access(user, [a, str(b), theirs]) == 2  # another user's id: ignored
+    assert store.batch([AccessOp(user, (a,), 3)]) == [1]
+    counts = {r.id: r.access_count for r in store.list(user)}
+    assert counts == {a: 4, b: 1}
+    assert store.list(other)[0].access_count == 0
+    assert asyncio.run(store.arecord_access(user, [b])) == 1
+    assert store.record_access(user, []) == 0
+    with pytest.raises(InputError):
+        store.record_access(user, ["not-a-uuid"])
+    with pytest.raises(MissingUserError):
+        store.record_access("", [a])
 
 
 # --- update, delete, list, count, stats ---------------------------------------------------

@@ -167,7 +167,11 @@ class GetOp(NamedTuple):
 
 
 class SearchOp(NamedTuple):
-    """Vector, keyword or hybrid search within one user's memories; counts as an access."""
+    """Vector, keyword or hybrid search within one user's memories.
+
+    Every hit counts as an access unless ``count_access`` is False: a caller that uses
+    only some hits (the query planner) records those with :class:`AccessOp` instead.
+    """
 
     user_id: str
     mode: str
@@ -175,6 +179,16 @@ class SearchOp(NamedTuple):
     text: str | None
     limit: int = 10
     filter: MemoryFilter = NO_FILTER
+    count_access: bool = True
+
+
+class AccessOp(NamedTuple):
+    """Count ``times`` accesses of the user's memories ``ids`` (others' ids are ignored);
+    the result is how many memories were counted."""
+
+    user_id: str
+    ids: tuple[uuid.UUID, ...]
+    times: int = 1
 
 
 class UpdateOp(NamedTuple):
@@ -252,6 +266,7 @@ Op = (
     AddOp
     | GetOp
     | SearchOp
+    | AccessOp
     | UpdateOp
     | DeleteOp
     | DeleteUserOp
@@ -771,6 +786,14 @@ class MemoryStore(ABC):
         op = GetOp(check_user_id(user_id), tuple(check_uuid(i) for i in memory_ids))
         return cast(list[MemoryRecord], self.batch([op])[0])
 
+    def record_access(self, user_id: str, memory_ids: Sequence[uuid.UUID | str]) -> int:
+        """Count one access of each of the user's memories ``memory_ids``; how many counted.
+
+        For callers that search with ``count_access=False`` and use only some hits.
+        """
+        op = AccessOp(check_user_id(user_id), tuple(check_uuid(i) for i in memory_ids))
+        return cast(int, self.batch([op])[0])
+
     def search(
         self,
         user_id: str,
@@ -779,6 +802,7 @@ class MemoryStore(ABC):
         vector: Any = None,
         mode: SearchMode = "vector",
         limit: int = 10,
+        count_access: bool = True,
         **filters: Any,
     ) -> list[SearchResult]:
         """Search the user's memories, best first.
@@ -789,10 +813,12 @@ class MemoryStore(ABC):
             vector: a precomputed query vector.
             mode: ``"vector"``, ``"keyword"`` (full text) or ``"hybrid"`` (both, fused by rank).
             limit: how many results at most.
+            count_access: count an access of every hit (False: the search writes nothing).
             **filters: ``memory_type`` (str or list), ``session_id``, ``agent_id``,
                 ``created_after``, ``created_before``, ``metadata`` (dict of equalities).
         """
         op = self._search_op(user_id, query, vector, mode, limit, make_filter(**filters))
+        op = op._replace(count_access=bool(count_access))
         if op.vector is None and op.mode != "keyword":
             assert self.embedder is not None and query is not None
             op = op._replace(vector=check_vector(self.embedder.embed([query])[0], self.dimension))
@@ -888,6 +914,11 @@ class MemoryStore(ABC):
         op = GetOp(check_user_id(user_id), tuple(check_uuid(i) for i in memory_ids))
         return cast(builtins.list[MemoryRecord], (await self.abatch([op]))[0])
 
+    async def arecord_access(self, user_id: str, memory_ids: Sequence[uuid.UUID | str]) -> int:
+        """Async twin of :meth:`record_access`."""
+        op = AccessOp(check_user_id(user_id), tuple(check_uuid(i) for i in memory_ids))
+        return cast(int, (await self.abatch([op]))[0])
+
     async def asearch(
         self,
         user_id: str,
@@ -896,10 +927,12 @@ class MemoryStore(ABC):
         vector: Any = None,
         mode: SearchMode = "vector",
         limit: int = 10,
+        count_access: bool = True,
         **filters: Any,
     ) -> builtins.list[SearchResult]:
         """Async twin of :meth:`search`."""
         op = self._search_op(user_id, query, vector, mode, limit, make_filter(**filters))
+        op = op._replace(count_access=bool(count_access))
         if op.vector is None and op.mode != "keyword":
             assert self.embedder is not None and query is not None
             vec = (await self.embedder.aembed([query]))[0]

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import timezone
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,6 +30,7 @@ import numpy as np
 from tiermem.errors import StoreError, StoreUnavailableError
 from tiermem.stores import schema
 from tiermem.stores.base import (
+    AccessOp,
     CountOp,
     ExistingIdsOp,
     GetOp,
@@ -44,9 +45,7 @@ from tiermem.stores.base import (
     StoreStats,
     TableSizeOp,
     UpdateOp,
-    bump_access,
     keyword_terms,
-    utcnow,
 )
 from tiermem.stores.sql import SQLStore
 
@@ -64,7 +63,7 @@ HNSW_MAX_DIMENSION = 2000
 #: Characters of content indexed for keyword search (a tsvector holds at most 1 MB).
 TSV_MAX_CHARS = 200_000
 _COUNT_TTL = 30.0
-_READS = (GetOp, SearchOp, ListOp, CountOp, StatsOp, ScanOp, ExistingIdsOp, TableSizeOp)
+_READS = (GetOp, SearchOp, AccessOp, ListOp, CountOp, StatsOp, ScanOp, ExistingIdsOp, TableSizeOp)
 
 
 def _v1(t: str, dim: int) -> list[str]:
@@ -392,22 +391,26 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
     def _table_size(self, c: psycopg.Connection[Any]) -> int:
         return _scalar(c, f"SELECT count(*) AS n FROM {self.table}", [])
 
-    def _touch(self, c: psycopg.Connection[Any], records: list[MemoryRecord]) -> list[MemoryRecord]:
-        """Count an access of each record (in the current transaction).
+    def _count_access(
+        self,
+        c: psycopg.Connection[Any],
+        user_id: str,
+        ids: Sequence[uuid.UUID],
+        now: datetime,
+        times: int = 1,
+    ) -> int:
+        """Add ``times`` to the records' access counts (in the current transaction).
 
         A batch of reads commits without waiting for the WAL flush (see :meth:`batch`): a
         crash may forget the last few access counts, never data. The table's fillfactor leaves
         room on each page so these updates are HOT and skip the HNSW index (5 ms -> 0.3 ms).
         """
-        if not records:
-            return records
-        now = utcnow()
-        c.execute(
-            f"UPDATE {self.table} SET access_count = access_count + 1, accessed_at = %s"
+        cursor = c.execute(
+            f"UPDATE {self.table} SET access_count = access_count + %s, accessed_at = %s"
             " WHERE user_id = %s AND id = ANY(%s)",
-            (now, records[0].user_id, [r.id for r in records]),
+            (times, now, user_id, list(ids)),
         )
-        return [bump_access(r, now) for r in records]
+        return cursor.rowcount
 
     def _user_rows(self, c: psycopg.Connection[Any], user_id: str) -> int:
         """The user's row count, cached for a few seconds (it only picks the plan)."""

@@ -2,7 +2,7 @@
 
 Both engines run the same operations with the same rules: one dispatch from an op to
 its method, content-hash deduplication on add and import, the checks before an update,
-and search (vector, keyword, or both fused) counting an access of every hit. This class
+and search (vector, keyword, or both fused) counting an access of every hit it returns. This class
 holds those rules; each engine implements the small methods that speak its SQL.
 """
 
@@ -12,11 +12,13 @@ import asyncio
 import uuid
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from tiermem.embeddings.cache import content_hash
 from tiermem.errors import InputError, NotFoundError
 from tiermem.stores.base import (
+    AccessOp,
     AddOp,
     CountOp,
     DeleteOp,
@@ -36,6 +38,7 @@ from tiermem.stores.base import (
     StoreStats,
     TableSizeOp,
     UpdateOp,
+    bump_access,
     reciprocal_rank_fusion,
     utcnow,
 )
@@ -63,6 +66,8 @@ class SQLStore(MemoryStore, Generic[C]):
             return self._touch(c, self._by_ids(c, op.user_id, op.ids))
         if isinstance(op, SearchOp):
             return self._search(c, op)
+        if isinstance(op, AccessOp):
+            return self._count_access(c, op.user_id, op.ids, utcnow(), op.times)
         if isinstance(op, UpdateOp):
             return self._update(c, op)
         if isinstance(op, DeleteOp):
@@ -165,8 +170,18 @@ class SQLStore(MemoryStore, Generic[C]):
             hits = reciprocal_rank_fusion(
                 [self._vector_hits(c, op, pool), self._keyword_hits(c, op, pool)], op.limit
             )
+        if not op.count_access:
+            return hits
         touched = self._touch(c, [h.record for h in hits])
         return [SearchResult(r, h.score) for r, h in zip(touched, hits, strict=True)]
+
+    def _touch(self, c: C, records: list[MemoryRecord]) -> list[MemoryRecord]:
+        """Count an access of each record (one user's) and return them updated."""
+        if not records:
+            return records
+        now = utcnow()
+        self._count_access(c, records[0].user_id, [r.id for r in records], now)
+        return [bump_access(r, now) for r in records]
 
     # -- what each engine writes in its SQL --
 
@@ -198,8 +213,11 @@ class SQLStore(MemoryStore, Generic[C]):
         """The user's records with ``ids``, in the order of ``ids``."""
 
     @abstractmethod
-    def _touch(self, c: C, records: list[MemoryRecord]) -> list[MemoryRecord]:
-        """Count an access of each record (one user's) and return them updated."""
+    def _count_access(
+        self, c: C, user_id: str, ids: Sequence[uuid.UUID], now: datetime, times: int = 1
+    ) -> int:
+        """Add ``times`` to the access count of the user's records ``ids``; how many there
+        were."""
 
     @abstractmethod
     def _list(self, c: C, op: ListOp) -> list[MemoryRecord]:

@@ -35,9 +35,7 @@ from tiermem.stores.base import (
     StoreStats,
     TableSizeOp,
     UpdateOp,
-    bump_access,
     keyword_terms,
-    utcnow,
 )
 from tiermem.stores.sql import SQLStore
 from tiermem.stores.vector_cache import VectorCache, load
@@ -53,6 +51,13 @@ _COLUMNS = (
 # scanning the user's whole (user_id, ...) index instead of using the primary key (60 ms
 # instead of 0.1 ms for a 50k-row user); the user condition still filters every row.
 _READ_ONLY = (ListOp, CountOp, StatsOp, ScanOp, ExistingIdsOp, TableSizeOp)
+
+
+def _read_only(op: Op) -> bool:
+    """Whether ``op`` writes nothing (a search that counts no access writes nothing)."""
+    return isinstance(op, _READ_ONLY) or (isinstance(op, SearchOp) and not op.count_access)
+
+
 # SQLite allows 32766 parameters; keep IN (...) lists well below it.
 _CHUNK = 500
 
@@ -267,7 +272,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     def batch(self, ops: Iterable[Op]) -> list[Any]:
         ops = list(ops)
-        write = not all(isinstance(op, _READ_ONLY) for op in ops)
+        write = not all(_read_only(op) for op in ops)
         with self._transaction(write) as conn:
             return [self._run(conn, op) for op in ops]
 
@@ -412,19 +417,22 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
     def _table_size(self, c: sqlite3.Connection) -> int:
         return int(c.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])
 
-    def _touch(self, c: sqlite3.Connection, records: list[MemoryRecord]) -> list[MemoryRecord]:
-        """Count an access of each record (in the current transaction)."""
-        if not records:
-            return records
-        now = utcnow()
-        user_id = records[0].user_id
-        ids = [str(r.id) for r in records]
-        c.execute(
-            f"UPDATE {self.table} SET access_count = access_count + 1, accessed_at = ?"
-            f" WHERE +user_id = ? AND id IN ({_marks(ids)})",
-            [_ts(now), user_id, *ids],
-        )
-        return [bump_access(r, now) for r in records]
+    def _count_access(
+        self,
+        c: sqlite3.Connection,
+        user_id: str,
+        ids: Sequence[uuid.UUID],
+        now: datetime,
+        times: int = 1,
+    ) -> int:
+        counted = 0
+        for part in _chunks([str(i) for i in ids]):
+            counted += c.execute(
+                f"UPDATE {self.table} SET access_count = access_count + ?, accessed_at = ?"
+                f" WHERE +user_id = ? AND id IN ({_marks(part)})",
+                [times, _ts(now), user_id, *part],
+            ).rowcount
+        return counted
 
     def _vectors(self, c: sqlite3.Connection, user_id: str) -> Any:
         """The user's cached matrix, brought up to date with the transaction's snapshot."""

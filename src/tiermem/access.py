@@ -1,0 +1,134 @@
+"""Access counts written off the hot path.
+
+Seed 001's importance counts how often a memory is used. ``Memory.get_context`` searches
+without writing (a write transaction per prompt cost 2 ms at p50 and 5 ms at p95 on
+SQLite) and hands the ids of the memories it actually put in the context to an
+:class:`AccessLog`, which a background thread writes every ``interval`` seconds, one
+transaction for all users. Access counts are statistics, not data: a crash forgets at
+most the last interval's counts, and a store that refuses them keeps them for the next
+round (up to ``max_pending`` distinct memories, then the oldest are dropped with a
+warning).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from tiermem.stores.base import AccessOp
+
+if TYPE_CHECKING:
+    from tiermem.stores.base import MemoryStore
+
+log = logging.getLogger(__name__)
+
+
+class AccessLog:
+    """Collects memory accesses and writes them to ``store`` from a background thread.
+
+    Args:
+        store: where the counts go (``AccessOp`` batches).
+        interval: seconds between writes while accesses are waiting.
+        max_pending: distinct (user, memory) pairs kept while the store refuses writes.
+    """
+
+    def __init__(
+        self, store: MemoryStore, *, interval: float = 1.0, max_pending: int = 100_000
+    ) -> None:
+        self.store = store
+        self.interval = interval
+        self.max_pending = max_pending
+        self.failures = 0
+        """Writes the store refused since start (their counts were kept for a retry)."""
+        self._pending: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def pending(self) -> int:
+        """Distinct (user, memory) accesses not yet written."""
+        with self._cond:
+            return len(self._pending)
+
+    def record(self, user_id: str, memory_ids: Iterable[str]) -> None:
+        """Count one access of each memory (ids as strings); returns at once."""
+        with self._cond:
+            if self._closed:
+                return
+            for memory_id in memory_ids:
+                key = (user_id, memory_id)
+                self._pending[key] = self._pending.get(key, 0) + 1
+            self._trim()
+            if self._thread is None and self._pending:
+                self._thread = threading.Thread(
+                    target=self._run, name="tiermem-access", daemon=True
+                )
+                self._thread.start()
+
+    def discard_user(self, user_id: str) -> None:
+        """Forget the waiting accesses of ``user_id`` (the user is being erased)."""
+        with self._cond:
+            for key in [k for k in self._pending if k[0] == user_id]:
+                del self._pending[key]
+
+    def flush(self) -> bool:
+        """Write every waiting access now; False if the store refused them (kept)."""
+        with self._cond:
+            batch, self._pending = self._pending, OrderedDict()
+        if not batch:
+            return True
+        try:
+            self.store.batch(_ops(batch))
+        except Exception as exc:  # counts are kept for the next round
+            self.failures += 1
+            log.warning("writing %d access counts failed (%s); will retry", len(batch), exc)
+            with self._cond:
+                for key, times in batch.items():
+                    self._pending[key] = self._pending.get(key, 0) + times
+                    self._pending.move_to_end(key, last=False)
+                self._trim()
+            return False
+        return True
+
+    def close(self) -> None:
+        """Write what is waiting and stop the thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        self.flush()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._closed:
+                    self._cond.wait(self.interval)
+                if self._closed:
+                    return
+            self.flush()
+
+    def _trim(self) -> None:
+        dropped = 0
+        while len(self._pending) > self.max_pending:
+            self._pending.popitem(last=False)
+            dropped += 1
+        if dropped:
+            log.warning("dropped %d access counts the store did not take", dropped)
+
+
+def _ops(batch: dict[tuple[str, str], int]) -> list[AccessOp]:
+    """One op per (user, times) with the ids accessed that many times."""
+    groups: dict[tuple[str, int], list[uuid.UUID]] = {}
+    for (user_id, memory_id), times in batch.items():
+        groups.setdefault((user_id, times), []).append(uuid.UUID(memory_id))
+    return [AccessOp(user, tuple(ids), times) for (user, times), ids in groups.items()]
+
+
+__all__ = ["AccessLog"]
