@@ -23,8 +23,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from tiermem.archive import transcript_line
@@ -125,6 +126,15 @@ class Context:
         return len(self.messages)
 
 
+@dataclass
+class _Part:
+    """One section of a context: its messages, their items and the messages' tokens."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    items: list[ContextItem] = field(default_factory=list)
+    tokens: int = 0
+
+
 class QueryPlanner:
     """Ranks candidates from every tier and fits them to a token budget."""
 
@@ -210,7 +220,7 @@ class QueryPlanner:
             raise InvalidSizeError("max_tokens", f"must be an int >= 1, got {budget!r}")
         shares = self.settings.shares.model_dump()
         left = budget - _REPLY_PRIMING
-        parts: dict[Section, tuple[list[dict[str, Any]], list[ContextItem]]] = {}
+        parts: dict[Section, _Part] = {}
         notes: tuple[tuple[Section, str | None], ...] = (
             ("synopsis", synopsis),
             ("summary", summary),
@@ -219,13 +229,14 @@ class QueryPlanner:
             if text:
                 cap = min(left, int(budget * shares.get(section, 0.0)))
                 parts[section] = self._note(section, text, cap)
-                left -= _used(parts[section][1])
+                left -= parts[section].tokens
         cap = min(left, int(budget * shares.get("recent", 0.0)))
         parts["recent"] = self._recent(recent, cap)
-        left -= _used(parts["recent"][1])
-        shown = recent[len(recent) - len(parts["recent"][1]) :] if parts["recent"][1] else []
+        left -= parts["recent"].tokens
+        kept = len(parts["recent"].items)
+        shown = recent[len(recent) - kept :] if kept else []
         recent_keys = {_key(m.text) for m in shown} | {_key(transcript_line(m)) for m in shown}
-        shown_notes = " ".join(i.content for part in parts.values() for i in part[1])
+        shown_notes = " ".join(i.content for part in parts.values() for i in part.items)
         fresh = [
             c
             for c in candidates
@@ -234,21 +245,15 @@ class QueryPlanner:
         self.rank_relevance(query, fresh)
         cap = min(left, int(budget * shares.get("retrieved", 1.0)))
         parts["retrieved"] = self._retrieved(fresh, cap)
-        messages: list[dict[str, Any]] = []
-        items: list[ContextItem] = []
-        for section in self.settings.order:
-            if section in parts:
-                messages.extend(parts[section][0])
-                items.extend(parts[section][1])
-        total = sum(self.counter.count_message(Message.from_openai(m)) for m in messages)
-        total += _REPLY_PRIMING if messages else 0
+        ordered = [parts[section] for section in self.settings.order if section in parts]
+        messages = [m for part in ordered for m in part.messages]
+        items = [i for part in ordered for i in part.items]
+        total = sum(part.tokens for part in ordered) + (_REPLY_PRIMING if messages else 0)
         return Context(messages, items, total, budget, query)
 
     # -- sections ---------------------------------------------------------------------
 
-    def _note(
-        self, section: Section, text: str, cap: int
-    ) -> tuple[list[dict[str, Any]], list[ContextItem]]:
+    def _note(self, section: Section, text: str, cap: int) -> _Part:
         message = (
             summary_message(text)
             if section == "summary"
@@ -256,29 +261,24 @@ class QueryPlanner:
         )
         tokens = self._tokens(message)
         if tokens > cap:
-            return [], []
-        item = ContextItem(section, section, text, 1.0, tokens)
-        return [message], [item]
+            return _Part()
+        return _Part([message], [ContextItem(section, section, text, 1.0, tokens)], tokens)
 
-    def _recent(
-        self, recent: Sequence[Message], cap: int
-    ) -> tuple[list[dict[str, Any]], list[ContextItem]]:
+    def _recent(self, recent: Sequence[Message], cap: int) -> _Part:
         kept = newest_within(recent, self.counter, cap)
         items = [
             ContextItem("recent", "buffer", m.text, 1.0, self.counter.count_message(m), m.timestamp)
             for m in kept
         ]
-        return [m.to_openai() for m in kept], items
+        return _Part([m.to_openai() for m in kept], items, sum(i.tokens for i in items))
 
-    def _retrieved(
-        self, candidates: Sequence[Candidate], cap: int
-    ) -> tuple[list[dict[str, Any]], list[ContextItem]]:
+    def _retrieved(self, candidates: Sequence[Candidate], cap: int) -> _Part:
         newest = max((c.timestamp for c in candidates if c.timestamp), default=None)
         for candidate in candidates:
             candidate.score = self.score(candidate, newest)
         ranked = sorted(candidates, key=lambda c: -c.score)
         chosen: list[Candidate] = []
-        seen: dict[int, list[set[str]]] = {}
+        seen: dict[int, list[frozenset[str]]] = {}
         keys: set[str] = set()
         used = self._tokens({"role": "system", "content": RETRIEVED_HEADER})
         dates: set[str] = set()
@@ -305,7 +305,8 @@ class QueryPlanner:
             costs[id(candidate)] = cost
         while chosen:
             message = {"role": "system", "content": _render(chosen)}
-            if self._tokens(message) <= cap:
+            tokens = self._tokens(message)
+            if tokens <= cap:
                 items = [
                     ContextItem(
                         "retrieved",
@@ -318,11 +319,11 @@ class QueryPlanner:
                     )
                     for c in chosen
                 ]
-                return [message], items
+                return _Part([message], items, tokens)
             chosen.remove(min(chosen, key=lambda c: c.score))  # rare: token merges at joins
-        return [], []
+        return _Part()
 
-    def _near_duplicate(self, words: set[str], seen: dict[int, list[set[str]]]) -> bool:
+    def _near_duplicate(self, words: frozenset[str], seen: dict[int, list[frozenset[str]]]) -> bool:
         """Whether ``words`` overlaps a chosen memory's by the Jaccard limit or more.
 
         Jaccard >= t needs the smaller set to hold at least t of the larger, so only
@@ -368,14 +369,13 @@ def _rescale(values: list[float | None]) -> list[float]:
     return [0.0 if v is None else max((v - median) / span, 0.0) for v in values]
 
 
-def _used(items: list[ContextItem]) -> int:
-    return sum(i.tokens for i in items)
+_MONTHS = tuple(datetime(2000, month, 1).strftime("%B") for month in range(1, 13))
 
 
 def _date_label(timestamp: datetime | None) -> str:
     if timestamp is None:
         return "[undated]"
-    return f"[{timestamp.day} {timestamp.strftime('%B %Y')}]"
+    return f"[{timestamp.day} {_MONTHS[timestamp.month - 1]} {timestamp.year}]"
 
 
 def _render(chosen: list[Candidate]) -> str:
@@ -401,10 +401,12 @@ def _aware(value: datetime | None) -> datetime | None:
 _WORD = re.compile(r"\w+")
 
 
-def _words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower()))
+@lru_cache(maxsize=_COUNT_CACHE)
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.lower()))
 
 
+@lru_cache(maxsize=_COUNT_CACHE)
 def _key(text: str) -> str:
     return " ".join(_WORD.findall(text.lower()))
 
