@@ -935,11 +935,27 @@ def test_concurrent_writers_lose_nothing(memory: Memory) -> None:
 def test_buffer_vector_search_follows_the_config(tmp_path: Path, enabled: bool) -> None:
     config = {"memory": {"buffer": {"vector_search": enabled}}}
     with make_memory(tmp_path / "m.db", config) as memory:
+        memory.archiver.flush_interval = 60  # the message stays queued: only the buffer has it
         memory.add("user", "the lighthouse keeper paints seashells", "u", "s")
         context = memory.get_context("lighthouse seashells", "u", "s", max_tokens=500)
         sources = {item.source for item in context.items}
         assert "buffer" in sources  # the message is in the recent section either way
         assert bool(memory.buffers.peek("u", "s")._vectors) is enabled
+
+
+def test_buffer_offers_only_messages_the_store_cannot_find_yet(tmp_path: Path) -> None:
+    config = {"memory": {"buffer": {"size": 50}, "planner": {"recent_messages": 0}}}
+    with make_memory(tmp_path, config) as memory:
+        memory.archiver.flush_interval = 60
+        memory.add("user", "the lighthouse keeper paints seashells", "u", "s")
+        memory.add("user", "we talked about the weather", "u", "s")
+        queued = memory.get_context("lighthouse seashells", "u", "s", max_tokens=500)
+        assert [(i.section, i.source) for i in queued.items][:1] == [("retrieved", "buffer")]
+        assert memory.flush(10)
+        stored = memory.get_context("lighthouse seashells", "u", "s", max_tokens=500)
+        lines = [i for i in stored.items if "lighthouse" in i.content]
+        assert [(i.section, i.source) for i in lines] == [("retrieved", "store")]
+        assert memory.archiver.unwritten("u", "s") == set()
 
 
 def test_close_with_a_dead_store_hands_back_the_unwritten_messages(tmp_path: Path) -> None:

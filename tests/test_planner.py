@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -328,6 +329,47 @@ def test_the_best_memories_fill_a_small_budget() -> None:
     ctx = planner().plan("q", max_tokens=40, candidates=candidates)
     assert "the one that matters" in [i.content for i in ctx.items]
     assert ctx.total_tokens <= 40
+
+
+def _unit(*values: float) -> np.ndarray:
+    vector = np.array(values, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def test_diversity_prefers_a_memory_that_adds_something_new() -> None:
+    def pool() -> list[Candidate]:
+        return [
+            cand("Ana: we adopted a cat", 0.9, vector=_unit(1, 0, 0)),
+            cand("Ana: we adopted a kitten", 0.85, vector=_unit(1, 0.1, 0)),
+            cand("Ana: I started pottery", 0.8, vector=_unit(0, 1, 0)),
+            *[cand(f"filler {i} " + "word " * 60, 0.1, vector=_unit(0, 0, 1)) for i in range(5)],
+        ]
+
+    assert COUNTER.count("Ana: I started pottery") <= COUNTER.count("Ana: we adopted a kitten")
+    two = (
+        planner().plan("q", max_tokens=1000, candidates=pool()[:2]).total_tokens + 5
+    )  # room for line estimates, not a 3rd line
+    chosen = {
+        diversity: [
+            i.content
+            for i in planner(diversity=diversity).plan("q", max_tokens=two, candidates=pool()).items
+        ]
+        for diversity in (0.0, 0.3)
+    }
+    assert sorted(chosen[0.0]) == ["Ana: we adopted a cat", "Ana: we adopted a kitten"]
+    assert sorted(chosen[0.3]) == ["Ana: I started pottery", "Ana: we adopted a cat"]
+
+
+def test_diversity_ignores_memories_without_vectors() -> None:
+    candidates = [cand("alpha one", 0.9), cand("alpha two", 0.8, vector=_unit(1, 0))]
+    ctx = planner(diversity=1.0).plan("q", max_tokens=200, candidates=candidates)
+    assert [i.content for i in ctx.items] == ["alpha one", "alpha two"]
+
+
+@pytest.mark.parametrize("diversity", [-0.1, 1.5, "lots"])
+def test_diversity_is_validated(diversity: object) -> None:
+    with pytest.raises(ValueError, match="diversity"):
+        PlannerConfig(diversity=diversity)
 
 
 # -- never over budget -------------------------------------------------------------

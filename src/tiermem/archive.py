@@ -190,7 +190,7 @@ class Archiver:
         """Batches that failed (and were retried) since start."""
         self.last_error: BaseException | None = None
         self._queue: deque[ArchivedMessage] = deque()
-        self._in_flight = 0
+        self._writing: list[ArchivedMessage] = []  # the batch being written
         self._flushing = 0  # callers waiting in flush(): partial batches go at once
         self._cond = threading.Condition()
         self._closed = False
@@ -202,7 +202,7 @@ class Archiver:
     def pending(self) -> int:
         """Messages submitted but not yet written."""
         with self._cond:
-            return len(self._queue) + self._in_flight
+            return len(self._queue) + len(self._writing)
 
     def submit(self, items: Iterable[ArchivedMessage]) -> None:
         """Queue messages for the store; returns at once."""
@@ -217,6 +217,16 @@ class Archiver:
                 self._thread.start()
             if len(self._queue) >= self.batch_size:
                 self._cond.notify_all()
+
+    def unwritten(self, user_id: str, session_id: str | None) -> set[str]:
+        """Ids of the session's messages not yet written (queued or being written): the
+        ones a search of the sink cannot find yet."""
+        with self._cond:
+            return {
+                item.message.message_id
+                for item in (*self._writing, *self._queue)
+                if item.user_id == user_id and item.session_id == session_id
+            }
 
     def discard_user(self, user_id: str) -> int:
         """Drop the queued messages of ``user_id`` (for erasure); returns how many."""
@@ -233,7 +243,7 @@ class Archiver:
             self._flushing += 1
             self._cond.notify_all()
             try:
-                while self._queue or self._in_flight:
+                while self._queue or self._writing:
                     left = None if deadline is None else deadline - time.monotonic()
                     if left is not None and left <= 0:
                         return False
@@ -266,7 +276,7 @@ class Archiver:
             if not self._queue:
                 return [] if not self._closed else None
             batch = [self._queue.popleft() for _ in range(min(self.batch_size, len(self._queue)))]
-            self._in_flight = len(batch)
+            self._writing = batch
             return batch
 
     def _run(self) -> None:
@@ -287,7 +297,7 @@ class Archiver:
                 )
                 with self._cond:
                     self._queue.extendleft(reversed(batch))
-                    self._in_flight = 0
+                    self._writing = []
                     self._cond.notify_all()
                     if self._closed:
                         return
@@ -296,7 +306,7 @@ class Archiver:
                 continue
             delay = self.retry_backoff
             with self._cond:
-                self._in_flight = 0
+                self._writing = []
                 self._cond.notify_all()
 
     def _write(self, batch: list[ArchivedMessage]) -> None:

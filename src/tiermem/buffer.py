@@ -19,7 +19,7 @@ import json
 import logging
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any, Generic, TypeVar
 
@@ -468,16 +468,21 @@ class BufferMemory(RingBuffer[Message]):
             head, budget = [], limit
         return head + [m.to_openai() for m in newest_within(messages, counter, budget)]
 
-    def vector_search(self, query: Any, embedder: Any, k: int = 5) -> list[tuple[Message, float]]:
+    def vector_search(
+        self, query: Any, embedder: Any, k: int = 5, only: Container[str] | None = None
+    ) -> list[tuple[Message, float]]:
         """The ``k`` messages most similar to ``query`` (text or vector), with cosine scores.
 
         Each message is embedded once, when first searched, and its vector kept while it
-        is in the window; the planner uses this for messages not yet in long-term memory.
+        is in the window; the planner uses this for messages not yet in long-term memory
+        (``only``: the ids of those messages; None searches every message).
         """
         import numpy as np
 
         with self._lock:
-            messages = [m for m in self._items if m.text.strip()]
+            messages = [
+                m for m in self._items if m.text.strip() and (only is None or m.message_id in only)
+            ]
             vectors = dict(self._vectors)
         if not messages or k <= 0:
             return []

@@ -247,6 +247,12 @@ class PlannerConfig(Section):
     near_duplicate: float = Field(
         default=0.9, gt=0, le=1, description="Word-set Jaccard at which two memories are one."
     )
+    diversity: float = Field(
+        default=0.3,
+        ge=0,
+        le=1,
+        description="Penalty x a memory's greatest similarity to one already chosen (MMR).",
+    )
 
     @field_validator("order")
     @classmethod

@@ -522,20 +522,43 @@ class Memory:
                     )
                 )
         if buffer is not None and self.config.memory.buffer.vector_search:
-            for message, similarity in buffer.vector_search(vector, self.embedder, k=pool):
-                line = transcript_line(message)
-                candidates.append(
-                    Candidate(
-                        content=line,
-                        source="buffer",
-                        similarity=similarity,
-                        timestamp=message.timestamp,
-                        key=candidate_key(line),
-                        session_id=session_id,
-                        message_id=message.message_id,
-                    )
-                )
+            candidates += self._unarchived_candidates(vector, pool, buffer, user_id, session_id)
         return candidates
+
+    def _unarchived_candidates(
+        self,
+        vector: Any,
+        pool: int,
+        buffer: BufferMemory,
+        user_id: str,
+        session_id: str | None,
+    ) -> list[Candidate]:
+        """The session's messages that the store and working memory cannot find yet.
+
+        Archived messages are found by the searches above, with their keyword scores and
+        context-aware vectors; offering their buffer copies as well would count them twice.
+        """
+        archiver = self._archiver
+        only = None
+        if archiver is not None and archiver.sink is not _discard:
+            only = archiver.unwritten(user_id, session_id)
+            if not only:
+                return []
+        found = []
+        for message, similarity in buffer.vector_search(vector, self.embedder, pool, only):
+            line = transcript_line(message)
+            found.append(
+                Candidate(
+                    content=line,
+                    source="buffer",
+                    similarity=similarity,
+                    timestamp=message.timestamp,
+                    key=candidate_key(line),
+                    session_id=session_id,
+                    message_id=message.message_id,
+                )
+            )
+        return found
 
     # -- forgetting and lifecycle ---------------------------------------------------------
 
@@ -713,6 +736,7 @@ def _from_record(record: Any, similarity: float | None, keyword: float | None = 
         message_id=metadata.get("message_id"),
         previous_id=metadata.get("previous_id"),
         memory_id=str(record.id),
+        vector=record.embedding,
     )
 
 

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+
+from tiermem._blas import one_blas_thread
 from tiermem.archive import transcript_line
 from tiermem.buffer import newest_within, summary_message
 from tiermem.config import PlannerConfig
@@ -51,7 +54,8 @@ class Candidate:
     ``similarity`` is the cosine similarity to the query and ``keyword`` the keyword
     engine's score (higher is better); either may be missing. ``message_id`` and
     ``previous_id`` link a conversation message to the one before it in its session;
-    ``memory_id`` is the long-term store's id of a stored memory.
+    ``memory_id`` is the long-term store's id of a stored memory; ``vector`` its unit
+    embedding, when known, which lets the planner prefer memories that add something new.
     """
 
     content: str
@@ -65,6 +69,7 @@ class Candidate:
     message_id: str | None = None
     previous_id: str | None = None
     memory_id: str | None = None
+    vector: np.ndarray | None = None
     relevance: float = 0.0
     score: float = 0.0
 
@@ -164,7 +169,7 @@ class QueryPlanner:
         for candidate, value in zip(candidates, base, strict=True):
             if candidate.session_id is not None:
                 sessions.setdefault(candidate.session_id, []).append(value)
-        context = {sid: sum(sorted(v)[-3:]) / min(len(v), 3) for sid, v in sessions.items()}
+        context = {sid: max(v) for sid, v in sessions.items()}
         years = {c.timestamp.year for c in candidates if c.timestamp is not None}
         windows = time_windows(query, years) if w.temporal else []
         own = []
@@ -283,7 +288,7 @@ class QueryPlanner:
         used = self._tokens({"role": "system", "content": RETRIEVED_HEADER})
         dates: set[str] = set()
         costs: dict[int, int] = {}
-        for candidate in ranked:
+        for candidate in _by_marginal_relevance(ranked, self.settings.diversity, chosen):
             if cap - used < _MIN_LINE_TOKENS:
                 break
             if candidate.key in keys:
@@ -355,6 +360,41 @@ class QueryPlanner:
 _REPLY_PRIMING = 3  # OpenAI adds 3 tokens that prime the reply
 _MIN_LINE_TOKENS = 4  # no memory line is cheaper: stop filling below this
 _COUNT_CACHE = 100_000
+
+
+def _by_marginal_relevance(
+    ranked: list[Candidate], diversity: float, chosen: list[Candidate]
+) -> Iterator[Candidate]:
+    """Candidates best first by ``score - diversity x`` their greatest cosine similarity to
+    a candidate already in ``chosen`` (maximal marginal relevance, Carbonell & Goldstein
+    1998), which the caller appends to as it takes them.
+
+    Ten lines about the same topic cost ten times the tokens of one and answer little more;
+    a question about several things ("What activities has she done with her family?")
+    needs lines about each. Candidates without a vector are neither penalized nor penalize.
+    """
+    vectors = [c.vector for c in ranked]
+    dimension = next((len(v) for v in vectors if v is not None), 0)
+    if diversity <= 0 or len(ranked) < 2 or not dimension:
+        yield from ranked
+        return
+    matrix = np.zeros((len(ranked), dimension), dtype=np.float32)
+    for row, vector in enumerate(vectors):
+        if vector is not None and len(vector) == dimension:
+            matrix[row] = vector
+    with one_blas_thread():
+        similar = matrix @ matrix.T
+    scores = np.array([c.score for c in ranked], dtype=np.float32)
+    penalty = np.zeros(len(ranked), dtype=np.float32)
+    position = {id(c): row for row, c in enumerate(ranked)}
+    counted = len(chosen)
+    for _ in range(len(ranked)):
+        for candidate in chosen[counted:]:
+            np.maximum(penalty, similar[position[id(candidate)]], out=penalty)
+        counted = len(chosen)
+        row = int(np.argmax(scores - diversity * penalty))
+        scores[row] = -np.inf
+        yield ranked[row]
 
 
 def _rescale(values: list[float | None]) -> list[float]:
