@@ -125,7 +125,7 @@ def fit_turns(turns: list[Turn], budget: int, counter: Any) -> str:
         for i, t in enumerate(turns[:300])
     ]
     planner.settings = PlannerConfig(weights={"recency": 0.0, "importance": 0.0})
-    messages, _ = planner._retrieved(candidates, budget - 3)
+    messages = planner._retrieved(candidates, budget - 3).messages
     assert sum(counter.count_message(Message.from_openai(m)) for m in messages) <= budget
     return "\n".join(m["content"] for m in messages)
 

@@ -153,8 +153,8 @@ class QueryPlanner:
 
         1. vector and keyword scores, each rescaled so the pool's median is 0 and its best
            is 1, added with ``keyword_weight``;
-        2. plus ``session_weight`` x the mean of the session's three best (a memory in a
-           conversation that is about the query as a whole is more likely relevant);
+        2. plus ``session_weight`` x the relevance of the session's best candidate (a line
+           of a conversation that touches the query is more likely relevant);
         3. plus ``temporal_weight`` when the memory falls in a time the query names;
         4. each message then gets at least ``neighbour_weight`` x the relevance of the
            message before or after it (answers often sit next to the matching line).
