@@ -237,7 +237,7 @@ class PlannerConfig(Section):
 
     max_tokens: int = Field(default=4000, gt=0, description="Budget when none is given.")
     recent_messages: int = Field(default=6, ge=0, description="Newest messages always offered.")
-    k: int = Field(default=120, gt=0, description="Candidates per search before ranking.")
+    k: int = Field(default=200, gt=0, description="Candidates per search before ranking.")
     order: list[PlannerSection] = Field(
         default_factory=lambda: list(DEFAULT_ORDER), min_length=4, max_length=4
     )

@@ -140,6 +140,39 @@ class _Part:
     tokens: int = 0
 
 
+class _Selection:
+    """The memories taken so far and what a new one is checked against."""
+
+    def __init__(self, planner: QueryPlanner) -> None:
+        self.planner = planner
+        self.chosen: list[Candidate] = []
+        self.costs: dict[int, int] = {}
+        self._keys: set[str] = set()
+        self._dates: set[str] = set()
+        self._seen: dict[int, list[frozenset[str]]] = {}
+
+    def offer(self, candidate: Candidate, room: int) -> int | None:
+        """Take ``candidate`` if it is new and its line fits ``room``: its token cost, or
+        None (already taken, a near duplicate, or too long)."""
+        if candidate.key in self._keys:
+            return None
+        date = _date_label(candidate.timestamp)
+        cost = self.planner._count(candidate.content + "\n")  # "!\n" is often one token
+        if date not in self._dates:
+            cost += self.planner._count(date + "\n")
+        if cost > room:
+            return None
+        words = _words(candidate.content)
+        if self.planner._near_duplicate(words, self._seen):
+            return None
+        self._dates.add(date)
+        self._keys.add(candidate.key)
+        self._seen.setdefault(len(words), []).append(words)
+        self.chosen.append(candidate)
+        self.costs[id(candidate)] = cost
+        return cost
+
+
 class QueryPlanner:
     """Ranks candidates from every tier and fits them to a token budget."""
 
@@ -278,36 +311,49 @@ class QueryPlanner:
         return _Part([m.to_openai() for m in kept], items, sum(i.tokens for i in items))
 
     def _retrieved(self, candidates: Sequence[Candidate], cap: int) -> _Part:
+        """The best memories within ``cap``, rendered as one message.
+
+        Lines are first counted one by one, each with its newline; tokens can still merge
+        across lines, so the exact count of what was taken decides whether more lines fit,
+        until none does.
+        """
         newest = max((c.timestamp for c in candidates if c.timestamp), default=None)
         for candidate in candidates:
             candidate.score = self.score(candidate, newest)
         ranked = sorted(candidates, key=lambda c: -c.score)
-        chosen: list[Candidate] = []
-        seen: dict[int, list[frozenset[str]]] = {}
-        keys: set[str] = set()
-        used = self._tokens({"role": "system", "content": RETRIEVED_HEADER})
-        dates: set[str] = set()
-        costs: dict[int, int] = {}
-        for candidate in _by_marginal_relevance(ranked, self.settings.diversity, chosen):
+        selection = _Selection(self)
+        header = used = self._tokens({"role": "system", "content": RETRIEVED_HEADER})
+        offered: set[int] = set()
+        waiting: list[Candidate] = []
+        for candidate in _by_marginal_relevance(ranked, self.settings.diversity, selection.chosen):
             if cap - used < _MIN_LINE_TOKENS:
                 break
-            if candidate.key in keys:
-                continue
-            date = _date_label(candidate.timestamp)
-            cost = self._count(candidate.content) + 1
-            if date not in dates:
-                cost += self._count(date) + 1
-            if used + cost > cap:
-                continue
-            words = _words(candidate.content)
-            if self._near_duplicate(words, seen):
-                continue
-            used += cost
-            dates.add(date)
-            keys.add(candidate.key)
-            seen.setdefault(len(words), []).append(words)
-            chosen.append(candidate)
-            costs[id(candidate)] = cost
+            offered.add(id(candidate))
+            cost = selection.offer(candidate, cap - used)
+            if cost is None:
+                waiting.append(candidate)
+            else:
+                used += cost
+        waiting += [c for c in ranked if id(c) not in offered]
+        part = self._fit_rendered(selection, cap)
+        while waiting and cap - part.tokens >= _MIN_LINE_TOKENS:
+            used, left = part.tokens or header, []
+            for candidate in waiting:
+                cost = selection.offer(candidate, cap - used)
+                if cost is None:
+                    left.append(candidate)
+                else:
+                    used += cost
+            if len(left) == len(waiting):
+                break
+            waiting = left
+            part = self._fit_rendered(selection, cap)
+        return part
+
+    def _fit_rendered(self, selection: _Selection, cap: int) -> _Part:
+        """The chosen memories as one message within ``cap`` (dropping the lowest scored
+        in the rare case that token merges at line joins push it over)."""
+        chosen = selection.chosen
         while chosen:
             message = {"role": "system", "content": _render(chosen)}
             tokens = self._tokens(message)
@@ -318,14 +364,14 @@ class QueryPlanner:
                         c.source,
                         c.content,
                         c.score,
-                        costs[id(c)],
+                        selection.costs[id(c)],
                         c.timestamp,
                         c.memory_id,
                     )
                     for c in chosen
                 ]
                 return _Part([message], items, tokens)
-            chosen.remove(min(chosen, key=lambda c: c.score))  # rare: token merges at joins
+            chosen.remove(min(chosen, key=lambda c: c.score))
         return _Part()
 
     def _near_duplicate(self, words: frozenset[str], seen: dict[int, list[frozenset[str]]]) -> bool:
