@@ -126,9 +126,8 @@ def test_items_say_section_source_score_and_tokens() -> None:
     (found,) = [i for i in ctx.items if i.section == "retrieved"]
     assert found.source == "store" and 0 < found.score <= 1 and found.timestamp == DAY
     # a line's tokens: its text, its newline, and its date header (first of its date)
-    assert (
-        found.tokens
-        == COUNTER.count("the cat is called Tom") + 1 + COUNTER.count("[8 May 2023]") + 1
+    assert found.tokens == COUNTER.count("the cat is called Tom\n") + COUNTER.count(
+        "[8 May 2023]\n"
     )
 
 
@@ -321,6 +320,27 @@ def test_score_blends_relevance_recency_and_importance() -> None:
     assert p.score(important, None) == pytest.approx(
         w.importance / (w.similarity + w.recency + w.importance)
     )
+
+
+def test_what_the_line_estimates_leave_is_filled_by_exact_count() -> None:
+    lines = [f"Ana: line number {i} of the talk!" for i in range(60)]
+    candidates = [cand(text, 0.9 - i / 100) for i, text in enumerate(lines)]
+    for budget in (60, 150, 400):
+        ctx = planner(diversity=0.0).plan("q", max_tokens=budget, candidates=candidates)
+        assert ctx.total_tokens == recount(ctx) <= budget
+        shown = {i.content for i in ctx.items}
+        assert not any(  # no line left out would still have fitted
+            recount(
+                planner(diversity=0.0).plan(
+                    "q",
+                    max_tokens=10_000,
+                    candidates=[c for c in candidates if c.content in shown or c.content == extra],
+                )
+            )
+            <= budget
+            for extra in lines
+            if extra not in shown
+        )
 
 
 def test_the_best_memories_fill_a_small_budget() -> None:
