@@ -16,7 +16,8 @@ import pytest
 
 import embedders
 from tiermem.embeddings import SentenceTransformerEmbedder
-from tiermem.embeddings.local import packaged_model_path
+from tiermem.embeddings.forward import direct_encoder
+from tiermem.embeddings.local import DIRECT_MAX_TEXTS, packaged_model_path
 from tiermem.errors import ModelLoadError
 from tiermem.working import WorkingMemory
 
@@ -45,6 +46,26 @@ def test_vectors_match_raw_sentence_transformers(model: SentenceTransformerEmbed
     got = model.embed(TEXTS)
     assert got.shape == (len(TEXTS), 384) and got.dtype == np.float32
     assert np.min(np.sum(got * expected, axis=1)) > 0.9999
+
+
+def test_short_calls_take_the_direct_pass_with_the_same_vectors(
+    model: SentenceTransformerEmbedder,
+) -> None:
+    loaded = model.loaded
+    assert loaded.direct is not None  # MiniLM: transformer + mean pooling + normalize
+    for count in (1, 3, DIRECT_MAX_TEXTS):  # one query, and small padded batches
+        texts = TEXTS[:count] if count <= len(TEXTS) else (TEXTS * 2)[:count]
+        expected = loaded.model.encode(texts, convert_to_numpy=True)
+        assert np.allclose(loaded.direct(texts), expected, atol=1e-5)
+        assert np.allclose(model.embed(texts), expected, atol=1e-5)
+
+
+def test_other_model_layouts_keep_encode(model: SentenceTransformerEmbedder) -> None:
+    from sentence_transformers import SentenceTransformer, models
+
+    transformer = model.loaded.model[0]
+    cls = models.Pooling(384, pooling_mode="cls")
+    assert direct_encoder(SentenceTransformer(modules=[transformer, cls], device="cpu")) is None
 
 
 def test_meaning_is_captured(model: SentenceTransformerEmbedder) -> None:

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from tiermem.embeddings.base import BaseEmbedder
+from tiermem.embeddings.forward import DirectEncoder, direct_encoder
 from tiermem.errors import ModelLoadError
 
 log = logging.getLogger(__name__)
@@ -48,14 +49,18 @@ KNOWN_DIMENSIONS = {
     "baai/bge-base-en-v1.5": 768,
 }
 _TRUE = {"1", "true", "yes", "on"}
+DIRECT_MAX_TEXTS = 8
+"""Calls of up to this many texts (queries) take the direct forward pass."""
 PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A loaded SentenceTransformer and the lock its (not thread-safe) tokenizer needs."""
+    """A loaded SentenceTransformer, the lock its (not thread-safe) tokenizer needs, and
+    its direct forward pass for short inputs when it has one (``tiermem.embeddings.forward``)."""
 
     model: Any
+    direct: DirectEncoder | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -131,7 +136,8 @@ def load_sentence_transformer(
     key = (name, device, model_path)
     with _models_lock:
         if key not in _models:
-            _models[key] = LoadedModel(_load(name, device, model_path))
+            model = _load(name, device, model_path)
+            _models[key] = LoadedModel(model, direct_encoder(model) if device == "cpu" else None)
         return _models[key]
 
 
@@ -228,6 +234,8 @@ class SentenceTransformerEmbedder(BaseEmbedder):
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         loaded = self.loaded
         with loaded.lock:
+            if loaded.direct is not None and len(texts) <= DIRECT_MAX_TEXTS:
+                return np.asarray(loaded.direct(texts), dtype=np.float32)
             vectors = loaded.model.encode(
                 texts,
                 batch_size=self.encode_batch_size,
