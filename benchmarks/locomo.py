@@ -151,6 +151,7 @@ def run(data_dir: Path, budgets: list[int], quick: bool) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="tiermem-locomo-"))
     scores: dict[str, dict[int, list[float]]] = {}
     at_k: dict[int, list[float]] = {5: [], 10: []}
+    per_conversation: dict[str, list[float]] = {}
     tokens: dict[int, list[int]] = {b: [] for b in budgets}
     latency: list[float] = []
     ingest = 0.0
@@ -195,6 +196,9 @@ def run(data_dir: Path, budgets: list[int], quick: bool) -> dict[str, Any]:
                         recall(context.text(), wanted)
                     )
                     if budget == max(budgets):
+                        per_conversation.setdefault(conv.name, []).append(
+                            scores["tiermem"][budget][-1]
+                        )
                         ranked = sorted(
                             (i for i in context.items if i.section == "retrieved"),
                             key=lambda i: -i.score,
@@ -231,6 +235,7 @@ def run(data_dir: Path, budgets: list[int], quick: bool) -> dict[str, Any]:
         "budgets": budgets,
         "recall": {n: {b: statistics.mean(v) for b, v in per.items()} for n, per in scores.items()},
         "recall_at_k": {k: statistics.mean(v) for k, v in at_k.items() if v},
+        "per_conversation": {n: statistics.mean(v) for n, v in per_conversation.items()},
         "mean_tokens": {b: statistics.mean(v) for b, v in tokens.items()},
         "latency_ms": {
             "p50": 1000 * lat[len(lat) // 2],
@@ -260,6 +265,8 @@ def report(result: dict[str, Any], command: str) -> None:
         f"recall@5 {result['recall_at_k'].get(5, 0):.3f}  recall@10 {result['recall_at_k'].get(10, 0):.3f}  "
         f"mean tokens {', '.join(f'{b}: {v:.0f}' for b, v in result['mean_tokens'].items())}"
     )
+    spread = ", ".join(f"{n}: {v:.3f}" for n, v in result["per_conversation"].items())
+    console.print(f"tiermem at {max(result['budgets'])} tokens per conversation: {spread}")
     console.print(
         f"get_context latency (query embedding included) p50 {result['latency_ms']['p50']:.1f} ms, "
         f"p95 {result['latency_ms']['p95']:.1f} ms; "
