@@ -52,7 +52,8 @@ def test_defaults_are_the_embedded_setup() -> None:
     )
     assert config.memory.retention == "persistent"
     planner = config.memory.planner
-    assert (planner.max_tokens, planner.recent_messages, planner.k) == (4000, 6, 120)
+    assert (planner.max_tokens, planner.recent_messages, planner.k) == (4000, 6, 200)
+    assert planner.diversity == 0.3
     assert planner.order == ["synopsis", "summary", "retrieved", "recent"]
     assert planner.shares.model_dump() == {
         "synopsis": 0.1,
