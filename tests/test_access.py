@@ -12,6 +12,7 @@ import pytest
 
 from embedders import HashEmbedder
 from tiermem.access import AccessLog
+from tiermem.errors import InputError
 from tiermem.memory import Memory
 from tiermem.stores.sqlite import SQLiteStore
 
@@ -67,6 +68,35 @@ def test_a_store_that_refuses_keeps_the_counts_for_later(
     assert log.flush() is True
     assert counts(store, "u1") == {"alpha": 2}
     log.close()
+
+
+def test_bad_ids_are_refused_whole(store: SQLiteStore) -> None:
+    (a,) = store.add_many("u1", ["alpha"])
+    log = AccessLog(store, interval=3600)
+    with pytest.raises(InputError):
+        log.record("u1", [str(a), "not-a-uuid"])
+    assert log.pending == 0
+    log.record("u1", [a])  # UUID objects are fine too
+    assert log.flush() and counts(store, "u1") == {"alpha": 1}
+    log.close()
+
+
+def test_flush_waits_for_a_write_in_progress(tmp_path: Path, store: SQLiteStore) -> None:
+    (a,) = store.add_many("u1", ["alpha"])
+    slow = SQLiteStore(tmp_path / "m.db", dimension=16, timeout=5.0)
+    log = AccessLog(slow, interval=3600)
+    log.record("u1", [str(a)])
+    blocker = sqlite3.connect(tmp_path / "m.db", isolation_level=None, check_same_thread=False)
+    blocker.execute("BEGIN EXCLUSIVE")  # the first write waits for this lock
+    writer = threading.Thread(target=log.flush)
+    writer.start()
+    threading.Event().wait(0.2)
+    threading.Timer(0.3, lambda: (blocker.execute("ROLLBACK"), blocker.close())).start()
+    assert log.flush() is True  # waited for the write in progress, not an empty queue
+    assert counts(store, "u1") == {"alpha": 1}
+    writer.join()
+    log.close()
+    slow.close()
 
 
 def test_discard_user_and_the_pending_limit(

@@ -958,6 +958,22 @@ def test_buffer_offers_only_messages_the_store_cannot_find_yet(tmp_path: Path) -
         assert memory.archiver.unwritten("u", "s") == set()
 
 
+def test_without_the_store_every_buffered_message_is_offered(tmp_path: Path) -> None:
+    config = {
+        "memory": {
+            "retention": "session",
+            "buffer": {"size": 50},
+            "planner": {"recent_messages": 0},
+        }
+    }
+    with make_memory(tmp_path, config) as memory:
+        memory.add("user", "the lighthouse keeper paints seashells", "u", "s")
+        assert memory.flush(10)  # written to the working memory, which may forget it
+        context = memory.get_context("lighthouse seashells", "u", "s", max_tokens=500)
+        (line,) = [i for i in context.items if i.source == "buffer"]
+        assert "lighthouse" in line.content and line.timestamp is not None
+
+
 def test_close_with_a_dead_store_hands_back_the_unwritten_messages(tmp_path: Path) -> None:
     store = FlakyStore(tmp_path / "dead.db", dimension=32)
     m = make_memory(tmp_path, store=store)

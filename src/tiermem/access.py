@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from tiermem.stores.base import AccessOp
+from tiermem.stores.base import AccessOp, check_uuid
 
 if TYPE_CHECKING:
     from tiermem.stores.base import MemoryStore
@@ -44,8 +44,9 @@ class AccessLog:
         self.max_pending = max_pending
         self.failures = 0
         """Writes the store refused since start (their counts were kept for a retry)."""
-        self._pending: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._pending: OrderedDict[tuple[str, uuid.UUID], int] = OrderedDict()
         self._cond = threading.Condition()
+        self._writing = threading.Lock()  # one write at a time; flush() waits for it
         self._closed = False
         self._thread: threading.Thread | None = None
 
@@ -55,12 +56,17 @@ class AccessLog:
         with self._cond:
             return len(self._pending)
 
-    def record(self, user_id: str, memory_ids: Iterable[str]) -> None:
-        """Count one access of each memory (ids as strings); returns at once."""
+    def record(self, user_id: str, memory_ids: Iterable[uuid.UUID | str]) -> None:
+        """Count one access of each memory; returns at once.
+
+        Raises:
+            InputError: an id is not a UUID (nothing of the call is recorded).
+        """
+        ids = [check_uuid(i) for i in memory_ids]
         with self._cond:
             if self._closed:
                 return
-            for memory_id in memory_ids:
+            for memory_id in ids:
                 key = (user_id, memory_id)
                 self._pending[key] = self._pending.get(key, 0) + 1
             self._trim()
@@ -71,29 +77,32 @@ class AccessLog:
                 self._thread.start()
 
     def discard_user(self, user_id: str) -> None:
-        """Forget the waiting accesses of ``user_id`` (the user is being erased)."""
-        with self._cond:
+        """Forget the waiting accesses of ``user_id`` (the user is being erased); a write
+        in progress finishes first, so none of theirs comes back after."""
+        with self._writing, self._cond:
             for key in [k for k in self._pending if k[0] == user_id]:
                 del self._pending[key]
 
     def flush(self) -> bool:
-        """Write every waiting access now; False if the store refused them (kept)."""
-        with self._cond:
-            batch, self._pending = self._pending, OrderedDict()
-        if not batch:
-            return True
-        try:
-            self.store.batch(_ops(batch))
-        except Exception as exc:  # counts are kept for the next round
-            self.failures += 1
-            log.warning("writing %d access counts failed (%s); will retry", len(batch), exc)
+        """Write every waiting access now (after a write in progress); False if the store
+        refused them (they are kept for the next round)."""
+        with self._writing:
             with self._cond:
-                for key, times in batch.items():
-                    self._pending[key] = self._pending.get(key, 0) + times
-                    self._pending.move_to_end(key, last=False)
-                self._trim()
-            return False
-        return True
+                batch, self._pending = self._pending, OrderedDict()
+            if not batch:
+                return True
+            try:
+                self.store.batch(_ops(batch))
+            except Exception as exc:  # counts are kept for the next round
+                self.failures += 1
+                log.warning("writing %d access counts failed (%s); will retry", len(batch), exc)
+                with self._cond:
+                    for key, times in batch.items():
+                        self._pending[key] = self._pending.get(key, 0) + times
+                        self._pending.move_to_end(key, last=False)
+                    self._trim()
+                return False
+            return True
 
     def close(self) -> None:
         """Write what is waiting and stop the thread."""
@@ -123,11 +132,11 @@ class AccessLog:
             log.warning("dropped %d access counts the store did not take", dropped)
 
 
-def _ops(batch: dict[tuple[str, str], int]) -> list[AccessOp]:
+def _ops(batch: dict[tuple[str, uuid.UUID], int]) -> list[AccessOp]:
     """One op per (user, times) with the ids accessed that many times."""
     groups: dict[tuple[str, int], list[uuid.UUID]] = {}
     for (user_id, memory_id), times in batch.items():
-        groups.setdefault((user_id, times), []).append(uuid.UUID(memory_id))
+        groups.setdefault((user_id, times), []).append(memory_id)
     return [AccessOp(user, tuple(ids), times) for (user, times), ids in groups.items()]
 
 

@@ -245,6 +245,7 @@ class Memory:
         if self._accesses is None:
             with self._lock:
                 if self._accesses is None:
+                    self._check_open()
                     self._accesses = AccessLog(self.store)
         return self._accesses
 
@@ -253,6 +254,7 @@ class Memory:
         if self._searches is None:
             with self._lock:
                 if self._searches is None:
+                    self._check_open()
                     self._searches = ThreadPoolExecutor(4, thread_name_prefix="tiermem-search")
         return self._searches
 
@@ -483,7 +485,7 @@ class Memory:
             synopsis=self.synopses.get(user_id).render() if self.synopses is not None else None,
         )
         used = [i.memory_id for i in context.items if i.memory_id is not None]
-        if used:
+        if used and not self._closed:
             self.accesses.record(user_id, used)
         return context
 
@@ -533,14 +535,16 @@ class Memory:
         user_id: str,
         session_id: str | None,
     ) -> list[Candidate]:
-        """The session's messages that the store and working memory cannot find yet.
+        """The session's buffered messages that the long-term store cannot find yet.
 
-        Archived messages are found by the searches above, with their keyword scores and
-        context-aware vectors; offering their buffer copies as well would count them twice.
+        Messages archived to the store are found by its searches, with their keyword
+        scores and context-aware vectors; offering their buffer copies as well would count
+        them twice. Without the store (``session`` and ``single_run`` retention) every
+        buffered message is offered: the working memory forgets under memory pressure.
         """
         archiver = self._archiver
         only = None
-        if archiver is not None and archiver.sink is not _discard:
+        if archiver is not None and self.retention == "persistent":
             only = archiver.unwritten(user_id, session_id)
             if not only:
                 return []
@@ -636,9 +640,10 @@ class Memory:
             StoreUnavailableError: the store never accepted some messages; they are in
                 :attr:`unarchived`, to add again later. Everything else is released.
         """
-        if self._closed:
-            return
-        self._closed = True
+        with self._lock:  # tiers built lazily check it under the same lock
+            if self._closed:
+                return
+            self._closed = True
         archiver = self._archiver
         unwritten = archiver.close(timeout) if archiver is not None else []
         if self._searches is not None:

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from tiermem._blas import one_blas_thread
 from tiermem.archive import transcript_line
 from tiermem.buffer import newest_within, summary_message
 from tiermem.config import PlannerConfig
@@ -428,15 +427,13 @@ def _by_marginal_relevance(
     for row, vector in enumerate(vectors):
         if vector is not None and len(vector) == dimension:
             matrix[row] = vector
-    with one_blas_thread():
-        similar = matrix @ matrix.T
     scores = np.array([c.score for c in ranked], dtype=np.float32)
     penalty = np.zeros(len(ranked), dtype=np.float32)
     position = {id(c): row for row, c in enumerate(ranked)}
     counted = len(chosen)
     for _ in range(len(ranked)):
-        for candidate in chosen[counted:]:
-            np.maximum(penalty, similar[position[id(candidate)]], out=penalty)
+        for candidate in chosen[counted:]:  # taken since the last step
+            np.maximum(penalty, matrix @ matrix[position[id(candidate)]], out=penalty)
         counted = len(chosen)
         row = int(np.argmax(scores - diversity * penalty))
         scores[row] = -np.inf
