@@ -123,7 +123,7 @@ def test_get_context_counts_only_the_memories_it_used(tmp_path: Path) -> None:
         used = {i.memory_id for i in context.items if i.memory_id}
         assert 0 < len(used) < 30
         assert memory.flush()
-        by_id = {str(r.id): r.access_count for r in memory.store.list("u1")}
+        by_id = {r.id: r.access_count for r in memory.store.list("u1")}
         assert {k for k, v in by_id.items() if v} == used
         assert all(by_id[k] == 1 for k in used)
         memory.get_context("garden plant growing", "u1", max_tokens=120)

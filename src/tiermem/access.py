@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from tiermem.stores.base import AccessOp, check_uuid
+from tiermem.stores.base import AccessOp, check_uuids
 
 if TYPE_CHECKING:
     from tiermem.stores.base import MemoryStore
@@ -62,7 +62,7 @@ class AccessLog:
         Raises:
             InputError: an id is not a UUID (nothing of the call is recorded).
         """
-        ids = [check_uuid(i) for i in memory_ids]
+        ids = check_uuids(memory_ids)
         with self._cond:
             if self._closed:
                 return

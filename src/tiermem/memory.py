@@ -740,7 +740,7 @@ def _from_record(record: Any, similarity: float | None, keyword: float | None = 
         session_id=record.session_id,
         message_id=metadata.get("message_id"),
         previous_id=metadata.get("previous_id"),
-        memory_id=str(record.id),
+        memory_id=record.id,
         vector=record.embedding,
     )
 

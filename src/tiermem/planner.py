@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -67,7 +68,7 @@ class Candidate:
     session_id: str | None = None
     message_id: str | None = None
     previous_id: str | None = None
-    memory_id: str | None = None
+    memory_id: uuid.UUID | None = None
     vector: np.ndarray | None = None
     relevance: float = 0.0
     score: float = 0.0
@@ -84,7 +85,7 @@ class ContextItem:
     score: float
     tokens: int
     timestamp: datetime | None = None
-    memory_id: str | None = None
+    memory_id: uuid.UUID | None = None
 
 
 @dataclass

@@ -355,6 +355,11 @@ def check_uuid(value: object, name: str = "memory_id") -> uuid.UUID:
     raise InputError(name, f"{value!r} is not a UUID", "use the id returned by add()")
 
 
+def check_uuids(values: Iterable[object], name: str = "memory_id") -> tuple[uuid.UUID, ...]:
+    """Every value as a UUID (see :func:`check_uuid`)."""
+    return tuple(check_uuid(v, name) for v in values)
+
+
 def check_content(content: object, name: str = "content") -> str:
     """Non-empty text no longer than :data:`MAX_CONTENT_CHARS`, without NUL characters."""
     if not isinstance(content, str):
@@ -679,7 +684,14 @@ class MemoryStore(ABC):
         return items
 
     def _search_op(
-        self, user_id: str, query: str | None, vector: Any, mode: str, limit: int, flt: MemoryFilter
+        self,
+        user_id: str,
+        query: str | None,
+        vector: Any,
+        mode: str,
+        limit: int,
+        flt: MemoryFilter,
+        count_access: bool,
     ) -> SearchOp:
         check_user_id(user_id)
         if mode not in SEARCH_MODES:
@@ -696,7 +708,7 @@ class MemoryStore(ABC):
                 raise InputError(
                     "vector", "is missing and the store has no embedder", "pass vector="
                 )
-        return SearchOp(user_id, mode, vec, query, check_limit(limit), flt)
+        return SearchOp(user_id, mode, vec, query, check_limit(limit), flt, bool(count_access))
 
     def _update_op(self, user_id: str, memory_id: Any, fields: dict[str, Any]) -> UpdateOp:
         unknown = set(fields) - {"content", "embedding", "memory_type", "importance", "metadata"}
@@ -783,7 +795,7 @@ class MemoryStore(ABC):
 
     def get_many(self, user_id: str, memory_ids: Sequence[uuid.UUID | str]) -> list[MemoryRecord]:
         """The user's memories among ``memory_ids`` (unknown ids are skipped)."""
-        op = GetOp(check_user_id(user_id), tuple(check_uuid(i) for i in memory_ids))
+        op = GetOp(check_user_id(user_id), check_uuids(memory_ids))
         return cast(list[MemoryRecord], self.batch([op])[0])
 
     def record_access(self, user_id: str, memory_ids: Sequence[uuid.UUID | str]) -> int:
@@ -791,7 +803,7 @@ class MemoryStore(ABC):
 
         For callers that search with ``count_access=False`` and use only some hits.
         """
-        op = AccessOp(check_user_id(user_id), tuple(check_uuid(i) for i in memory_ids))
+        op = AccessOp(check_user_id(user_id), check_uuids(memory_ids))
         return cast(int, self.batch([op])[0])
 
     def search(
@@ -817,8 +829,8 @@ class MemoryStore(ABC):
             **filters: ``memory_type`` (str or list), ``session_id``, ``agent_id``,
                 ``created_after``, ``created_before``, ``metadata`` (dict of equalities).
         """
-        op = self._search_op(user_id, query, vector, mode, limit, make_filter(**filters))
-        op = op._replace(count_access=bool(count_access))
+        flt = make_filter(**filters)
+        op = self._search_op(user_id, query, vector, mode, limit, flt, count_access)
         if op.vector is None and op.mode != "keyword":
             assert self.embedder is not None and query is not None
             op = op._replace(vector=check_vector(self.embedder.embed([query])[0], self.dimension))
@@ -844,7 +856,7 @@ class MemoryStore(ABC):
 
     def delete_many(self, user_id: str, memory_ids: Sequence[uuid.UUID | str]) -> int:
         """Delete the user's memories among ``memory_ids``; how many were deleted."""
-        op = DeleteOp(check_user_id(user_id), tuple(check_uuid(i) for i in memory_ids))
+        op = DeleteOp(check_user_id(user_id), check_uuids(memory_ids))
         return cast(int, self.batch([op])[0])
 
     def delete_user(self, user_id: str) -> int:
@@ -911,12 +923,12 @@ class MemoryStore(ABC):
         self, user_id: str, memory_ids: Sequence[uuid.UUID | str]
     ) -> builtins.list[MemoryRecord]:
         """Async twin of :meth:`get_many`."""
-        op = GetOp(check_user_id(user_id), tuple(check_uuid(i) for i in memory_ids))
+        op = GetOp(check_user_id(user_id), check_uuids(memory_ids))
         return cast(builtins.list[MemoryRecord], (await self.abatch([op]))[0])
 
     async def arecord_access(self, user_id: str, memory_ids: Sequence[uuid.UUID | str]) -> int:
         """Async twin of :meth:`record_access`."""
-        op = AccessOp(check_user_id(user_id), tuple(check_uuid(i) for i in memory_ids))
+        op = AccessOp(check_user_id(user_id), check_uuids(memory_ids))
         return cast(int, (await self.abatch([op]))[0])
 
     async def asearch(
@@ -931,8 +943,8 @@ class MemoryStore(ABC):
         **filters: Any,
     ) -> builtins.list[SearchResult]:
         """Async twin of :meth:`search`."""
-        op = self._search_op(user_id, query, vector, mode, limit, make_filter(**filters))
-        op = op._replace(count_access=bool(count_access))
+        flt = make_filter(**filters)
+        op = self._search_op(user_id, query, vector, mode, limit, flt, count_access)
         if op.vector is None and op.mode != "keyword":
             assert self.embedder is not None and query is not None
             vec = (await self.embedder.aembed([query]))[0]
@@ -956,7 +968,7 @@ class MemoryStore(ABC):
 
     async def adelete_many(self, user_id: str, memory_ids: Sequence[uuid.UUID | str]) -> int:
         """Async twin of :meth:`delete_many`."""
-        op = DeleteOp(check_user_id(user_id), tuple(check_uuid(i) for i in memory_ids))
+        op = DeleteOp(check_user_id(user_id), check_uuids(memory_ids))
         return cast(int, (await self.abatch([op]))[0])
 
     async def adelete_user(self, user_id: str) -> int:
