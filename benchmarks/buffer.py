@@ -7,7 +7,10 @@ roles alternating user/assistant):
 - µs to read the last 50 messages and to build the formatted context handed to an
   LLM, at two history lengths (a read that costs O(history) shows up as a ratio);
 - ms to serialize 1,000 messages to JSON and to restore them;
-- peak traced memory (tracemalloc) while appending the largest size.
+- peak traced memory (tracemalloc) while appending the largest size;
+- µs per ``Memory.add`` (the facade most users call: validation, the session's buffer and
+  the queue to the long-term store, with the embedded default), beside ``BufferMemory``'s
+  append: the README quotes each with its own figure.
 
 Each peer runs in its own virtualenv (see ``peers.py``) and tiermem in a fresh
 interpreter on this checkout's ``src``, so every subject starts from the same state.
@@ -464,6 +467,41 @@ def measure(keys: Sequence[str], cfg: dict[str, Any]) -> dict[str, Any]:
     return {key: measure_subject(key, cfg) for key in keys}
 
 
+def time_memory_add(n: int, samples: int) -> dict[str, Any]:
+    """µs per ``Memory.add`` of ``n`` messages into one session (best and median sample),
+    with the embedded default (SQLite file, local model) in a temporary folder; the archive
+    embeds and writes in the background meanwhile, as in use."""
+    import tempfile
+
+    from tiermem import Memory
+
+    with tempfile.TemporaryDirectory(prefix="tiermem-bench-") as folder:
+        memory = Memory(str(Path(folder) / "bench.db"))
+        try:
+            memory.add("user", "warm up", "bench", "warm-up")
+            results = []
+            for sample in range(samples):
+                start = time.perf_counter_ns()
+                for i in range(n):
+                    memory.add(role_of(i), text_of(i), "bench", f"session-{sample}")
+                results.append((time.perf_counter_ns() - start) / n / 1000)
+            memory.flush()  # the archive embeds and writes them all (not timed)
+        finally:
+            memory.close()
+    return {"best": min(results), "median": statistics.median(results), "adds": n * samples}
+
+
+MEMORY_ADD = "tiermem-memory-add"
+MEMORY_ADD_SNIPPET = """
+import importlib.util, sys
+sys.path.insert(0, ARGS["dir"])
+spec = importlib.util.spec_from_file_location("tiermem_bench_buffer", ARGS["file"])
+mod = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = mod
+spec.loader.exec_module(mod)
+emit(mod.time_memory_add(ARGS["n"], ARGS["samples"]))
+"""
+
 # Loads this file by path inside a peer's virtualenv and runs ``measure`` there.
 SNIPPET = """
 import importlib.util, sys
@@ -532,6 +570,18 @@ def run_all(peer_names: Sequence[str], cfg: dict[str, Any], log: Callable[[str],
         results.update(out)
     except PeerError as exc:
         results.update({key: {"error": str(exc)} for key in TIERMEM_KEYS})
+    log("measuring tiermem Memory.add ...")
+    n, samples = (200, 3) if cfg["sizes"][-1] <= 1000 else (1000, 5)
+    try:
+        results[MEMORY_ADD] = run_python(
+            sys.executable,
+            MEMORY_ADD_SNIPPET,
+            {**args, "n": n, "samples": samples},
+            pythonpath=[ROOT / "src"],
+            timeout=1800,
+        )
+    except PeerError as exc:
+        results[MEMORY_ADD] = {"error": str(exc)}
     return results
 
 
@@ -689,6 +739,15 @@ def print_report(results: dict[str, Any], cfg: dict[str, Any], command: str) -> 
         console.print(ratios)
     for line in [*notes, *goal_lines(summary)]:
         console.print(line)
+    added, appended = results.get(MEMORY_ADD, {}), results.get("tiermem-count", {}).get("append")
+    if "best" in added:
+        beside = f" (BufferMemory(50) append: {_us(appended[sizes[0]])} µs)" if appended else ""
+        console.print(
+            f"tiermem Memory.add, embedded default: {added['best']:.1f} µs per message best, "
+            f"{added['median']:.1f} median over {added['adds']:,} adds{beside}"
+        )
+    elif added:
+        console.print(f"[red]tiermem Memory.add: error[/red]: {added.get('error')}")
     console.print(f"reproduce: {command}")
 
 

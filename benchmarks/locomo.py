@@ -5,11 +5,19 @@ For each conversation (one user each): import every turn with ``Memory.add_messa
 question of categories 1-4 build a context and check which evidence turns' text it holds.
 
 In the same run, with the same budget and the same rendering, three baselines:
-buffer-only (the most recent turns), BM25-only and dense-only (MiniLM) retrieval.
+buffer-only (the most recent turns), BM25-only and dense-only (MiniLM) retrieval, and
+tiermem with its relevance floor off ("tiermem, no floor") and at each ``--floors``
+similarity, which shows what the floor saves in tokens and what it costs in recall.
 Tokens are counted with o200k_base over the whole rendered context.
+
+With ``--embedders local/all-MiniLM-L6-v2 torch/all-MiniLM-L6-v2`` tiermem runs once per
+embedder (the default ONNX one against sentence-transformers on PyTorch) and the recall of
+each is printed side by side; the baselines run with the first.
 
 Usage:
     python benchmarks/locomo.py ../shared/data/locomo [--budgets 500 1000 2000] [--quick]
+        [--floors 0.4 0.45]
+        [--embedders local/all-MiniLM-L6-v2 torch/all-MiniLM-L6-v2]
 """
 
 from __future__ import annotations
@@ -84,8 +92,39 @@ def evidence_turns(conversation: Conversation, question: dict[str, Any]) -> list
     return [conversation.by_id[i] for i in dict.fromkeys(ids) if i in conversation.by_id]
 
 
+def answerable(
+    conversation: Conversation, questions: list[dict[str, Any]]
+) -> list[tuple[dict[str, Any], list[Turn]]]:
+    """``questions`` paired with their evidence turns; those without any are left out."""
+    asked = [(q, evidence_turns(conversation, q)) for q in questions]
+    return [(q, wanted) for q, wanted in asked if wanted]
+
+
 def line(turn: Turn) -> str:
     return f"{turn.speaker}: {turn.text}"
+
+
+def ingest_turns(memory: Any, conversation: Conversation) -> None:
+    """Add every turn to a tiermem ``Memory``, one ``add_messages`` call per session.
+
+    The conversation is one user; the speaker is kept as the message name, the session's
+    date as its timestamp and the turn's dia_id in its metadata."""
+    for session in sorted({t.session for t in conversation.turns}):
+        memory.add_messages(
+            [
+                {
+                    "role": "user",
+                    "content": t.text,
+                    "name": t.speaker,
+                    "timestamp": t.timestamp,
+                    "metadata": {"dia_id": t.dia_id},
+                }
+                for t in conversation.turns
+                if t.session == session
+            ],
+            user_id=conversation.name,
+            session_id=f"session_{session}",
+        )
 
 
 # -- baselines ------------------------------------------------------------------------------
@@ -113,8 +152,10 @@ class BM25:
         return out
 
 
-def fit_turns(turns: list[Turn], budget: int, counter: Any) -> str:
-    """Render ranked turns like tiermem does (date groups, time order) within ``budget``."""
+def fit_turns(turns: list[Turn], budget: int, counter: Any) -> tuple[str, int]:
+    """Render ranked turns like tiermem does (date groups, time order) within ``budget``.
+
+    Returns the rendered text and the tokens it takes."""
     from tiermem.config import PlannerConfig
     from tiermem.messages import Message
     from tiermem.planner import Candidate, QueryPlanner
@@ -126,8 +167,9 @@ def fit_turns(turns: list[Turn], budget: int, counter: Any) -> str:
     ]
     planner.settings = PlannerConfig(weights={"recency": 0.0, "importance": 0.0})
     messages = planner._retrieved(candidates, budget - 3).messages
-    assert sum(counter.count_message(Message.from_openai(m)) for m in messages) <= budget
-    return "\n".join(m["content"] for m in messages)
+    tokens = sum(counter.count_message(Message.from_openai(m)) for m in messages)
+    assert tokens <= budget
+    return "\n".join(m["content"] for m in messages), tokens
 
 
 # -- the run --------------------------------------------------------------------------------
@@ -137,13 +179,20 @@ def recall(text: str, turns: list[Turn]) -> float:
     return sum(t.text in text for t in turns) / len(turns)
 
 
-def run(data_dir: Path, budgets: list[int], quick: bool) -> dict[str, Any]:
+def run(
+    data_dir: Path,
+    budgets: list[int],
+    quick: bool,
+    floors: list[float],
+    model: str = "local/all-MiniLM-L6-v2",
+    baselines: bool = True,
+) -> dict[str, Any]:
     from tiermem import Memory
     from tiermem.embeddings import get_embedder
     from tiermem.tokens import get_token_counter
 
     counter = get_token_counter("gpt-4o", exact=True)
-    embedder = get_embedder("local/all-MiniLM-L6-v2")
+    embedder = get_embedder(model)
     files = sorted(data_dir.glob("*.json"))
     if quick:
         files = files[:1]
@@ -153,35 +202,26 @@ def run(data_dir: Path, budgets: list[int], quick: bool) -> dict[str, Any]:
     at_k: dict[int, list[float]] = {5: [], 10: []}
     per_conversation: dict[str, list[float]] = {}
     tokens: dict[int, list[int]] = {b: [] for b in budgets}
+    variant_tokens: dict[str, dict[int, list[int]]] = {}
     latency: list[float] = []
     ingest = 0.0
     memory = Memory(str(tmp / "locomo.db"), embedder=embedder)
     embedder.embed(["warm up"])
+    default = memory.planner.settings
+    no_floor = default.floor.model_copy(update={"enabled": False})
+    variants = {"tiermem, no floor": default.model_copy(update={"floor": no_floor})}
+    for value in floors:
+        floor = default.floor.model_copy(update={"similarity": value})
+        variants[f"tiermem, floor {value:g}"] = default.model_copy(update={"floor": floor})
     try:
         for conv in conversations:
             questions = conv.questions[:20] if quick else conv.questions
             start = time.perf_counter()
-            for session in sorted({t.session for t in conv.turns}):
-                memory.add_messages(
-                    [
-                        {
-                            "role": "user",
-                            "content": t.text,
-                            "name": t.speaker,
-                            "timestamp": t.timestamp,
-                            "metadata": {"dia_id": t.dia_id},
-                        }
-                        for t in conv.turns
-                        if t.session == session
-                    ],
-                    user_id=conv.name,
-                    session_id=f"session_{session}",
-                )
+            ingest_turns(memory, conv)
             memory.flush()
             ingest += time.perf_counter() - start
             last_session = f"session_{conv.turns[-1].session}"
-            asked = [(q, evidence_turns(conv, q)) for q in questions]
-            asked = [(q, wanted) for q, wanted in asked if wanted]
+            asked = answerable(conv, questions)
             for q, wanted in asked:  # tiermem alone first, so the timings are its own
                 for budget in budgets:
                     t0 = time.perf_counter()
@@ -206,19 +246,35 @@ def run(data_dir: Path, budgets: list[int], quick: bool) -> dict[str, Any]:
                         for k in at_k:
                             top = "\n".join(i.content for i in ranked[:k])
                             at_k[k].append(recall(top, wanted))
+            for name, settings in variants.items():  # the same questions, another floor
+                memory.planner.settings = settings
+                for q, wanted in asked:
+                    for budget in budgets:
+                        context = memory.get_context(
+                            q["question"], conv.name, last_session, max_tokens=budget
+                        )
+                        variant_tokens.setdefault(name, {}).setdefault(budget, []).append(
+                            context.total_tokens
+                        )
+                        scores.setdefault(name, {}).setdefault(budget, []).append(
+                            recall(context.text(), wanted)
+                        )
+                memory.planner.settings = default
+            if not baselines:
+                continue
             docs = [line(t) for t in conv.turns]
             bm25 = BM25(docs)
             dense = embedder.embed(docs)
             for q, wanted in asked:
                 qv = embedder.embed([q["question"]])[0]
-                baselines = {
+                orders = {
                     "buffer-only": list(reversed(conv.turns)),
                     "bm25-only": [conv.turns[i] for i in np.argsort(-bm25.scores(q["question"]))],
                     "dense-only": [conv.turns[i] for i in np.argsort(-(dense @ qv))],
                 }
                 for budget in budgets:
-                    for name, ranked_turns in baselines.items():
-                        text = fit_turns(ranked_turns, budget, counter)
+                    for name, ranked_turns in orders.items():
+                        text, _ = fit_turns(ranked_turns, budget, counter)
                         scores.setdefault(name, {}).setdefault(budget, []).append(
                             recall(text, wanted)
                         )
@@ -230,6 +286,7 @@ def run(data_dir: Path, budgets: list[int], quick: bool) -> dict[str, Any]:
     )
     lat = sorted(latency)
     return {
+        "embedder": model,
         "conversations": [c.name for c in conversations],
         "questions": len(scores["tiermem"][budgets[0]]),
         "budgets": budgets,
@@ -237,6 +294,10 @@ def run(data_dir: Path, budgets: list[int], quick: bool) -> dict[str, Any]:
         "recall_at_k": {k: statistics.mean(v) for k, v in at_k.items() if v},
         "per_conversation": {n: statistics.mean(v) for n, v in per_conversation.items()},
         "mean_tokens": {b: statistics.mean(v) for b, v in tokens.items()},
+        "floor": default.floor.model_dump(),
+        "variant_tokens": {
+            n: {b: statistics.mean(v) for b, v in per.items()} for n, per in variant_tokens.items()
+        },
         "latency_ms": {
             "p50": 1000 * lat[len(lat) // 2],
             "p95": 1000 * lat[int(len(lat) * 0.95) - 1],
@@ -265,6 +326,28 @@ def report(result: dict[str, Any], command: str) -> None:
         f"recall@5 {result['recall_at_k'].get(5, 0):.3f}  recall@10 {result['recall_at_k'].get(10, 0):.3f}  "
         f"mean tokens {', '.join(f'{b}: {v:.0f}' for b, v in result['mean_tokens'].items())}"
     )
+    floor = result["floor"]
+    off = result["variant_tokens"].get("tiermem, no floor", {})
+    floor_table = Table(
+        title=f"Relevance floor (default: similarity {floor['similarity']:g}, keywords "
+        f"{floor['keywords']:g}, neighbours {floor['neighbours']}): mean tokens / recall"
+    )
+    floor_table.add_column("tiermem")
+    for b in result["budgets"]:
+        floor_table.add_column(f"{b} tokens", justify="right")
+    rows = {"default floor": (result["mean_tokens"], result["recall"]["tiermem"])}
+    rows |= {n: (t, result["recall"][n]) for n, t in result["variant_tokens"].items()}
+    for name, (tokens, recalls) in rows.items():
+        cells = []
+        for b in result["budgets"]:
+            saved = (
+                f" ({1 - tokens[b] / off[b]:.0%} fewer)"
+                if off and name != "tiermem, no floor"
+                else ""
+            )
+            cells.append(f"{tokens[b]:.0f}{saved} / {recalls[b]:.3f}")
+        floor_table.add_row(name, *cells)
+    console.print(floor_table)
     spread = ", ".join(f"{n}: {v:.3f}" for n, v in result["per_conversation"].items())
     console.print(f"tiermem at {max(result['budgets'])} tokens per conversation: {spread}")
     console.print(
@@ -272,7 +355,30 @@ def report(result: dict[str, Any], command: str) -> None:
         f"p95 {result['latency_ms']['p95']:.1f} ms; "
         f"ingest {result['ingest_s']:.1f} s; full history about {result['history_tokens']:.0f} tokens"
     )
+    for model, other in result.get("compared", {}).items():
+        gaps = ", ".join(
+            f"{b}: {other['recall'][b]:.3f} ({other['recall'][b] - result['recall']['tiermem'][b]:+.3f})"
+            for b in result["budgets"]
+        )
+        console.print(
+            f"tiermem with {model} (vs {result['embedder']}): recall {gaps}; "
+            f"get_context p50 {other['latency_ms']['p50']:.1f} ms; ingest {other['ingest_s']:.1f} s"
+        )
     print(f"reproduce: {command}")
+
+
+def compare(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first run's result, with tiermem's figures of the other embedders beside it."""
+    first = results[0]
+    first["compared"] = {
+        r["embedder"]: {
+            "recall": r["recall"]["tiermem"],
+            "latency_ms": r["latency_ms"],
+            "ingest_s": r["ingest_s"],
+        }
+        for r in results[1:]
+    }
+    return first
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,11 +386,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data_dir", type=Path)
     parser.add_argument("--budgets", type=int, nargs="+", default=[500, 1000, 2000])
     parser.add_argument("--quick", action="store_true", help="one conversation, 20 questions")
+    parser.add_argument(
+        "--floors",
+        type=float,
+        nargs="*",
+        default=[0.35, 0.45],
+        help="similarity floors to compare with the default and with none",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo.json")
+    parser.add_argument(
+        "--embedders",
+        nargs="+",
+        default=["local/all-MiniLM-L6-v2"],
+        help="run tiermem with each (baselines with the first), e.g. torch/all-MiniLM-L6-v2",
+    )
     args = parser.parse_args(argv)
     if not args.data_dir.is_dir() or not any(args.data_dir.glob("*.json")):
         parser.error(f"{args.data_dir} holds no LoCoMo conversations (*.json)")
-    result = run(args.data_dir, sorted(args.budgets), args.quick)
+    budgets = sorted(args.budgets)
+    result = compare(
+        [
+            run(args.data_dir, budgets, args.quick, args.floors, model, baselines=i == 0)
+            for i, model in enumerate(args.embedders)
+        ]
+    )
     write_json(args.out, json.loads(json.dumps(result, default=str)))
     report(result, reproduce_command(__file__, argv))
     return 0

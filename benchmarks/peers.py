@@ -36,6 +36,8 @@ from typing import Any
 
 #: Python 3.12 from pyenv, for peers that do not install on 3.11.
 PY312 = "pyenv:3.12.1"
+#: torch for peers that embed with sentence-transformers: the CPU build, installed first.
+TORCH_CPU = "torch==2.13.0"
 
 # Lines printed by a snippet are free-form; the result is the last line that
 # starts with this marker, so a peer's own prints or warnings cannot corrupt it.
@@ -61,12 +63,16 @@ class Peer:
         python: ``None`` for the interpreter running the benchmark, an executable
             path, or ``pyenv:VERSION`` for ``$(pyenv prefix VERSION)/bin/python``.
         probe: an import statement that proves the install works.
+        preinstall: requirements installed in a pip run of their own before
+            ``requirements`` (``torch==2.13.0``, so the resolver keeps the CPU
+            wheel instead of pulling a CUDA build for a later dependency).
     """
 
     name: str
     requirements: tuple[str, ...]
     python: str | None = None
     probe: str = ""
+    preinstall: tuple[str, ...] = ()
 
 
 PEERS: dict[str, Peer] = {
@@ -88,6 +94,39 @@ PEERS: dict[str, Peer] = {
             # pydantic 2.14 ("'index_key' is expected to be an integer"); 2.11 works.
             ("llama-index-core==0.14.25", "pydantic==2.11.10"),
             probe="from llama_index.core.memory import ChatMemoryBuffer",
+        ),
+        Peer(
+            "mem0",
+            (
+                "mem0ai==2.2.1",
+                "faiss-cpu==1.15.1",
+                "psycopg[binary]==3.3.9",
+                "psycopg-pool==3.3.3",
+                "sentence-transformers==6.2.0",
+            ),
+            probe="from mem0 import Memory; import faiss, psycopg_pool, sentence_transformers",
+            preinstall=(TORCH_CPU,),
+        ),
+        Peer(
+            "langgraph",
+            (
+                "langgraph==1.2.22",
+                "langgraph-checkpoint-postgres==3.2.0",
+                "psycopg[binary]==3.3.9",
+                "sentence-transformers==6.2.0",
+            ),
+            probe="from langgraph.store.postgres import PostgresStore; import sentence_transformers",
+            preinstall=(TORCH_CPU,),
+        ),
+        Peer(
+            "llamaindex-vector",
+            (
+                "llama-index-core==0.14.25",
+                "llama-index-embeddings-huggingface==0.8.0",
+                "sentence-transformers==6.2.0",
+            ),
+            probe="from llama_index.embeddings.huggingface import HuggingFaceEmbedding",
+            preinstall=(TORCH_CPU,),
         ),
         Peer("tinygent", ("tinygent==0.1.1019",), python=PY312, probe="import tinygent"),
         Peer("marsys", ("marsys==0.2.1",), python=PY312, probe="import marsys"),
@@ -143,7 +182,7 @@ def _python_version(python: str) -> str:
 def venv_dir(peer: Peer) -> Path:
     """Cache folder of a peer: name, Python version and a hash of its requirements."""
     python = resolve_python(peer.python)
-    key = "\n".join((_python_version(python), *peer.requirements))
+    key = "\n".join((_python_version(python), *peer.preinstall, *peer.requirements))
     digest = hashlib.sha256(key.encode()).hexdigest()[:10]
     return cache_root() / f"{peer.name}-{digest}"
 
@@ -191,6 +230,8 @@ def ensure_peer(name: str, *, timeout: float = 900.0, log: Any = None) -> Path:
     try:
         _run([resolve_python(peer.python), "-m", "venv", str(scratch)], 120, "venv creation")
         py = str(_venv_python(scratch))
+        if peer.preinstall:
+            _run([py, "-m", "pip", "install", "-q", *peer.preinstall], timeout, "pip preinstall")
         _run([py, "-m", "pip", "install", "-q", *peer.requirements], timeout, "pip install")
         if peer.probe:
             _run([py, "-c", peer.probe], 120, f"import check ({peer.probe})")

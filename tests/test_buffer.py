@@ -508,3 +508,26 @@ def test_vector_search_embeds_each_message_once() -> None:
     assert seen == ["sun", "yellow sun"]
     assert set(buffer._vectors) == {m.message_id for m in buffer.messages}
     assert buffer.vector_search("x", embedder, k=0) == []
+
+
+def test_buffer_bad_input_gets_typed_errors() -> None:
+    from tiermem.buffer import BufferMemory
+    from tiermem.errors import InvalidSizeError, InvalidTypeError
+
+    deep: object = "x"
+    for _ in range(5000):
+        deep = {"a": deep}
+    buffer = BufferMemory()
+    with pytest.raises(InvalidSizeError):
+        buffer.add_message("user", "x", timestamp=1e20)
+    with pytest.raises(InvalidTypeError):
+        buffer.add_message("user", {"a": b"bytes"})
+    with pytest.raises(InvalidTypeError):
+        buffer.add_message("user", deep)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="bogus"):
+        buffer.add_message("user", "x", bogus=1)
+    with pytest.raises(InvalidSizeError):
+        buffer.get_recent(-1)
+    with pytest.raises(InvalidTypeError, match="token_counter"):
+        BufferMemory(token_counter="x")  # type: ignore[arg-type]
+    assert len(buffer) == 0

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tiermem.cli import main
+from embedders import HashEmbedder
+from tiermem import Memory
+from tiermem.cli import main, pick_id, resolve_id, short_ids, stored_id
+from tiermem.errors import AmbiguousIdError, InputError, NotFoundError
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -105,7 +109,14 @@ def test_chat_without_a_model_says_what_to_configure(capsys, monkeypatch) -> Non
 def test_demo_shows_every_tier(capsys) -> None:
     code, out, _ = run(capsys, "demo")
     assert code == 0
-    for part in ("Buffer", "Running summary", "Long-term store", "synopsis", "get_context"):
+    for part in (
+        "Buffer",
+        "Running summary",
+        "Long-term store",
+        "synopsis",
+        "get_context",
+        "tiermem serve",
+    ):
         assert part in out
     assert "Moinho Velho" in out
 
@@ -125,6 +136,21 @@ def test_round_trip_import_search_context_forget(capsys, tmp_path: Path) -> None
     ]
     history.write_text("\n".join(json.dumps(r) for r in rows))
     assert run(capsys, "import", str(history), "--user", "ana", "--db", db)[0] == 0
+    code, out, _ = run(capsys, "add", "I am learning Portuguese.", "--user", "ana", "--db", db)
+    added = out.split()[1]  # "added <id> for user 'ana'"
+    assert code == 0 and len(added) == 36
+    code, out, _ = run(capsys, "search", "learning Portuguese", "--user", "ana", "--db", db)
+    prefix = next(
+        w
+        for line in out.splitlines()
+        if "Portuguese" in line
+        for w in line.split()
+        if added.startswith(w) and len(w) >= 8
+    )
+    code, out, _ = run(capsys, "forget", "--id", prefix, "--user", "ana", "--db", db)
+    assert code == 0 and f"forgotten {added}" in out
+    code, out, _ = run(capsys, "forget", "--id", added, "--user", "ana", "--db", db)
+    assert code == 1  # already gone
     assert run(capsys, "add", "I am learning Portuguese.", "--user", "ana", "--db", db)[0] == 0
     assert (
         run(
@@ -154,3 +180,99 @@ def test_round_trip_import_search_context_forget(capsys, tmp_path: Path) -> None
     assert "Pixel" not in out
     code, out, _ = run(capsys, "forget", "--user", "ana", "--all", "--db", db)
     assert code == 0 and "erased 5" in out
+
+
+# -- one id per memory, and a --db that is really there ---------------------------
+
+
+@pytest.mark.parametrize(
+    "command", [["search", "x"], ["add", "hello"], ["stats"], ["context", "x"]]
+)
+def test_db_in_a_missing_folder_is_refused_and_nothing_is_created(
+    capsys, tmp_path: Path, command: list[str]
+) -> None:
+    db = tmp_path / "no-such-folder" / "m.db"
+    code, _, err = run(capsys, *command, "--user", "u", "--db", str(db))
+    assert code == 1 and "--db" in err and "does not exist" in " ".join(err.split())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_db_that_is_a_folder_is_refused(capsys, tmp_path: Path) -> None:
+    code, _, err = run(capsys, "stats", "--user", "u", "--db", str(tmp_path))
+    assert code == 1 and "is a folder" in " ".join(err.split())  # rich wraps long lines
+    assert run(capsys, "demo", "--db", str(tmp_path / "nope" / "d.db"))[0] == 1
+
+
+def test_short_ids_are_unique_prefixes_of_at_least_8() -> None:
+    ids = sorted(["abcdef0123-1", "abcdef0123-2", "12345678-aaaa", "99999999-bbbb"])
+    shown = short_ids(ids, ids)
+    assert shown["12345678-aaaa"] == "12345678"
+    assert shown["abcdef0123-1"] == "abcdef0123-1" and shown["abcdef0123-2"] == "abcdef0123-2"
+    assert short_ids(ids[:1], ids[:1]) == {ids[0]: ids[0][:8]}
+
+
+def test_one_id_from_add_to_search_to_forget(tmp_path: Path) -> None:
+    memory = Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(32))
+    try:
+        message = memory.add("user", "I adopted a greyhound named Pixel.", "ana")
+        first = stored_id(memory, "ana", message)
+        assert first is not None and memory.store.get("ana", first).content.endswith("Pixel.")
+        again = memory.add("user", "I adopted a greyhound named Pixel.", "ana")
+        assert stored_id(memory, "ana", again) == first  # the same text is one memory
+        others = [memory.remember(f"fact number {i}", "ana") for i in range(40)]
+        all_ids = sorted([first, *others])
+        shown = short_ids(all_ids, all_ids)
+        for full, prefix in shown.items():
+            assert resolve_id(memory, "ana", prefix) == full
+            assert resolve_id(memory, "ana", prefix.upper()) == full
+        assert resolve_id(memory, "ana", first) == first
+        with pytest.raises(NotFoundError):
+            resolve_id(memory, "bob", shown[first])  # another user's memory is not found
+        with pytest.raises(InputError, match="not a memory id"):
+            resolve_id(memory, "ana", "zz-top")
+        with pytest.raises(InputError, match="not a memory id"):
+            resolve_id(memory, "ana", "ab")  # too short to mean one memory
+    finally:
+        memory.close()
+
+
+def test_a_prefix_of_several_ids_is_ambiguous() -> None:
+    ids = ["0a1b2c3d-0000-4000-8000-000000000001", "0a1b2c3d-0000-4000-8000-000000000002"]
+    with pytest.raises(AmbiguousIdError, match="give more of the id") as info:
+        pick_id("0A1B2C3D", ids, "ana")
+    assert "starts 2 ids" in str(info.value) and info.value.field == "--id"
+    assert pick_id("0a1b2c3d-0000-4000-8000-000000000002", ids, "ana") == ids[1]
+    with pytest.raises(NotFoundError):
+        pick_id("ffff", ids, "ana")
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["context", "flour?", "--user", "u", "--max-tokens", "-5"], "--max-tokens"),
+        (["search", "flour", "--user", "u", "-k", "0"], "-k"),
+        (["demo", "--max-tokens", "-1"], "--max-tokens"),
+        (["remember", "x", "--user", "u", "--importance", "1.5"], "--importance"),
+    ],
+)
+def test_bad_numbers_are_refused_before_anything_heavy_loads(
+    argv: list[str], option: str, tmp_path: Path
+) -> None:
+    """No model, store, token table or NumPy: the refusal comes first."""
+    code = (
+        "import sys\n"
+        "from tiermem.cli import main\n"
+        f"code = main({[*argv, *(['--db', str(tmp_path / 'm.db')] if argv[0] != 'demo' else [])]!r})\n"
+        "heavy = ('numpy', 'onnxruntime', 'tiktoken', 'torch', 'sqlite3', 'tiermem.demo')\n"
+        "print(code, [m for m in heavy if m in sys.modules])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.stdout.strip() == "1 []", out.stderr
+    assert f"{option}: must be" in out.stderr
+    assert not (tmp_path / "m.db").exists()

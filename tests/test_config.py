@@ -276,6 +276,21 @@ def test_several_errors_are_reported_together() -> None:
     assert "memory.buffer.size" in str(exc) and "memory.synopsis.context_ttl" in str(exc)
 
 
+def test_each_hint_stands_next_to_its_own_error() -> None:
+    exc = error({"memory": {"buffer": {"sise": 3}, "persistent": {"provider": "mongodb"}, "x": 1}})
+    parts = str(exc).split("; also ")
+    assert len(parts) == 3 == len(exc.problems)
+    by_key = {part.split(":", 1)[0]: part for part in parts}
+    assert "allowed keys: embedding_model" in by_key["memory.buffer.sise"]
+    assert "did you mean 'size'" in by_key["memory.buffer.sise"]
+    assert "allowed values: 'sqlite' or 'postgresql'" in by_key["memory.persistent.provider"]
+    assert "allowed keys: buffer, durability, facts, persistent" in by_key["memory.x"]
+    assert "sqlite" not in by_key["memory.buffer.sise"] + by_key["memory.x"]
+    assert exc.field == parts[0].split(":", 1)[0] and exc.hint in parts[0]
+    single = error({"memory": {"buffer": {"size": 0}}})
+    assert single.problems == ((single.field, single.problem, single.hint),)
+
+
 def test_cross_field_rules() -> None:
     no_uri = error({"memory": {"persistent": {"provider": "postgresql"}}})
     assert no_uri.field == "memory.persistent.connection_string"

@@ -17,6 +17,7 @@ from tiermem.embeddings import (
     BaseEmbedder,
     Embedder,
     LRUCache,
+    OnnxEmbedder,
     SentenceTransformerEmbedder,
     content_hash,
     get_embedder,
@@ -207,11 +208,19 @@ def test_base_embedder_validates_its_options() -> None:
         BaseEmbedder("x")  # type: ignore[abstract]
 
 
-def test_get_embedder_parses_model_strings_without_loading() -> None:
+def test_get_embedder_parses_model_strings_without_loading(tmp_path: Path) -> None:
     emb = get_embedder()
-    assert isinstance(emb, SentenceTransformerEmbedder)
+    assert isinstance(emb, OnnxEmbedder)  # the default needs no torch
     assert emb.model_id == "local/all-MiniLM-L6-v2" and emb.dimension == 384
-    assert get_embedder("local/all-mpnet-base-v2").dimension == 768
+    assert isinstance(get_embedder("local/sentence-transformers/all-MiniLM-L6-v2"), OnnxEmbedder)
+    torch_path = get_embedder("torch/all-MiniLM-L6-v2")
+    assert isinstance(torch_path, SentenceTransformerEmbedder)
+    assert torch_path.model_id == "torch/all-MiniLM-L6-v2" and torch_path.dimension == 384
+    other = get_embedder("local/all-mpnet-base-v2")  # no ONNX copy: sentence-transformers
+    assert isinstance(other, SentenceTransformerEmbedder) and other.dimension == 768
+    graph = tmp_path / "mine.onnx"
+    mine = get_embedder("local/mine", model_path=graph)
+    assert isinstance(mine, OnnxEmbedder) and mine.model_id == "local/mine"
     custom = HashEmbedder()
     assert get_embedder(custom) is custom
     for bad in ("all-MiniLM-L6-v2", "cohere/embed", "local/", ""):
@@ -225,7 +234,7 @@ def test_import_does_not_import_torch() -> None:
     code = (
         "import sys, tiermem.embeddings as e, tiermem.working\n"
         "assert e.get_embedder().dimension == 384\n"
-        "heavy = ('torch', 'sentence_transformers', 'transformers')\n"
+        "heavy = ('torch', 'sentence_transformers', 'transformers', 'onnxruntime')\n"
         "bad = [m for m in heavy if m in sys.modules]\n"
         "assert not bad, bad\n"
     )

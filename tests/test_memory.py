@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
 import threading
-import time
 import uuid
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta, timezone
@@ -39,11 +37,19 @@ from tiermem.errors import (
 from tiermem.memory import Memory
 from tiermem.messages import Message
 from tiermem.planner import SECTIONS, Context
-from tiermem.stores.base import AddOp
+from tiermem.stores.base import AddOp, DeleteUserOp
 from tiermem.stores.sqlite import SQLiteStore
+from tiermem.stores.transcript import AppendOp, WorkStats
 
 SMALL_BUFFER = {"memory": {"buffer": {"size": 8, "summary_batch": 4}}}
-THREAD_PREFIXES = ("tiermem-archiver", "tiermem-working", "tiermem-access", "tiermem-search")
+NO_FLOOR = {"memory": {**SMALL_BUFFER["memory"], "planner": {"floor": {"enabled": False}}}}
+THREAD_PREFIXES = (
+    "tiermem-archiver",
+    "tiermem-worker",
+    "tiermem-working",
+    "tiermem-access",
+    "tiermem-search",
+)
 
 
 def make_memory(path: Path, config: Any = None, **parts: Any) -> Memory:
@@ -95,22 +101,23 @@ def test_default_memory_is_embedded(tmp_path: Path) -> None:
         m.close()
 
 
-def test_one_buffer_per_user_and_session(memory: Memory) -> None:
+def test_one_recent_window_per_user_and_session(memory: Memory) -> None:
     alice, bob = user(), user()
     memory.add("user", "alice in s1", alice, "s1")
     memory.add("user", "alice in s2", alice, "s2")
     memory.add("user", "alice without session", alice)
     memory.add("user", "bob in s1", bob, "s1")
-    assert set(memory.buffers.keys()) == {(alice, "s1"), (alice, "s2"), (alice, None), (bob, "s1")}
     for (owner, session), text in [
         ((alice, "s1"), "alice in s1"),
         ((alice, "s2"), "alice in s2"),
         ((alice, None), "alice without session"),
         ((bob, "s1"), "bob in s1"),
     ]:
-        buffer = memory.buffers.peek(owner, session)
-        assert buffer is not None and [m.text for m in buffer.messages] == [text]
-        assert buffer.messages[0].metadata["user_id"] == owner
+        recent = memory.recent(owner, session)
+        assert [m.text for m in recent] == [text]
+        assert recent[0].metadata["user_id"] == owner
+    assert len(memory.buffers) == 0  # the store holds the windows, not this process
+    assert {s.session_id for s in memory.sessions(alice)} == {"s1", "s2", None}
     ctx = memory.get_context("", bob, "s1")
     assert [m["content"] for m in ctx.messages] == ["bob in s1"]
 
@@ -185,21 +192,23 @@ def test_add_messages_rejects_a_non_iterable(memory: Memory) -> None:
     assert len(memory.buffers) == 0
 
 
-def test_everything_is_archived_and_evicted_messages_are_summarized(memory: Memory) -> None:
+def test_everything_is_stored_and_older_messages_are_summarized(memory: Memory) -> None:
     u = user()
     said = [f"message {i}: the weather in city{i} was sunny" for i in range(20)]
     for i, text in enumerate(said):
         memory.add("user" if i % 2 == 0 else "assistant", text, u, "s")
     assert memory.flush(10)
-    buffer = memory.buffers.peek(u, "s")
-    assert buffer is not None and len(buffer) == 8
-    assert [m.text for m in buffer.messages] == said[-8:]
-    assert buffer.summary and len(buffer.summaries) >= 1
+    assert [m.text for m in memory.recent(u, "s", 8)] == said[-8:]
+    summary = memory.store.summary(u, "s")
+    assert summary.text and "city0" in summary.text  # the oldest left the 8-message window
+    assert summary.upto >= 4
     assert memory.store.count(u) == 20
     stored = contents(memory.store.list(u, limit=100))
-    for i, text in enumerate(said):  # evicted ones too: nothing said is unreachable
+    for i, text in enumerate(said):  # summarized ones too: nothing said is unreachable
         assert f"{'user' if i % 2 == 0 else 'assistant'}: {text}" in stored
-    assert memory.archiver.pending == 0
+    assert memory.work_stats(u) == WorkStats(pending=0, done=20, failed=0)
+    ctx = memory.get_context("weather", u, "s", max_tokens=2000)
+    assert any(i.section == "summary" for i in ctx.items)
 
 
 def test_evicted_message_is_still_found_by_get_context(memory: Memory) -> None:
@@ -250,30 +259,35 @@ def test_forget_user_erases_every_tier_of_that_user_only(memory: Memory) -> None
     deleted = memory.forget_user(alice)
     assert deleted == 13
     assert memory.store.count(alice) == 0
-    assert memory.buffers.peek(alice, "s") is None
+    assert memory.recent(alice, "s") == [] and memory.sessions(alice) == []
+    assert memory.store.summary(alice, "s").text is None
+    assert memory.work_stats(alice) == WorkStats(0, 0, 0)
     assert memory.working.stats(alice).items == 0
     assert memory.synopses.cache.get_tiers(alice) == {}
     assert memory.synopsis(alice).render() == ""
     assert memory.get_context("chess", alice, "s").items == []
-    assert memory.store.count(bob) == 13 and memory.buffers.peek(bob, "s") is not None
+    assert memory.store.count(bob) == 13 and len(memory.recent(bob, "s")) == 12
     assert memory.working.stats(bob).items == 1
     assert "likes chess" in memory.synopsis(bob).render()
     assert memory.forget_user(alice) == 0
 
 
-def test_forget_user_drops_queued_messages(tmp_path: Path) -> None:
+def test_forget_user_during_an_outage_erases_nothing(tmp_path: Path) -> None:
     store = FlakyStore(tmp_path / "f.db", dimension=32)
     m = make_memory(tmp_path, store=store)
     try:
-        store.failing = True
         u, other = user(), user()
-        m.add("user", "secret to erase", u)
-        m.add("user", "kept", other)
-        assert wait_until(lambda: m.archiver.failures >= 1)
+        m.add("user", "secret to erase", u, "s")
+        m.add("user", "kept", other, "s")
+        store.failing = True
+        with pytest.raises(StoreUnavailableError, match="nothing was erased"):
+            m.forget_user(u)
         store.failing = False
-        m.forget_user(u)
+        assert [x.text for x in m.recent(u, "s")] == ["secret to erase"]  # wholly there
+        assert m.forget_user(u) == 1
         assert m.flush(10)
-        assert m.store.count(u) == 0 and m.store.count(other) == 1
+        assert m.store.count(u) == 0 and m.recent(u, "s") == []  # wholly gone
+        assert m.store.count(other) == 1
     finally:
         m.close()
 
@@ -315,12 +329,18 @@ def test_synopsis_disabled(tmp_path: Path) -> None:
 # -- get_context -------------------------------------------------------------------
 
 
-def test_get_context_sections_items_and_explain(memory: Memory) -> None:
+def test_get_context_sections_items_and_explain(tmp_path: Path) -> None:
+    floored = make_memory(tmp_path / "floored")
+    memory = make_memory(tmp_path, NO_FLOOR)  # every section, relevant or not
     u = user()
-    memory.remember("The user's dog is called Biscuit", u, "fact", 0.8)
-    for i in range(12):
-        memory.add("user" if i % 2 == 0 else "assistant", f"chat line {i} on hiking trails", u)
-    assert memory.flush(10)
+    for m in (floored, memory):
+        m.remember("The user's dog is called Biscuit", u, "fact", 0.8)
+        for i in range(12):
+            m.add("user" if i % 2 == 0 else "assistant", f"chat line {i} on hiking trails", u)
+        assert m.flush(10)
+    unrelated = floored.get_context("what is my dog called?", u, max_tokens=600)
+    assert not any("hiking" in i.content for i in unrelated.items if i.section == "retrieved")
+    floored.close()
     ctx = memory.get_context("what is my dog called?", u, max_tokens=600)
     assert 0 < ctx.total_tokens <= 600 and ctx.max_tokens == 600 and ctx.tokens == ctx.total_tokens
     sections = [i.section for i in ctx.items]
@@ -336,13 +356,14 @@ def test_get_context_sections_items_and_explain(memory: Memory) -> None:
     text = ctx.explain()
     lines = text.splitlines()
     assert lines[0] == f"context for 'what is my dog called?': {ctx.total_tokens}/600 tokens"
-    assert lines[1].split() == ["section", "source", "score", "tokens", "content"]
+    assert lines[1].split() == ["section", "source", "score", "sim", "kw", "tokens", "content"]
     assert len(lines) == 2 + len(ctx.items)
     assert any(ln.startswith("retrieved") and "hiking" in ln for ln in lines)
     assert any(ln.startswith("synopsis") and "Biscuit" in ln for ln in lines)
     # the newest messages close the context, in order
     tail = [m["content"] for m in ctx.messages[-3:]]
     assert tail == [f"chat line {i} on hiking trails" for i in (9, 10, 11)]
+    memory.close()
 
 
 def test_to_anthropic(memory: Memory) -> None:
@@ -383,7 +404,8 @@ def test_dedupe_same_fact_twice_and_recent_not_repeated(memory: Memory) -> None:
     assert not any("what is the wifi password" in t for t in texts)
 
 
-def test_temporal_cue_prefers_memories_of_the_named_date(memory: Memory) -> None:
+def test_temporal_cue_prefers_memories_of_the_named_date(tmp_path: Path) -> None:
+    memory = make_memory(tmp_path, NO_FLOOR)  # all four in every context: only the order counts
     u = user()
     friends = ["Anna", "Ben", "Cleo", "Dan"]
     for month, friend in zip((3, 5, 8, 10), friends, strict=True):
@@ -405,6 +427,7 @@ def test_temporal_cue_prefers_memories_of_the_named_date(memory: Memory) -> None
     assert best("Where did we go in August?") == "Cleo"
     assert best("Where did we go in October 2023?") == "Dan"
     assert best("Where did we go on 8 May 2019?") == "Dan"  # a date with no memories
+    memory.close()
 
 
 @settings(
@@ -417,7 +440,7 @@ def test_temporal_cue_prefers_memories_of_the_named_date(memory: Memory) -> None
     history=st.lists(
         st.tuples(
             st.sampled_from(["user", "assistant", "system"]),
-            st.text(min_size=1, max_size=400).filter(lambda s: "\x00" not in s),
+            st.text(min_size=1, max_size=400).filter(lambda s: s.strip() and "\x00" not in s),
         ),
         max_size=30,
     ),
@@ -503,11 +526,14 @@ def test_single_run_retention_clears_at_end_run(tmp_path: Path) -> None:
 def test_persistent_memory_survives_a_restart(tmp_path: Path) -> None:
     u = user()
     with make_memory(tmp_path) as first:
-        first.add("user", "the spare key is under the blue pot", u)
+        first.add("user", "the spare key is under the blue pot", u, "s")
+        for i in range(3):
+            first.add("assistant", f"other chat {i}", u, "other")
         first.remember("User's name is Ola", u)
     with make_memory(tmp_path) as second:
-        assert second.store.count(u) == 2
-        ctx = second.get_context("where is the spare key blue pot?", u, max_tokens=500)
+        assert second.store.count(u) == 5
+        assert [m.text for m in second.recent(u, "s")] == ["the spare key is under the blue pot"]
+        ctx = second.get_context("where is the spare key blue pot?", u, "other", max_tokens=500)
         assert "user: the spare key is under the blue pot" in retrieved(ctx)
 
 
@@ -638,8 +664,7 @@ def test_bad_input_is_refused_and_changes_nothing(memory: Memory) -> None:
     with pytest.raises(InputError):
         memory.forget("not-a-uuid", u)
     assert memory.flush(5)
-    assert memory.store.count(u) == 0
-    assert all(len(memory.buffers.peek(*key) or []) == 0 for key in memory.buffers)
+    assert memory.store.count(u) == 0 and memory.recent(u, "s") == []
 
 
 def test_bad_message_does_not_block_other_users_archive(memory: Memory) -> None:
@@ -654,7 +679,7 @@ def test_bad_message_does_not_block_other_users_archive(memory: Memory) -> None:
     assert memory.buffers.peek(u) is None or len(memory.buffers.peek(u) or []) == 0
     memory.add("user", "a normal message", other)
     assert memory.flush(5)
-    assert memory.store.count(other) == 1 and memory.archiver.failures == 0
+    assert memory.store.count(other) == 1 and memory.work_stats().failed == 0
 
 
 # -- a store that fails --------------------------------------------------------------
@@ -667,51 +692,48 @@ class FlakyStore(SQLiteStore):
 
     def batch(self, ops: Iterable[Any]) -> list[Any]:
         ops = list(ops)
-        if self.failing and any(isinstance(op, AddOp) for op in ops):
-            raise sqlite3.OperationalError("disk I/O error (on purpose)")
+        if self.failing and any(isinstance(op, (AddOp, AppendOp, DeleteUserOp)) for op in ops):
+            raise StoreUnavailableError("disk I/O error (on purpose)")
         return super().batch(ops)
 
 
-def test_failing_store_keeps_messages_pending_and_retries(tmp_path: Path) -> None:
+def test_a_failing_store_refuses_the_add_and_loses_nothing_acknowledged(tmp_path: Path) -> None:
     store = FlakyStore(tmp_path / "flaky.db", dimension=32)
     m = make_memory(tmp_path, store=store)
     try:
-        m.archiver.retry_backoff = 0.05
-        store.failing = True
         u = user()
-        for i in range(12):
-            m.add("user", f"precious message {i}", u, "s")
-        assert wait_until(lambda: m.archiver.failures >= 2)
-        assert m.archiver.pending == 12 and m.store.count(u) == 0
-        assert m.flush(0.3) is False
-        assert "on purpose" in str(m.archiver.last_error)
+        acknowledged = [m.add("user", f"precious message {i}", u, "s") for i in range(5)]
+        store.failing = True
+        with pytest.raises(StoreUnavailableError, match="on purpose"):
+            m.add("user", "never acknowledged", u, "s")
+        with pytest.raises(StoreUnavailableError):
+            m.add_messages([{"role": "user", "content": f"batch {i}"} for i in range(3)], u, "s")
         ctx = m.get_context("precious", u, "s", max_tokens=300)  # reads still work
-        assert [i.section for i in ctx.items].count("recent") > 0
+        assert [i.section for i in ctx.items].count("recent") == 5
         store.failing = False
         assert m.flush(10)
-        assert m.archiver.pending == 0
-        assert contents(m.store.list(u)) == {f"user: precious message {i}" for i in range(12)}
+        assert [x.message_id for x in m.recent(u, "s")] == [a.message_id for a in acknowledged]
+        assert contents(m.store.list(u)) == {f"user: precious message {i}" for i in range(5)}
     finally:
         m.close()
 
 
-def test_read_only_database_then_writable_again(tmp_path: Path) -> None:
+def test_read_only_database_refuses_writes_then_takes_them(tmp_path: Path) -> None:
     path = tmp_path / "ro" / "memory.db"
     path.parent.mkdir()
     SQLiteStore(path, dimension=32).close()  # create the schema
     store = SQLiteStore(path, dimension=32)
     m = Memory(str(path), config=SMALL_BUFFER, embedder=HashEmbedder(32), store=store)
     try:
-        m.archiver.retry_backoff = 0.05
         # file modes do not stop root, so make the connection itself read-only
         store._conn.execute("PRAGMA query_only=ON")  # the engine refuses every write
         u = user()
-        m.add("user", "written later", u)
-        assert wait_until(lambda: m.archiver.failures >= 1)
-        assert m.archiver.pending == 1
+        with pytest.raises(StoreUnavailableError):
+            m.add("user", "refused while read-only", u)
         store._conn.execute("PRAGMA query_only=OFF")
+        m.add("user", "written now", u)
         assert m.flush(10)
-        assert m.store.count(u) == 1
+        assert contents(m.store.list(u)) == {"user: written now"}
     finally:
         m.close()
 
@@ -886,8 +908,8 @@ def test_a_store_of_another_dimension_is_refused_before_anything_is_added(tmp_pa
     m = make_memory(tmp_path, store=store)  # a 32-dimensional embedder
     u = user()
     with pytest.raises(DimensionMismatchError, match="8"):
-        m.add("user", "never queued", u)
-    assert len(m.buffers) == 0 and store.count(u) == 0
+        m.add("user", "never added", u)
+    assert store.count(u) == 0 and store.recent(u, None, 10) == []
     with pytest.raises(DimensionMismatchError):
         m.remember("a fact", u)
     m.close()
@@ -895,15 +917,16 @@ def test_a_store_of_another_dimension_is_refused_before_anything_is_added(tmp_pa
 
 
 def test_add_never_waits_on_the_embedder(tmp_path: Path) -> None:
-    slow = SlowEmbedder(delay=5.0, dimension=32)
+    slow = SlowEmbedder(delay=60.0, dimension=32)  # answers only when released
     m = make_memory(tmp_path, embedder=slow)
     try:
         u = user()
-        start = time.perf_counter()
-        for i in range(30):
+        for i in range(30):  # the worker is stuck in the embedder meanwhile
             m.add("user", f"quick {i}", u, "s")
-        assert time.perf_counter() - start < 1.0
-        assert m.archiver.pending == 30
+        assert slow.calls == []  # every add returned before any embedding finished
+        assert len(m.recent(u, "s", 50)) == 30
+        assert len(m.store.unindexed(u)) == 30 and m.store.count(u) == 0
+        assert m.work_stats(u).pending == 30
     finally:
         slow.release.set()
         m.close()
@@ -933,7 +956,7 @@ def test_concurrent_writers_lose_nothing(memory: Memory) -> None:
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_buffer_vector_search_follows_the_config(tmp_path: Path, enabled: bool) -> None:
-    config = {"memory": {"buffer": {"vector_search": enabled}}}
+    config = {"memory": {"retention": "session", "buffer": {"vector_search": enabled}}}
     with make_memory(tmp_path / "m.db", config) as memory:
         memory.archiver.flush_interval = 60  # the message stays queued: only the buffer has it
         memory.add("user", "the lighthouse keeper paints seashells", "u", "s")
@@ -943,19 +966,21 @@ def test_buffer_vector_search_follows_the_config(tmp_path: Path, enabled: bool) 
         assert bool(memory.buffers.peek("u", "s")._vectors) is enabled
 
 
-def test_buffer_offers_only_messages_the_store_cannot_find_yet(tmp_path: Path) -> None:
+def test_an_added_message_is_found_by_keyword_before_it_has_a_vector(tmp_path: Path) -> None:
     config = {"memory": {"buffer": {"size": 50}, "planner": {"recent_messages": 0}}}
-    with make_memory(tmp_path, config) as memory:
-        memory.archiver.flush_interval = 60
+    slow = SlowEmbedder(delay=30.0, dimension=32)
+    with make_memory(tmp_path, config, embedder=HashEmbedder(32)) as memory:
+        memory.worker.embedder = slow  # the worker cannot embed yet
         memory.add("user", "the lighthouse keeper paints seashells", "u", "s")
         memory.add("user", "we talked about the weather", "u", "s")
         queued = memory.get_context("lighthouse seashells", "u", "s", max_tokens=500)
-        assert [(i.section, i.source) for i in queued.items][:1] == [("retrieved", "buffer")]
-        assert memory.flush(10)
-        stored = memory.get_context("lighthouse seashells", "u", "s", max_tokens=500)
-        lines = [i for i in stored.items if "lighthouse" in i.content]
+        lines = [i for i in queued.items if "lighthouse" in i.content]
         assert [(i.section, i.source) for i in lines] == [("retrieved", "store")]
-        assert memory.archiver.unwritten("u", "s") == set()
+        slow.release.set()
+        memory.worker.embedder = memory.embedder
+        assert memory.flush(10)
+        hits = memory.search("lighthouse seashells", "u", mode="vector", k=1)
+        assert hits[0].record.content == "user: the lighthouse keeper paints seashells"
 
 
 def test_without_the_store_every_buffered_message_is_offered(tmp_path: Path) -> None:
@@ -974,13 +999,14 @@ def test_without_the_store_every_buffered_message_is_offered(tmp_path: Path) -> 
         assert "lighthouse" in line.content and line.timestamp is not None
 
 
-def test_close_with_a_dead_store_hands_back_the_unwritten_messages(tmp_path: Path) -> None:
+def test_memory_durability_close_with_a_dead_store_hands_back_the_queue(tmp_path: Path) -> None:
     store = FlakyStore(tmp_path / "dead.db", dimension=32)
-    m = make_memory(tmp_path, store=store)
+    m = make_memory(tmp_path, {"memory": {"durability": "memory"}}, store=store)
     m.archiver.retry_backoff = 0.05
     store.failing = True
     u = user()
     sent = [m.add("user", f"kept {i}", u, "s") for i in range(3)]
+    assert m.pending == 3  # what a crash now would lose
     assert wait_until(lambda: m.archiver.failures >= 1)
     with pytest.raises(StoreUnavailableError, match="3 messages could not be archived"):
         m.close(timeout=0.5)
@@ -989,11 +1015,11 @@ def test_close_with_a_dead_store_hands_back_the_unwritten_messages(tmp_path: Pat
     store.close()
 
 
-def test_forget_user_refuses_while_a_batch_cannot_be_written(tmp_path: Path) -> None:
+def test_forget_user_refuses_while_a_queued_batch_cannot_be_written(tmp_path: Path) -> None:
     import tiermem.memory as memory_module
 
     store = FlakyStore(tmp_path / "erase.db", dimension=32)
-    m = make_memory(tmp_path, store=store)
+    m = make_memory(tmp_path, {"memory": {"durability": "memory"}}, store=store)
     try:
         m.archiver.retry_backoff = 0.05
         u = user()
@@ -1005,7 +1031,7 @@ def test_forget_user_refuses_while_a_batch_cannot_be_written(tmp_path: Path) -> 
         memory_module.ERASE_TIMEOUT = 0.3
         with pytest.raises(StoreUnavailableError, match="nothing was erased"):
             m.forget_user(u)  # the store takes no writes: erasure must not pretend
-        assert m.buffers.peek(u, "s") is not None and m.store.count(u) == 1
+        assert m.store.count(u) == 1
         store.failing = False
         memory_module.ERASE_TIMEOUT = 30.0
         assert m.forget_user(u) == 1
@@ -1023,7 +1049,85 @@ def test_end_session_keeps_the_final_summary(tmp_path: Path) -> None:
             m.add("user", f"On day {i} I planted {i} tomato seedlings in the garden.", u, "s")
         summary = m.end_session(u, "s")
         assert summary and "tomato" in summary
-        assert m.buffers.peek(u, "s") is None
+        assert m.store.summary(u, "s").text == summary
         kept = m.store.list(u, memory_type="summary")
         assert [r.content for r in kept] == [summary] and kept[0].session_id == "s"
+        assert m.end_session(u, "s") is None  # nothing new to fold in
         assert m.end_session(u, "no-such-session") is None
+
+
+def _deep(levels: int) -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+class _Boom(HashEmbedder):
+    def _embed_batch(self, texts: list[str]) -> Any:
+        raise RuntimeError("custom embedder failed")
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda m: m.add("user", {"a": b"bytes"}, "u"), InvalidTypeError),
+        (lambda m: m.add("user", _deep(5000), "u"), InvalidTypeError),
+        (lambda m: m.add("user", "x", "u", bogus=1), InvalidTypeError),
+        (lambda m: m.search("x", "u", filters={"bogus": 1}), InvalidTypeError),
+        (lambda m: m.search("x", "u", filters="memory_type"), InvalidTypeError),
+        (lambda m: m.search("x", "u", filters={"memory_type": 5}), InvalidTypeError),
+        (lambda m: m.search("\ud800", "u"), InputError),
+        (lambda m: m.get_context("\ud800", "u"), InputError),
+        (lambda m: m.remember("lone \ud800", "u"), InputError),
+        (lambda m: m.flush("x"), InvalidTypeError),
+        (lambda m: m.store.count(" "), MissingUserError),
+        (lambda m: Message.from_json('{"role": "user", "content": ' + "[" * 5000 + "]" * 5000 + "}"),
+         InputError),
+    ],
+)  # fmt: skip
+def test_bad_input_gets_a_typed_error(memory: Memory, call: Any, error: type) -> None:
+    with pytest.raises(error):
+        call(memory)
+    assert memory.store.count("u") == 0
+
+
+def test_construction_arguments_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(InvalidTypeError, match="store"):
+        Memory(store="x")  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="path"):
+        Memory(path=123)  # type: ignore[arg-type]
+    assert not (Path.cwd() / "123").exists()
+    with pytest.raises(InvalidTypeError, match="timeout"):
+        make_memory(tmp_path).close("x")  # type: ignore[arg-type]
+
+
+def test_a_custom_embedders_failure_is_a_provider_error(tmp_path: Path) -> None:
+    from tiermem.errors import ProviderError
+
+    with make_memory(tmp_path, embedder=_Boom(32)) as m:
+        for call in (
+            lambda: m.get_context("hello", "u"),
+            lambda: m.search("hello", "u"),
+            lambda: m.remember("hello", "u"),
+        ):
+            with pytest.raises(ProviderError, match="custom embedder failed"):
+                call()
+
+
+def test_an_add_only_process_leaves_the_work_to_another(tmp_path: Path) -> None:
+    add_only = {"memory": {"worker": {"background": False}}}
+    front = make_memory(tmp_path, add_only)
+    try:
+        u = user()
+        for i in range(5):
+            front.add("user", f"note {i} about the harbour", u, "s")
+        assert front.worker._thread is None and front.work_stats(u).pending == 5
+        ctx = front.get_context("harbour", u, "other", max_tokens=500)
+        assert len([i for i in ctx.items if "harbour" in i.content]) == 5  # found by keyword
+        with make_memory(tmp_path) as worker_process:  # another process's worker indexes them
+            worker_process.worker.wake()
+            assert wait_until(lambda: front.work_stats(u).pending == 0, 20)
+        assert front.store.count(u) == 5
+    finally:
+        front.close()

@@ -324,7 +324,7 @@ def test_score_blends_relevance_recency_and_importance() -> None:
 
 def test_what_the_line_estimates_leave_is_filled_by_exact_count() -> None:
     lines = [f"Ana: line number {i} of the talk!" for i in range(60)]
-    candidates = [cand(text, 0.9 - i / 100) for i, text in enumerate(lines)]
+    candidates = [cand(text, 0.9 - i / 200) for i, text in enumerate(lines)]
     for budget in (60, 150, 400):
         ctx = planner(diversity=0.0).plan("q", max_tokens=budget, candidates=candidates)
         assert ctx.total_tokens == recount(ctx) <= budget
@@ -448,3 +448,89 @@ def test_plan_never_exceeds_the_budget(
     assert ctx.total_tokens == recount(ctx) <= budget
     assert [i.section for i in ctx.items] == sorted((i.section for i in ctx.items), key=order.index)
     assert all(0.0 <= c.relevance <= 1.0 for c in candidates)
+
+
+# -- the relevance floor ------------------------------------------------------------
+
+
+def test_the_floor_leaves_out_memories_without_evidence_so_the_budget_is_a_cap() -> None:
+    relevant = [cand(f"Ana bakes with rye flour, batch {i}.", 0.6) for i in range(3)]
+    unrelated = [cand(f"The bus to the office left late on day {i}.", 0.1) for i in range(30)]
+    ctx = planner().plan("which flour?", max_tokens=2000, candidates=relevant + unrelated)
+    assert {i.content for i in ctx.items} == {c.content for c in relevant}
+    assert ctx.total_tokens < 100  # far under the budget: nothing else was relevant
+    off = planner(floor={"enabled": False}).plan(
+        "which flour?", max_tokens=2000, candidates=relevant + unrelated
+    )
+    assert len(off.items) == 33  # without the floor the budget is filled
+
+
+def test_the_floor_is_absolute_not_relative_to_the_pool() -> None:
+    weak = [cand(f"Weak line {i} about nothing much.", 0.2 + i / 100) for i in range(5)]
+    ctx = planner().plan("flour", max_tokens=2000, candidates=weak)
+    assert ctx.items == []  # the best of a weak pool is still weak
+    relevance = sorted(c.relevance for c in weak)
+    assert relevance[-1] == 1.0  # though its relative relevance is the top one
+
+
+def test_all_the_query_keywords_let_a_dissimilar_memory_in() -> None:
+    found = cand("Moinho Velho supplies the rye.", 0.05)
+    half = cand("Moinho is a word for mill.", 0.05)
+    ctx = planner().plan("Who is Moinho Velho?", max_tokens=500, candidates=[found, half])
+    assert [i.content for i in ctx.items] == [found.content]
+    assert ctx.items[0].keywords == 1.0 and ctx.items[0].similarity == 0.05
+    loose = planner(floor={"keywords": 0.5}).plan(
+        "Who is Moinho Velho?", max_tokens=500, candidates=[found, half]
+    )
+    assert len(loose.items) == 2
+
+
+def test_words_meet_by_their_first_five_letters() -> None:
+    painted = cand("Mel painted a sunrise last week.", 0.1)
+    ctx = planner().plan("When did Mel paint the sunrise?", max_tokens=500, candidates=[painted])
+    assert [i.content for i in ctx.items] == [painted.content]
+
+
+def test_the_neighbours_of_a_relevant_message_pass_the_floor() -> None:
+    question = cand("Ana: What did you bake for the fair?", 0.7, message_id="m1", session_id="s")
+    answer = cand("Bo: Mostly rye loaves.", 0.2, message_id="m2", previous_id="m1", session_id="s")
+    far = cand("Bo: It rained all day.", 0.2, message_id="m9", previous_id="m8", session_id="s")
+    ctx = planner(floor={"neighbours": True}).plan(
+        "what was baked for the fair", max_tokens=500, candidates=[question, answer, far]
+    )
+    assert {i.content for i in ctx.items} == {question.content, answer.content}
+    alone = planner().plan(
+        "what was baked for the fair", max_tokens=500, candidates=[question, answer, far]
+    )
+    assert [i.content for i in alone.items] == [question.content]
+
+
+def test_a_memory_in_the_time_the_query_names_passes_the_floor() -> None:
+    inside = cand("We opened the shop.", 0.1, timestamp=datetime(2025, 3, 10, tzinfo=timezone.utc))
+    outside = cand(
+        "We closed for holidays.", 0.1, timestamp=datetime(2025, 8, 1, tzinfo=timezone.utc)
+    )
+    ctx = planner().plan(
+        "What happened in March 2025?", max_tokens=500, candidates=[inside, outside]
+    )
+    assert [i.content for i in ctx.items] == [inside.content]
+
+
+def test_explain_shows_the_absolute_evidence_beside_the_score() -> None:
+    items = [cand("Ana bakes with rye flour.", 0.61), cand("Rye flour is dark.", 0.55)]
+    ctx = planner().plan("rye flour", max_tokens=500, candidates=items)
+    lines = ctx.explain().splitlines()
+    assert lines[1].split() == ["section", "source", "score", "sim", "kw", "tokens", "content"]
+    row = next(ln.split() for ln in lines if "Ana bakes" in ln)
+    assert row[3:5] == ["0.610", "1.00"] and float(row[2]) > 0.9  # relative score of the best
+
+
+@pytest.mark.parametrize(
+    "floor", [{"similarity": 1.5}, {"similarity": -2}, {"keywords": 0}, {"keywords": 1.2}]
+)
+def test_bad_floor_settings_are_refused(floor: dict[str, float]) -> None:
+    from tiermem.config import TiermemConfig
+    from tiermem.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"memory\.planner\.floor"):
+        TiermemConfig.load({"memory": {"planner": {"floor": floor}}})

@@ -58,10 +58,8 @@ def test_database_down_raises_unavailable() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens once closed
-    start = time.monotonic()
     with pytest.raises(StoreUnavailableError):
         PostgresStore(f"postgresql://postgres@127.0.0.1:{port}/postgres", dimension=DIM, timeout=2)
-    assert time.monotonic() - start < 10
 
 
 def test_connection_lost_mid_batch_rolls_back(pg: PostgresStore, pg_url: str) -> None:  # noqa: F811

@@ -6,6 +6,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -42,11 +43,40 @@ def test_wal_schema_version_and_reopen(tmp_path: Path) -> None:
     assert raw.execute("SELECT table_name, name FROM tiermem_migrations").fetchall() == [
         ("memories_8", "001_create"),
         ("memories_8", "002_stemmed_keywords"),
+        ("memories_8", "003_transcript"),
+        ("memories_8", "004_facts"),
     ]
     raw.close()
     with SQLiteStore(path, dimension=DIM) as store, SQLiteStore(path, dimension=4) as other:
         assert store.get("u", mid) is not None
         assert other.count("u") == 0  # another dimension, another table
+
+
+def test_a_version_2_database_upgrades_keeping_rows_vectors_and_keywords(tmp_path: Path) -> None:
+    from tiermem.stores import schema
+    from tiermem.stores.sqlite import MIGRATIONS
+
+    path = tmp_path / "old.db"
+    vector = vecs(1)[0]
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.row_factory = sqlite3.Row
+    raw.execute("BEGIN")
+    schema.migrate(raw, "memories_8", DIM, MIGRATIONS[:2], "?")  # as the last release left it
+    raw.execute(
+        "INSERT INTO memories_8 (id, user_id, content, content_hash, memory_type, importance,"
+        " created_at, accessed_at, embedding, vseq) VALUES (?, 'u', 'the lighthouse keeper',"
+        " 'h1', 'fact', 0.5, 0, 0, ?, 1)",
+        (str(uuid.uuid4()), vector.astype(np.float32).tobytes()),
+    )
+    raw.execute("INSERT INTO memories_8_users VALUES ('u', 1, 0)")
+    raw.execute("COMMIT")
+    raw.close()
+    with SQLiteStore(path, dimension=DIM) as store:  # opening runs 003 alone
+        (hit,) = store.search("u", "lighthouse", mode="keyword")
+        assert hit.record.content == "the lighthouse keeper"
+        assert store.search("u", vector=vector, limit=1)[0].record.id == hit.record.id
+        store.add("u", "paints seashells", embedding=vecs(2)[1])
+        assert store.count("u") == 2 and store.search("u", "seashells", mode="keyword")
 
 
 def test_memory_database() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from embedders import wait_until
 from fakeserver import FakeServer
 from tiermem.buffer import BufferMemory
 from tiermem.errors import InvalidSizeError, InvalidTypeError, SerializationError
@@ -86,15 +87,15 @@ def test_partial_batch_waits_until_flush() -> None:
 
 
 def test_append_never_waits_on_a_slow_llm(fake_server: FakeServer) -> None:
-    fake_server.delay = 0.2
+    fake_server.pause()  # no answer until every append has returned
     buffer = BufferMemory(buffer_size=5, summarizer=MemorySummarizer(llm(fake_server)))
-    start = time.perf_counter()
     fill(buffer, 25)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 0.2, elapsed  # five batches queued, none awaited
+    assert len(fake_server.requests) <= 1 and fake_server.answered == 0  # queued, not awaited
+    fake_server.resume()
     assert buffer.summary is not None  # reading the summary waits for the queued batches
     assert len(buffer.summaries) == 4
     assert buffer.summarization is not None and buffer.summarization.stats.batches == 4
+    assert buffer.summarization.stats.failures == 0
     assert len(buffer) == 5
 
 
@@ -111,19 +112,21 @@ def test_sync_mode_summarizes_inside_append(fake_server: FakeServer) -> None:
 
 def test_failures_keep_the_batch_pending_then_retry(fake_server: FakeServer) -> None:
     fake_server.fail_next(500)
-    policy = SummaryPolicy(batch_size=2, retry_backoff=0.3)
+    fake_server.pause(after=1)  # the retry is held until the failure has been checked
+    policy = SummaryPolicy(batch_size=2, retry_backoff=0.01)
     buffer = BufferMemory(
         buffer_size=2, summarizer=MemorySummarizer(llm(fake_server)), summary_policy=policy
     )
     fill(buffer, 4)
     pipeline = buffer.summarization
     assert pipeline is not None
-    time.sleep(0.15)  # first attempt failed, retry not yet due
+    assert wait_until(lambda: pipeline.stats.failures == 1)
     pending = pipeline.pending
     assert len(pending) == 1 and pending[0].failures == 1
     assert "HTTP 500" in (pending[0].last_error or "")
     assert [m.text for m in pending[0].messages] == ["m0", "m1"]
     assert buffer.to_dict()["pending_summaries"]["batches"][0]["failures"] == 1
+    fake_server.resume()
     assert buffer.flush(timeout=5)
     assert pipeline.stats.failures == 1 and pipeline.stats.fallbacks == 0
     assert buffer.summary is not None and buffer.summary.startswith("reply: ")

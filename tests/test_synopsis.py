@@ -262,10 +262,9 @@ def test_malformed_llm_output_falls_back_offline(
 def test_provider_errors_and_timeouts_fall_back_offline(fake_server: FakeServer) -> None:
     fake_server.fail_next(500)
     assert SynopsisGenerator(llm_for(fake_server)).generate("alice", MEMORIES).source == "offline"
-    fake_server.enqueue(Reply(delay=1.0))
-    start = time.monotonic()
+    fake_server.enqueue(Reply(delay=60.0))  # answered only when the server stops
     s = SynopsisGenerator(llm_for(fake_server, timeout=0.2)).generate("alice", MEMORIES)
-    assert s.source == "offline" and time.monotonic() - start < 0.9
+    assert s.source == "offline" and fake_server.answered == 1  # the 500; gave up on the slow one
     fake_server.enqueue(Reply(body=b"<html>not json</html>"))
     assert SynopsisGenerator(llm_for(fake_server)).generate("alice", MEMORIES).source == "offline"
 
@@ -464,12 +463,10 @@ def test_in_memory_cache_is_bounded_lru() -> None:
         InMemorySynopsisCache(max_entries=1)
 
 
-def test_redis_down_raises_cache_error_quickly() -> None:
+def test_redis_down_raises_cache_error() -> None:
     cache = RedisSynopsisCache("redis://:hunter2@127.0.0.1:1/0", timeout=0.5)
-    start = time.monotonic()
     with pytest.raises(CacheError) as info:
         cache.get("alice", "identity")
-    assert time.monotonic() - start < 2
     message = str(info.value)
     assert "redis-server" in message and "memory.synopsis.backend" in message
     assert "127.0.0.1:1" in message and "hunter2" not in message

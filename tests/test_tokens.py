@@ -129,3 +129,37 @@ def test_estimate_stays_within_ten_percent_of_exact(texts) -> None:
 def test_non_text_is_rejected(counter, bad) -> None:
     with pytest.raises(InvalidTypeError):
         counter.count(bad)
+
+
+def test_a_damaged_encoding_file_fails_at_the_first_count(tmp_path) -> None:
+    """The table is built in the background; a file tiktoken rejects (hash mismatch)
+    surfaces as ModelLoadError when the counter is first used, not as a hang or a
+    wrong count. A fresh process, so no encoding is already loaded."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    url = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+    (tmp_path / hashlib.sha1(url.encode()).hexdigest()).write_text("not the encoding\n")
+    code = (
+        "from tiermem.errors import ModelLoadError\n"
+        "from tiermem.tokens import TiktokenCounter\n"
+        "counter = TiktokenCounter('o200k_base')\n"
+        "for _ in range(2):\n"
+        "    try:\n"
+        "        counter.count('hello')\n"
+        "    except ModelLoadError as exc:\n"
+        "        print('ModelLoadError', 'o200k_base' in str(exc))\n"
+    )
+    env = {
+        **os.environ,
+        "TIKTOKEN_CACHE_DIR": str(tmp_path),
+        "PYTHONPATH": str(Path(__file__).parents[1] / "src"),
+        # tiktoken re-downloads a file whose hash is wrong: make sure that cannot work
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "https_proxy": "http://127.0.0.1:9",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.stdout.split("\n")[:2] == ["ModelLoadError True"] * 2, out.stderr

@@ -337,12 +337,11 @@ def test_embedder_of_another_protocol_implementation_with_wrong_dimension() -> N
 
 
 def test_embed_timeout_sync_and_async() -> None:
-    slow = SlowEmbedder(delay=5.0, dimension=DIM)
+    slow = SlowEmbedder(delay=60.0, dimension=DIM)  # answers only when released
     memory = WorkingMemory(embedder=slow, fifo_interval_min=None, embed_timeout=0.1)
-    start = time.monotonic()
     with pytest.raises(ProviderTimeoutError, match="embed_timeout"):
         memory.add("too slow")
-    assert time.monotonic() - start < 2.0
+    assert slow.calls == []  # gave up before the embedder answered
     assert len(memory) == 0
     slow.release.set()  # let the abandoned worker finish
     slow.release.clear()

@@ -16,9 +16,7 @@ import random
 import ssl
 import threading
 import time
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from tiermem.errors import (
     AuthenticationError,
@@ -28,6 +26,9 @@ from tiermem.errors import (
     ProviderTimeoutError,
     RateLimitError,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 _RETRY_STATUSES = frozenset({408, 409, 425, 429})  # and every 5xx
 _EXCERPT = 300
@@ -97,6 +98,8 @@ class HttpClient:
         return _tls_context() if self.base_url.startswith("https://") else False
 
     def _sync_client(self) -> httpx.Client:
+        import httpx  # here, not at import: it costs ~0.3 s that offline use never needs
+
         with self._lock:
             if self._client is None:
                 self._client = httpx.Client(
@@ -106,6 +109,8 @@ class HttpClient:
 
     def _async_client(self) -> httpx.AsyncClient:
         """One async client per running event loop (an httpx pool cannot cross loops)."""
+        import httpx
+
         loop = asyncio.get_running_loop()
         with self._lock:
             for old in [lp for lp in self._aclients if lp.is_closed()]:
@@ -138,6 +143,8 @@ class HttpClient:
 
     def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST ``body`` to ``base_url + path``; retry transient failures; return the JSON."""
+        import httpx
+
         url = self._url(path)
         client = self._sync_client()
         attempt = 0
@@ -155,6 +162,8 @@ class HttpClient:
 
     async def apost_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """Async twin of :meth:`post_json`."""
+        import httpx
+
         url = self._url(path)
         client = self._async_client()
         attempt = 0
@@ -199,6 +208,8 @@ class HttpClient:
         return min(step * (0.5 + random.random() / 2), self.max_backoff)
 
     def _transport_error(self, exc: httpx.HTTPError, url: str) -> tuple[ProviderError, bool]:
+        import httpx
+
         if isinstance(exc, httpx.TimeoutException):
             return ProviderTimeoutError(
                 f"{self.provider}: no answer from {url} within {self.timeout}s "
@@ -245,6 +256,8 @@ class HttpClient:
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
     """One certificate-verifying TLS context for every client of the process."""
+    import httpx
+
     return httpx.create_ssl_context()
 
 

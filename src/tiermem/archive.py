@@ -1,14 +1,17 @@
-"""The archive: writes conversation messages to searchable memory off the hot path.
+"""The archive: message vectors, and the in-process queue for writes that may wait.
 
-``Memory.add`` hands each message to :class:`Archiver.submit`, which only enqueues. A
-worker thread takes the queue in batches, embeds a batch with one model call and hands it
-to its sink: the long-term store (one transaction per user) or, for non-persistent
-retention, the in-process working memory. A failed batch (embedder or database error) stays at the
-head of the queue and is retried with backoff: it is never dropped. ``flush()`` waits until
-everything submitted is written; ``pending`` and ``failures`` make the state visible.
+:func:`embed_messages` and :class:`ContextVectors` make the vector of each message (the
+store's worker and the archiver share them). :class:`Archiver` queues messages in
+process and writes them in batches from a background thread: to the in-process working
+memory when retention keeps nothing in the store, and to the store's transcript under
+``memory`` durability (bulk loads). A failed batch (embedder or database error) stays at
+the head of the queue and is retried with backoff; ``flush()`` waits until everything
+submitted is written; ``pending`` and ``failures`` make the state visible.
 
-Durability: messages are in process memory until their batch is written, normally within
-``flush_interval`` seconds; a crash loses at most that queue (``pending`` of them).
+Durability: queued messages are in process memory until their batch is written,
+normally within ``flush_interval`` seconds; a crash loses that queue (``pending`` of
+them). The default write path does not use this queue: ``Memory.add`` commits to the
+store before it returns.
 """
 
 from __future__ import annotations
@@ -21,13 +24,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tiermem.messages import Message
+from tiermem.messages import Message, speaker, transcript_line
 
 if TYPE_CHECKING:
     import numpy as np
 
     from tiermem.embeddings.base import Embedder
-    from tiermem.stores.base import MemoryStore, NewMemory
+    from tiermem.stores.base import MemoryStore
     from tiermem.working import WorkingMemory
 
 log = logging.getLogger(__name__)
@@ -49,46 +52,6 @@ class ArchivedMessage:
     previous_id: str | None = None
 
 
-def transcript_line(message: Message) -> str:
-    """The text stored and indexed for a message: ``"{speaker}: {text}"``.
-
-    The speaker (its name, else its role) is part of the text so that keyword and vector
-    search can match questions that name who said something.
-    """
-    return f"{speaker(message)}: {message.text}"
-
-
-def speaker(message: Message) -> str:
-    """Who said ``message``: its name, else ``metadata["speaker"]``, else its role."""
-    return str(message.name or message.metadata.get("speaker") or message.role)
-
-
-def to_new_memory(item: ArchivedMessage, embedding: Any) -> NewMemory:
-    """The store row of an archived message (memory_type ``message`` or ``tool``)."""
-    from tiermem.stores.base import NewMemory
-
-    message = item.message
-    metadata = {
-        "message_id": message.message_id,
-        "role": message.role,
-        **{k: v for k, v in message.metadata.items() if _is_scalar(v)},
-    }
-    if message.name:
-        metadata["name"] = message.name
-    if item.previous_id:
-        metadata["previous_id"] = item.previous_id
-    return NewMemory(
-        content=transcript_line(message),
-        embedding=embedding,
-        memory_type="tool" if message.role == "tool" else "message",
-        agent_id=item.agent_id,
-        session_id=item.session_id,
-        importance=0.3,
-        metadata=metadata,
-        created_at=message.timestamp,
-    )
-
-
 def embed_messages(embedder: Embedder, messages: list[Message]) -> np.ndarray:
     """One vector per message: its whole line, plus its sentences when it has several.
 
@@ -96,49 +59,78 @@ def embed_messages(embedder: Embedder, messages: list[Message]) -> np.ndarray:
     them well. The vector of a multi-sentence message is the normalized sum of the whole
     line's vector and its sentences' vectors (scaled by 1/sqrt(n)), so a question about
     one sentence still finds the message. Measured on LoCoMo: evidence recall within
-    2,000 tokens 0.831 -> 0.857 for vector + keyword ranking. One embed call per batch.
+    2,000 tokens 0.831 -> 0.857 for vector + keyword ranking.
+
+    Each sentence is embedded on its own, in the same call as the lines. Pooling the
+    sentences' tokens from the line's own forward pass instead ("late chunking": one pass
+    per message) was measured and not kept: LoCoMo recall within 2,000 tokens fell from
+    0.900 to 0.879 (docs/benchmarks.md, "Ingest").
     """
     import numpy as np
 
-    from tiermem.summarize import split_sentences
-
     texts = [transcript_line(m) for m in messages]
-    parts: list[tuple[int, str]] = []
-    for row, message in enumerate(messages):
-        sentences = [s for s in split_sentences(message.text) if len(s.split()) >= 3]
-        if len(sentences) > 1:
-            parts.extend((row, f"{speaker(message)}: {s}") for s in sentences)
-    vectors = embedder.embed(texts + [text for _, text in parts])
+    spans = [_sentence_spans(m, line) for m, line in zip(messages, texts, strict=True)]
+    parts_text = [(row, texts[row][a:b]) for row, found in enumerate(spans) for a, b in found]
+    vectors = embedder.embed(texts + [f"{speaker(messages[r])}: {t}" for r, t in parts_text])
     result = np.array(vectors[: len(texts)], dtype=np.float32)
-    if parts:
-        rows = np.array([row for row, _ in parts])
-        extra = vectors[len(texts) :]
-        counts = np.bincount(rows, minlength=len(texts)).astype(np.float32)
-        sums = np.zeros_like(result)
-        np.add.at(sums, rows, extra)
-        has = counts > 0
-        result[has] += sums[has] / np.sqrt(counts[has])[:, None]
-        result[has] /= np.linalg.norm(result[has], axis=1, keepdims=True)
+    extra = vectors[len(texts) :]
+    for row in range(len(texts)):
+        mine = [extra[i] for i, (r, _) in enumerate(parts_text) if r == row]
+        if mine:
+            result[row] = _with_parts(result[row], mine)
     return result
 
 
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, (str, int, float, bool))
+def _sentence_spans(message: Message, line: str) -> list[tuple[int, int]]:
+    """Character spans, in ``line``, of the message's sentences of 3 words or more (none
+    when it has fewer than two)."""
+    from tiermem.summarize import split_sentences
+
+    sentences = [s for s in split_sentences(message.text) if len(s.split()) >= 3]
+    if len(sentences) < 2:
+        return []
+    spans = []
+    cursor = len(line) - len(message.text)
+    for sentence in sentences:
+        begin = line.find(sentence, cursor)
+        if begin < 0:
+            continue
+        spans.append((begin, begin + len(sentence)))
+        cursor = begin + len(sentence)
+    return spans if len(spans) > 1 else []
+
+
+def _with_parts(whole: np.ndarray, parts: list[np.ndarray]) -> np.ndarray:
+    """``whole`` plus the mean direction of ``parts`` (sum / sqrt(n)), unit length."""
+    import numpy as np
+
+    if not parts:
+        return np.asarray(whole, dtype=np.float32)
+    mixed = whole + np.sum(parts, axis=0) / np.sqrt(len(parts))
+    out: np.ndarray = (mixed / np.linalg.norm(mixed)).astype(np.float32)
+    return out
 
 
 Sink = Callable[[list[ArchivedMessage], Any], None]
 """Writes an embedded batch: the items and their vectors (one row each)."""
 
 
-def store_sink(store: MemoryStore) -> Sink:
-    """A sink that adds each user's messages to ``store`` in one transaction."""
+def transcript_sink(store: MemoryStore) -> Sink:
+    """A sink that appends each (user, session)'s messages to the store's transcript
+    (``memory`` durability: the store's worker embeds them)."""
 
     def write(batch: list[ArchivedMessage], vectors: Any) -> None:
-        by_user: dict[str, list[NewMemory]] = {}
-        for item, vector in zip(batch, vectors, strict=True):
-            by_user.setdefault(item.user_id, []).append(to_new_memory(item, vector))
-        for user_id, rows in by_user.items():
-            store.add_many(user_id, rows)
+        groups: dict[tuple[str, str | None, str | None], list[ArchivedMessage]] = {}
+        for item in batch:
+            groups.setdefault((item.user_id, item.session_id, item.agent_id), []).append(item)
+        for (user_id, session_id, agent_id), items in groups.items():
+            store.append(
+                user_id,
+                session_id,
+                [i.message for i in items],
+                agent_id=agent_id,
+                previous_id=items[0].previous_id,
+            )
 
     return write
 
@@ -166,7 +158,7 @@ class Archiver:
 
     Args:
         sink: where embedded batches go (:func:`store_sink`, :func:`working_sink`).
-        embedder: embeds each batch in one call.
+        embedder: embeds each batch in one call (None: the sink gets no vectors).
         batch_size: messages per embed call and transaction.
         flush_interval: seconds a partial batch may wait before it is written.
         retry_backoff: first retry delay after a failure (doubles, up to 30 s).
@@ -175,7 +167,7 @@ class Archiver:
     def __init__(
         self,
         sink: Sink,
-        embedder: Embedder,
+        embedder: Embedder | None,
         *,
         batch_size: int = 64,
         flush_interval: float = 0.2,
@@ -195,8 +187,7 @@ class Archiver:
         self._cond = threading.Condition()
         self._closed = False
         self._thread: threading.Thread | None = None
-        # (user_id, session_id, message_id) -> own vector: never shared across users
-        self._recent: OrderedDict[tuple[str, str | None, str], np.ndarray] = OrderedDict()
+        self.context = ContextVectors()
 
     @property
     def pending(self) -> int:
@@ -310,29 +301,50 @@ class Archiver:
                 self._cond.notify_all()
 
     def _write(self, batch: list[ArchivedMessage]) -> None:
+        if self.embedder is None:
+            self.sink(batch, None)
+            return
         own = embed_messages(self.embedder, [i.message for i in batch])
-        self.sink(batch, self._in_context(batch, own))
+        keys = [(i.user_id, i.session_id, i.message.message_id, i.previous_id) for i in batch]
+        self.sink(batch, self.context.mix(keys, own))
 
-    def _in_context(self, batch: list[ArchivedMessage], own: np.ndarray) -> np.ndarray:
-        """Lean each message's vector toward the message before it in its session.
 
-        A short reply ("Adoption agencies.") says little without the question it
-        answers; adding ``CONTEXT_WEIGHT`` x the previous message's own vector lets a
-        search for the topic find the answer. The previous vectors of the last
-        ``RECENT_VECTORS`` messages are kept in process; a message whose predecessor was
-        written by another process keeps its own vector. Measured on LoCoMo: evidence
-        recall within 2,000 tokens 0.857 -> 0.877 for vector + keyword ranking.
-        """
+class ContextVectors:
+    """Leans each message's vector toward the message before it in its session.
+
+    A short reply ("Adoption agencies.") says little without the question it answers;
+    adding ``CONTEXT_WEIGHT`` x the previous message's own vector lets a search for the
+    topic find the answer. The own vectors of the last ``RECENT_VECTORS`` messages are
+    kept in process, keyed by user and session (never shared across users); a message
+    whose predecessor was embedded by another process keeps its own vector. Measured on
+    LoCoMo: evidence recall within 2,000 tokens 0.857 -> 0.877 for vector + keyword ranking.
+    """
+
+    def __init__(self, size: int = RECENT_VECTORS) -> None:
+        self.size = size
+        self._own: OrderedDict[tuple[str, str | None, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def mix(
+        self, keys: list[tuple[str, str | None, str, str | None]], own: np.ndarray
+    ) -> np.ndarray:
+        """The vectors to store for messages ``(user, session, id, previous id)``."""
         import numpy as np
 
         out = np.array(own, dtype=np.float32)
-        for row, item in enumerate(batch):
-            user, session = item.user_id, item.session_id
-            previous = self._recent.get((user, session, item.previous_id or ""))
-            if previous is not None:
-                mixed = own[row] + CONTEXT_WEIGHT * previous
-                out[row] = mixed / np.linalg.norm(mixed)
-            self._recent[(user, session, item.message.message_id)] = own[row]
-            if len(self._recent) > RECENT_VECTORS:
-                self._recent.popitem(last=False)
+        with self._lock:
+            for row, (user, session, message_id, previous_id) in enumerate(keys):
+                previous = self._own.get((user, session, previous_id or ""))
+                if previous is not None:
+                    mixed = own[row] + CONTEXT_WEIGHT * previous
+                    out[row] = mixed / np.linalg.norm(mixed)
+                self._own[(user, session, message_id)] = own[row]
+                if len(self._own) > self.size:
+                    self._own.popitem(last=False)
         return out
+
+    def drop_user(self, user_id: str) -> None:
+        """Forget the user's vectors (erasure)."""
+        with self._lock:
+            for key in [k for k in self._own if k[0] == user_id]:
+                del self._own[key]

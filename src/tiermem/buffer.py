@@ -34,6 +34,7 @@ from tiermem.messages import (
     ROLES,
     Content,
     Message,
+    check_fields,
     copy_json,
     messages_from_dicts,
     parse_json,
@@ -78,6 +79,13 @@ class RingBuffer(Generic[T]):
     ) -> None:
         self._max_items = max_items
         self._max_tokens = _check_size("max_tokens", max_tokens)
+        counts = callable(getattr(token_counter, "count_message", None))
+        if token_counter is not None and not counts:
+            raise InvalidTypeError(
+                "token_counter",
+                f"expected a TokenCounter, got {type(token_counter).__name__}",
+                "pass tiermem.tokens.get_token_counter(...) or None",
+            )
         self._counter = token_counter
         self._items: deque[T] = deque()
         self._costs: deque[int] = deque()
@@ -255,7 +263,9 @@ class RingBuffer(Generic[T]):
     def _recent(self, n: int) -> list[T]:
         if isinstance(n, bool) or not isinstance(n, int):
             raise InvalidTypeError("n", f"expected an int, got {type(n).__name__}")
-        if n <= 0:
+        if n < 0:
+            raise InvalidSizeError("n", f"must be >= 0, got {n}", "ask for 0 or more messages")
+        if n == 0:
             return []
         with self._lock:
             recent = list(islice(reversed(self._items), n))
@@ -379,6 +389,7 @@ class BufferMemory(RingBuffer[Message]):
         **fields: Any,
     ) -> Message:
         """Append a message (seed 000) and return it; other Message fields go in ``fields``."""
+        check_fields(fields)
         if metadata is None:
             message = Message(role, content, **fields)
         else:

@@ -2,7 +2,10 @@
 
 Every command that touches memory takes ``--config PATH`` (a YAML file, see
 docs/configuration.md) and ``--db PATH`` (the SQLite file of the embedded store); the
-commands mirror :class:`tiermem.Memory` one to one.
+commands mirror :class:`tiermem.Memory` one to one. A memory has one id everywhere: the
+long-term store's UUID, which ``add`` and ``remember`` print, ``search`` shows (whole, or
+the shortest prefix of at least 8 characters that no other memory of the user shares) and
+``forget --id`` takes (whole or a unique prefix).
 """
 
 from __future__ import annotations
@@ -16,12 +19,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tiermem import __version__
-from tiermem.errors import InputError, SerializationError, TiermemError
+from tiermem.errors import (
+    AmbiguousIdError,
+    InputError,
+    InvalidSizeError,
+    SerializationError,
+    TiermemError,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from tiermem.memory import Memory
+    from tiermem.messages import Message
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -32,11 +42,28 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr)
 
 
+def check_db(path: str | None, field: str = "--db") -> str | None:
+    """Refuse a database path whose folder does not exist (a mistyped path would
+    otherwise create a new, empty database) or that is a folder; nothing is created."""
+    if path is None:
+        return None
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise InputError(field, f"{path} is a folder", "give the path of the SQLite file in it")
+    if not target.parent.is_dir():
+        raise InputError(
+            field,
+            f"the folder {str(target.parent)!r} does not exist",
+            "check the path, or create the folder first",
+        )
+    return path
+
+
 @contextmanager
 def _memory(args: argparse.Namespace) -> Iterator[Memory]:
     from tiermem.memory import Memory
 
-    memory = Memory(args.db, config=args.config)
+    memory = Memory(check_db(args.db), config=args.config)
     try:
         yield memory
     finally:
@@ -46,15 +73,102 @@ def _memory(args: argparse.Namespace) -> Iterator[Memory]:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from tiermem.demo import run_demo
 
-    run_demo(db=args.db, max_tokens=args.max_tokens)
+    run_demo(db=check_db(args.db), max_tokens=args.max_tokens)
     return 0
 
 
 def _cmd_add(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
         message = memory.add(args.role, args.text, args.user, args.session, name=args.name)
-    _console().print(f"added {message.message_id} for user {args.user!r}")
+        memory_id = stored_id(memory, args.user, message)
+    if memory_id is None:  # nothing goes to the long-term store (retention)
+        _console().print(f"added message {message.message_id} for user {args.user!r}")
+    else:
+        _console().print(f"added {memory_id} for user {args.user!r}")
     return 0
+
+
+def stored_id(memory: Memory, user_id: str, message: Message) -> str | None:
+    """The long-term store's id of an added message (the id ``search`` shows and
+    ``forget`` takes), once it is archived; None when nothing was stored."""
+    from tiermem.messages import transcript_line
+
+    memory.flush()
+    found = memory.store.list(user_id, limit=1, metadata={"message_id": message.message_id})
+    if found:
+        return str(found[0].id)
+    line = transcript_line(message)  # the same text was stored before: that memory
+    hits = memory.search(line, user_id, k=20, mode="keyword")
+    return next((str(h.record.id) for h in hits if h.record.content == line), None)
+
+
+def _user_ids(memory: Memory, user_id: str) -> list[str]:
+    """Every memory id of ``user_id``, sorted."""
+    ids: list[str] = []
+    while page := memory.store.list(user_id, limit=1000, offset=len(ids)):
+        ids += [str(record.id) for record in page]
+    return sorted(ids)
+
+
+def short_ids(all_ids: Sequence[str], wanted: Sequence[str], least: int = 8) -> dict[str, str]:
+    """The shortest prefix (at least ``least`` characters) of each of ``wanted`` that no
+    other id of ``all_ids`` (sorted) starts with."""
+    import bisect
+
+    out = {}
+    for full in wanted:
+        at = bisect.bisect_left(all_ids, full)
+        neighbours = [all_ids[i] for i in (at - 1, at + 1) if 0 <= i < len(all_ids)]
+        shared = max((_common(full, other) for other in neighbours if other != full), default=0)
+        out[full] = full[: max(least, shared + 1)]
+    return out
+
+
+def _common(a: str, b: str) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def resolve_id(memory: Memory, user_id: str, given: str) -> str:
+    """The full id of the user's memory that ``given`` (a whole id or a prefix) names."""
+    import uuid
+
+    try:
+        return str(uuid.UUID(given.strip()))
+    except ValueError:
+        return pick_id(given, _user_ids(memory, user_id), user_id)
+
+
+def pick_id(given: str, ids: Sequence[str], user_id: str) -> str:
+    """The one id of ``ids`` that starts with ``given`` (4 or more characters, any case).
+
+    Raises:
+        InputError: ``given`` is not (the start of) an id.
+        AmbiguousIdError: several ids start with it.
+        NotFoundError: none does.
+    """
+    import re
+
+    from tiermem.errors import NotFoundError
+
+    text = given.strip().lower()
+    if not re.fullmatch(r"[0-9a-f-]{4,36}", text):
+        raise InputError(
+            "--id", f"{given!r} is not a memory id", "give the id `search` shows (4+ characters)"
+        )
+    matches = [i for i in ids if i.startswith(text)]
+    if not matches:
+        raise NotFoundError(f"no memory of user {user_id!r} has an id starting with {given!r}")
+    if len(matches) > 1:
+        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+        raise AmbiguousIdError(
+            "--id",
+            f"{given!r} starts {len(matches)} ids of user {user_id!r} ({shown})",
+            "give more of the id",
+        )
+    return matches[0]
 
 
 def _read_history(path: Path) -> list[dict[str, Any]]:
@@ -101,15 +215,18 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
     with _memory(args) as memory:
         hits = memory.search(args.query, args.user, k=args.k, mode=args.mode)
-    table = Table("score", "type", "created", "content", "id", title=f"search: {args.query!r}")
-    for hit in hits:
+        ids = [str(hit.record.id) for hit in hits]
+        shown = short_ids(_user_ids(memory, args.user), ids) if ids else {}
+    table = Table("score", "type", "created", "content", title=f"search: {args.query!r}")
+    table.add_column("id", no_wrap=True, min_width=8)
+    for hit, memory_id in zip(hits, ids, strict=True):
         record = hit.record
         table.add_row(
             f"{hit.score:.3f}",
             record.memory_type,
             record.created_at.strftime("%Y-%m-%d"),
             record.content[:90],
-            str(record.id)[:8],
+            shown[memory_id],
         )
     _console().print(table)
     return 0
@@ -147,8 +264,11 @@ def _cmd_forget(args: argparse.Namespace) -> int:
             count = memory.forget_user(args.user)
             _console().print(f"erased {count} memories of user {args.user!r}")
             return 0
-        found = memory.forget(args.id, args.user)
-    _console().print("forgotten" if found else f"no memory {args.id} for user {args.user!r}")
+        memory_id = resolve_id(memory, args.user, args.id)
+        found = memory.forget(memory_id, args.user)
+    _console().print(
+        f"forgotten {memory_id}" if found else f"no memory {memory_id} for user {args.user!r}"
+    )
     return 0 if found else 1
 
 
@@ -202,10 +322,83 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+
+    from tiermem.doctor import run_checks
+
+    checks = run_checks(args.config, args.db)
+    console = _console()
+    colours = {"ok": "green", "fail": "bold red", "skip": "yellow"}
+    for check in checks:
+        status = f"[{colours[check.status]}]{check.status:<4}[/]"
+        line = f"{status}  {check.name:<15}  {escape(check.detail)}"
+        console.print(line, soft_wrap=True, highlight=False)
+        if check.status == "fail" and check.fix:
+            console.print(f"      {'':<15}  fix: {escape(check.fix)}", soft_wrap=True)
+    return 1 if any(check.status == "fail" for check in checks) else 0
+
+
 def _cmd_chat(args: argparse.Namespace) -> int:
     from tiermem.chat import run_chat
 
+    check_db(args.db)
     return run_chat(args)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from tiermem.server.run import serve
+
+    serve(args.config, args.db, args.host, args.port, args.workers)
+    return 0
+
+
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    import os
+
+    from tiermem.mcp import run_stdio
+
+    if args.url:
+        from tiermem.client import MemoryClient
+
+        with MemoryClient(args.url, os.environ.get("TIERMEM_API_KEY")) as client:
+            run_stdio(client, args.user)
+        return 0
+    with _memory(args) as memory:
+        run_stdio(memory, args.user)
+    return 0
+
+
+@contextmanager
+def _keys(args: argparse.Namespace) -> Iterator[Any]:
+    from tiermem.config import TiermemConfig
+    from tiermem.server.keys import KeyStore, keys_location
+
+    keys = KeyStore(keys_location(TiermemConfig.load(args.config), args.db))
+    try:
+        yield keys
+    finally:
+        keys.close()
+
+
+def _cmd_keys(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    with _keys(args) as keys:
+        if args.keys_command == "create":
+            key, token = keys.create(args.tenant, args.name)
+            _console().print(f"key {key.id} of tenant {key.tenant!r} (shown once, keep it):")
+            print(token)
+            return 0
+        if args.keys_command == "revoke":
+            found = keys.revoke(args.id)
+            _console().print("revoked" if found else f"no active key {args.id!r}")
+            return 0 if found else 1
+        table = Table("id", "tenant", "name", "created", "revoked", title="API keys")
+        for key in keys.list(args.tenant):
+            table.add_row(key.id, key.tenant, key.name or "", key.created_at, key.revoked_at or "")
+        _console().print(table)
+    return 0
 
 
 def _command(
@@ -266,7 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _command(commands, "synopsis", _cmd_synopsis, "show what is known about a user")
     forget = _command(commands, "forget", _cmd_forget, "delete a memory or a whole user")
-    forget.add_argument("--id", help="the memory to delete")
+    forget.add_argument("--id", help="the memory to delete: its id, or a unique prefix of it")
     forget.add_argument("--all", action="store_true", help="erase everything of the user")
     _command(commands, "stats", _cmd_stats, "figures about a user's memories")
 
@@ -291,11 +484,73 @@ def build_parser() -> argparse.ArgumentParser:
     )
     migrate.add_argument("--batch-size", type=int, default=256)
 
+    serve = _command(
+        commands, "serve", _cmd_serve, "serve the HTTP API (tiermem[server])", memory=False
+    )
+    serve.add_argument("--config", help="YAML configuration (PostgreSQL, Redis...)")
+    serve.add_argument("--db", help="SQLite file of the embedded store")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--workers", type=int, default=1, help="worker processes")
+
+    mcp = _command(commands, "mcp", _cmd_mcp, "serve a user's memory to an MCP client (stdio)")
+    mcp.add_argument(
+        "--url", help="use a tiermem server (key in TIERMEM_API_KEY) instead of a local store"
+    )
+
+    keys = commands.add_parser("keys", help="API keys of the server (stored hashed)")
+    keys_commands = keys.add_subparsers(dest="keys_command", metavar="COMMAND", required=True)
+    for name, help_text in (
+        ("create", "create a key of a tenant"),
+        ("list", "list keys"),
+        ("revoke", "revoke a key"),
+    ):
+        sub = _command(keys_commands, name, _cmd_keys, help_text, memory=False)
+        sub.add_argument("--config", type=Path, help="YAML configuration")
+        sub.add_argument("--db", help="SQLite file of the embedded store")
+        if name == "revoke":
+            sub.add_argument("id", help="the key's id (tiermem keys list)")
+        else:
+            sub.add_argument("--tenant", required=name == "create", help="tenant name")
+        if name == "create":
+            sub.add_argument("--name", help="a label for the key")
+
+    doctor = _command(
+        commands, "doctor", _cmd_doctor, "check the setup and say what to fix", memory=False
+    )
+    doctor.add_argument("--config", type=Path, help="YAML configuration")
+    doctor.add_argument("--db", help="SQLite file of the embedded store")
+
     from tiermem.chat import add_chat_arguments
 
     chat = _command(commands, "chat", _cmd_chat, "chat with the configured model", memory=False)
     add_chat_arguments(chat)
     return parser
+
+
+# Numeric options: their range and an example, checked before a command loads anything.
+RANGES: dict[str, tuple[float, float | None, str]] = {
+    "max_tokens": (1, None, "2000"),
+    "k": (1, None, "10"),
+    "importance": (0.0, 1.0, "0.5"),
+    "from_dim": (1, None, "384"),
+    "to_dim": (1, None, "768"),
+    "batch_size": (1, None, "256"),
+}
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Raise InvalidSizeError for a numeric option out of its range (the library would
+    refuse it too, but only after loading the model and the store)."""
+    for name, (low, high, example) in RANGES.items():
+        value = getattr(args, name, None)
+        if value is None or (low <= value and (high is None or value <= high)):
+            continue
+        option = f"-{name}" if len(name) == 1 else f"--{name.replace('_', '-')}"
+        allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise InvalidSizeError(
+            option, f"must be {allowed}, got {value}", f"e.g. {option} {example}"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -307,6 +562,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        check_arguments(args)
         return handler(args)
     except (TiermemError, OSError) as exc:
         from rich.markup import escape

@@ -53,6 +53,7 @@ MASK = "**********"
 
 PlannerSection = Literal["synopsis", "summary", "retrieved", "recent"]
 Retention = Literal["single_run", "session", "persistent"]
+Durability = Literal["committed", "synced", "memory"]
 DEFAULT_ORDER: tuple[PlannerSection, ...] = ("synopsis", "summary", "retrieved", "recent")
 
 
@@ -232,6 +233,29 @@ class WeightsConfig(Section):
         return self
 
 
+class FloorConfig(Section):
+    """``memory.planner.floor``: the least evidence a retrieved memory needs, so
+    ``max_tokens`` is a cap, not a target.
+
+    The evidence is absolute, not relative to the other candidates: a memory is offered
+    when its cosine similarity to the query is at least ``similarity``, when it holds at
+    least the ``keywords`` share of the query's keywords (stop words left out, words
+    compared by their first five letters), when it falls in a time the query names, or
+    (``neighbours``) when the message right before or after it in its session passes on
+    similarity or keywords. Off (``enabled: false``), every candidate may fill the budget.
+    """
+
+    enabled: bool = True
+    neighbours: bool = False
+    similarity: float = Field(default=0.25, ge=-1, le=1, description="Least cosine similarity.")
+    keywords: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="Share of the query's keywords that also lets a memory in.",
+    )
+
+
 class PlannerConfig(Section):
     """``memory.planner``: how ``get_context`` fills the budget."""
 
@@ -253,6 +277,7 @@ class PlannerConfig(Section):
         le=1,
         description="Penalty x a memory's greatest similarity to one already chosen (MMR).",
     )
+    floor: FloorConfig = Field(default_factory=lambda: FloorConfig())
 
     @field_validator("order")
     @classmethod
@@ -263,6 +288,66 @@ class PlannerConfig(Section):
         return value
 
 
+class WorkerConfig(Section):
+    """``memory.worker``: the background work claimed from the store (embedding, summaries)."""
+
+    batch_size: int = Field(default=64, gt=0, le=10_000, description="Rows claimed at once.")
+    lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="How long a claim holds its rows; a dead process's rows are free after it.",
+    )
+    max_attempts: int = Field(
+        default=3, gt=0, le=100, description="Tries of one row before it is marked failed."
+    )
+    retry_backoff: float = Field(
+        default=0.5, ge=0, description="Seconds before a failed row's first retry (doubles)."
+    )
+    delay: float = Field(
+        default=0.05,
+        ge=0,
+        le=60,
+        description="Seconds a worker waits after new messages, so a burst is one batch.",
+    )
+    background: bool = Field(
+        default=True,
+        description="Run the worker thread in this process (false: other processes do the "
+        "work, or flush()).",
+    )
+
+
+class FactsConfig(Section):
+    """``memory.facts``: facts extracted from conversations in the background."""
+
+    enabled: bool = Field(default=False, description="Extract facts from stored sessions.")
+    extractor: Literal["auto", "llm", "offline"] = Field(
+        default="auto", description="auto: the chat model when one is configured, else offline."
+    )
+    batch: int = Field(
+        default=20, gt=0, le=1000, description="New messages of a session before extraction."
+    )
+    max_batch: int = Field(
+        default=50, gt=0, le=1000, description="Most messages read per extraction (one call)."
+    )
+    concurrency: int = Field(default=2, gt=0, le=64, description="Extractions at once.")
+    lease_seconds: float = Field(
+        default=120.0, gt=0, description="How long one extraction holds its user."
+    )
+    retry_backoff: float = Field(
+        default=2.0, ge=0, description="Seconds before a failed batch's first retry (doubles)."
+    )
+    max_backoff: float = Field(default=300.0, ge=0, description="Longest wait between retries.")
+    related: int = Field(
+        default=20, ge=0, le=200, description="Known facts shown to the extractor per batch."
+    )
+    structured: Literal["auto", "json_schema", "prompt"] = Field(
+        default="auto", description="auto: a JSON schema for OpenAI-compatible providers."
+    )
+    sweep_seconds: float = Field(
+        default=30.0, gt=0, description="Seconds between looks for batches nobody took."
+    )
+
+
 class MemoryConfig(Section):
     """``memory``: the tiers."""
 
@@ -271,7 +356,17 @@ class MemoryConfig(Section):
     persistent: PersistentConfig = Field(default_factory=lambda: PersistentConfig())
     synopsis: SynopsisConfig = Field(default_factory=lambda: SynopsisConfig())
     planner: PlannerConfig = Field(default_factory=lambda: PlannerConfig())
+    worker: WorkerConfig = Field(default_factory=lambda: WorkerConfig())
+    facts: FactsConfig = Field(default_factory=lambda: FactsConfig())
     retention: Retention = "persistent"
+    durability: Durability = Field(
+        default="committed",
+        description=(
+            "committed: add() returns once the message is committed (survives the death of "
+            "the process); synced: once it is on disk (survives a power loss); memory: "
+            "queued in process and written in batches (bulk loads; a crash loses the queue)."
+        ),
+    )
 
 
 class ModelEntry(Section):
@@ -594,9 +689,7 @@ def _is_secret(loc: tuple[str | int, ...]) -> bool:
 def _config_error(exc: ValidationError, secret_paths: set[str]) -> ConfigError:
     problems = [_describe(err, secret_paths) for err in exc.errors(include_url=False)]
     (field, problem, hint), rest = problems[0], problems[1:]
-    if rest:
-        problem += "; also " + "; ".join(f"{f}: {p}" for f, p, _ in rest)
-    return ConfigError(field, problem, hint)
+    return ConfigError(field, problem, hint, tuple(rest))
 
 
 def _describe(err: Any, secret_paths: set[str]) -> tuple[str, str, str]:

@@ -25,10 +25,7 @@ class InputError(TiermemError, ValueError):
         self.field = field
         self.problem = problem
         self.hint = hint
-        text = f"{field}: {problem}"
-        if hint:
-            text += f" ({hint})"
-        super().__init__(text)
+        super().__init__(_with_hint(field, problem, hint))
 
 
 class InvalidTypeError(InputError, TypeError):
@@ -59,8 +56,34 @@ class DimensionMismatchError(InputError):
     """A vector whose dimension differs from the index or table it is meant for."""
 
 
+class AmbiguousIdError(InputError):
+    """An id prefix that matches several memories: give more of the id."""
+
+
 class ConfigError(InputError):
-    """A configuration key with a missing, unknown or out-of-range value."""
+    """A configuration key with a missing, unknown or out-of-range value.
+
+    Several problems found together are all in the message, each followed by its own
+    hint; ``field``, ``problem`` and ``hint`` are the first one's, ``problems`` all
+    ``(field, problem, hint)``.
+    """
+
+    def __init__(
+        self,
+        field: str,
+        problem: str,
+        hint: str = "",
+        also: tuple[tuple[str, str, str], ...] = (),
+    ) -> None:
+        super().__init__(field, problem, hint)
+        self.problems = ((field, problem, hint), *also)
+        if also:
+            text = "; also ".join(_with_hint(f, p, h) for f, p, h in self.problems)
+            Exception.__init__(self, text)
+
+
+def _with_hint(field: str, problem: str, hint: str) -> str:
+    return f"{field}: {problem}" + (f" ({hint})" if hint else "")
 
 
 class NotFoundError(TiermemError, KeyError):
@@ -90,6 +113,11 @@ class ProviderResponseError(ProviderError):
     """The provider answered with an error status or a body tiermem cannot read."""
 
 
+class MalformedAnswerError(ProviderResponseError):
+    """The model answered, but not in the shape asked for (e.g. no JSON where JSON was
+    required); the caller falls back (fact extraction: the offline extractor)."""
+
+
 class ModelLoadError(TiermemError):
     """A local model could not be loaded; the message says how to provide it."""
 
@@ -100,6 +128,11 @@ class StoreError(TiermemError):
 
 class StoreUnavailableError(StoreError, ConnectionError):
     """The database cannot be reached (down, refused, or lost mid-operation)."""
+
+
+class MissingExtensionError(StoreUnavailableError):
+    """The PostgreSQL server lacks the ``vector`` extension (pgvector); the message says
+    how to install it (docs/postgres.md)."""
 
 
 class CacheError(TiermemError):

@@ -1,45 +1,68 @@
 """Memory: the facade that wires the tiers together for every user and agent.
 
 ``Memory()`` is the embedded default: a SQLite file, local MiniLM embeddings, extractive
-summaries and an in-process synopsis cache; no server, no key. Each (user_id, session_id)
-has its own buffer; every message is also archived to the long-term store in batches off
-the hot path, and what leaves a buffer is summarized, so nothing said is unreachable.
+summaries and an in-process synopsis cache; no server, no key. The store is the source
+of truth: ``add`` commits each message to its transcript (and, without a vector, to the
+keyword index) before it returns; a :class:`~tiermem.worker.StoreWorker` in any process
+sharing the store embeds it and folds what leaves a session's window into the session's
+summary. The recent window and summary of a session are read from the store, so every
+process sees the same ones. With ``session`` or ``single_run`` retention nothing goes to
+the store: per-session buffers in process hold the conversation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import threading
+import uuid
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tiermem.access import AccessLog
-from tiermem.archive import (
-    ArchivedMessage,
-    Archiver,
-    store_sink,
-    transcript_line,
-    working_sink,
-)
+from tiermem.archive import ArchivedMessage, Archiver, transcript_sink, working_sink
 from tiermem.buffer import BufferMemory, BufferRegistry
 from tiermem.config import Retention
 from tiermem.embeddings.base import DEFAULT_MAX_CHARS
 from tiermem.errors import (
     ConfigError,
-    ContentTooLargeError,
     DimensionMismatchError,
+    InputError,
     InvalidTypeError,
     MissingUserError,
+    NotFoundError,
     StoreUnavailableError,
+    TiermemError,
 )
-from tiermem.messages import Content, Message
+from tiermem.messages import Content, Message, check_fields, transcript_line
 from tiermem.planner import Candidate, Context, QueryPlanner, candidate_key
-from tiermem.stores.base import MAX_CONTENT_CHARS, check_content
+from tiermem.stores.base import (
+    MAX_CONTENT_CHARS,
+    SEARCH_FILTERS,
+    ListOp,
+    check_content,
+    check_encodable,
+    check_limit,
+    check_text_id,
+    check_user_id,
+    message_entry,
+)
+from tiermem.stores.transcript import RecentOp, SummaryOp, UnindexedOp
 from tiermem.tokens import TokenCounter, get_token_counter
 
+log = logging.getLogger(__name__)
+
 RETENTIONS: tuple[str, ...] = ("single_run", "session", "persistent")
+_MESSAGE_FIELDS = frozenset(
+    {"message_id", "name", "tool_calls", "tool_call_id", "agent_calls", "structured_data", "images"}
+)
 PROFILE_TYPES = ("fact", "preference", "context", "summary")
+UNINDEXED_LIMIT = 500
+"""Newest messages not indexed yet that a context's keyword search reads (the worker
+normally keeps this to the last second's messages)."""
+log = logging.getLogger(__name__)
 ERASE_TIMEOUT = 30.0
 """Seconds forget_user waits for a batch of the user's messages already being written."""
 
@@ -49,7 +72,7 @@ def _user(user_id: Any) -> str:
         raise MissingUserError(
             "user_id", "a non-empty string is required", "every memory belongs to one user"
         )
-    return user_id
+    return check_user_id(user_id)
 
 
 class Memory:
@@ -70,9 +93,15 @@ class Memory:
     A store or synopsis service given here stays open after :meth:`close` (it may be
     shared); what Memory builds itself, it closes.
 
-    Retention (``memory.retention``): ``persistent`` archives every message to the store;
+    Retention (``memory.retention``): ``persistent`` writes every message to the store;
     ``session`` keeps messages only in this process's buffers (facts from ``remember`` are
     still stored); ``single_run`` also clears the buffers at :meth:`end_run`.
+
+    Durability (``memory.durability``, persistent retention): ``committed`` (default) —
+    ``add`` returns once the message is committed, so it survives the death of the
+    process; ``synced`` — once it is on disk, so it survives a power loss too; ``memory`` —
+    messages are queued in process and written in batches (bulk loads: a crash loses what
+    is queued, :attr:`pending` of them).
     """
 
     def __init__(
@@ -88,11 +117,21 @@ class Memory:
         synopsis: Any = None,
     ) -> None:
         from tiermem.config import TiermemConfig
+        from tiermem.stores.base import MemoryStore
 
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise InvalidTypeError("path", f"expected a file path, got {type(path).__name__}")
+        if store is not None and not isinstance(store, MemoryStore):
+            raise InvalidTypeError(
+                "store",
+                f"expected a MemoryStore, got {type(store).__name__}",
+                "pass SQLiteStore(...) or PostgresStore(...), or a path as the first argument",
+            )
         self.config = config if isinstance(config, TiermemConfig) else TiermemConfig.load(config)
         settings = self.config.memory
         self.retention: Retention = settings.retention
-        self._path = path
+        self.durability = settings.durability
+        self._path = None if path is None else os.fspath(path)
         self._store = store
         self._owns_store = store is None  # close() releases only what Memory built
         self._embedder_spec = embedder
@@ -106,6 +145,7 @@ class Memory:
         self._synopsis = synopsis
         self._owns_synopsis = synopsis is None
         self._archiver: Archiver | None = None
+        self._worker: Any = None
         self._accesses: AccessLog | None = None
         self._searches: ThreadPoolExecutor | None = None
         self._lock = threading.RLock()
@@ -176,11 +216,26 @@ class Memory:
                 persistent.connection_string.get_secret_value(),
                 dimension=self.embedder.dimension,
                 embedder=self.embedder,
+                durability=self._store_durability,
             )
         from tiermem.stores import SQLiteStore
 
         path = self._path or (str(persistent.path) if persistent.enabled else ":memory:")
-        return SQLiteStore(path, dimension=self.embedder.dimension, embedder=self.embedder)
+        return SQLiteStore(
+            path,
+            dimension=self.embedder.dimension,
+            embedder=self.embedder,
+            durability=self._store_durability,
+        )
+
+    @property
+    def _store_durability(self) -> str:
+        return "synced" if self.durability == "synced" else "committed"
+
+    @property
+    def _stored(self) -> bool:
+        """Whether messages go to the store (persistent retention)."""
+        return self.retention == "persistent"
 
     @property
     def working(self) -> Any:
@@ -221,23 +276,85 @@ class Memory:
         return self._synopsis
 
     def _profile_memories(self, user_id: str) -> list[Any]:
-        """What a synopsis is written from: the user's facts, preferences and context."""
-        return list(self.store.list(user_id, limit=200, memory_type=list(PROFILE_TYPES)))
+        """What a synopsis is written from: the user's facts, preferences and context
+        (current versions only: a superseded fact is history, not a profile)."""
+        from tiermem.stores.facts import current
+
+        found = self.store.list(user_id, limit=200, memory_type=list(PROFILE_TYPES))
+        return [r for r in found if current(r.metadata)]
 
     @property
     def archiver(self) -> Archiver:
-        """The background writer of messages to the store."""
+        """The in-process queue of messages: to the store under ``memory`` durability, to
+        the working memory when retention keeps nothing in the store."""
         if self._archiver is None:
             with self._lock:
                 if self._archiver is None:
-                    if self.retention == "persistent":
-                        sink = store_sink(self.store)
-                    elif self.working is not None:
-                        sink = working_sink(self.working)
-                    else:
-                        sink = _discard
+                    self._check_open()
+                    if self._stored:
+                        self._archiver = Archiver(transcript_sink(self.store), None)
+                        return self._archiver
+                    sink = working_sink(self.working) if self.working is not None else _discard
                     self._archiver = Archiver(sink, self.embedder)
         return self._archiver
+
+    @property
+    def worker(self) -> Any:
+        """The :class:`~tiermem.worker.StoreWorker` that embeds and summarizes the store's
+        pending work (shared with every process using the same store)."""
+        if self._worker is None:
+            with self._lock:
+                if self._worker is None:
+                    self._check_open()
+                    from tiermem.worker import StoreWorker
+
+                    settings = self.config.memory.buffer
+                    work = self.config.memory.worker
+                    self._worker = StoreWorker(
+                        self.store,
+                        self.embedder,
+                        self._new_summarizer,
+                        window=settings.size,
+                        summary_batch=min(settings.summary_batch, settings.size),
+                        batch_size=work.batch_size,
+                        lease=work.lease_seconds,
+                        max_attempts=work.max_attempts,
+                        retry_backoff=work.retry_backoff,
+                        delay=work.delay,
+                        background=work.background,
+                        facts=self._new_fact_worker(),
+                    )
+        return self._worker
+
+    def _new_fact_worker(self) -> Any:
+        """The fact extractor's worker when ``memory.facts.enabled`` (else None)."""
+        settings = self.config.memory.facts
+        if not settings.enabled:
+            return None
+        from tiermem.facts import FactWorker
+
+        use_llm = self._uses_llm(settings.extractor, "memory.facts.extractor", "offline")
+
+        def extractor() -> Any:
+            from tiermem.extract import LLMExtractor, OfflineExtractor
+
+            if use_llm:
+                return LLMExtractor(self.llm, structured=settings.structured)
+            return OfflineExtractor()
+
+        return FactWorker(
+            self.store,
+            self.embedder,
+            extractor,
+            batch=settings.batch,
+            max_batch=settings.max_batch,
+            lease=settings.lease_seconds,
+            concurrency=settings.concurrency,
+            retry_backoff=settings.retry_backoff,
+            max_backoff=settings.max_backoff,
+            related=settings.related,
+            sweep_interval=settings.sweep_seconds,
+        )
 
     @property
     def accesses(self) -> AccessLog:
@@ -258,27 +375,35 @@ class Memory:
                     self._searches = ThreadPoolExecutor(4, thread_name_prefix="tiermem-search")
         return self._searches
 
-    def _new_buffer(self, user_id: str, session_id: str | None) -> BufferMemory:
+    def _new_summarizer(self) -> Any:
+        """The summarizer of sessions: the one given, else by ``memory.buffer.summarizer``."""
         from tiermem.summarize import ExtractiveSummarizer, MemorySummarizer
+
+        if self._summarizer is not None:
+            return self._summarizer
+        settings = self.config.memory.buffer
+        use_llm = self._uses_llm(settings.summarizer, "memory.buffer.summarizer", "extractive")
+        return MemorySummarizer(model=self.llm) if use_llm else ExtractiveSummarizer()
+
+    def _uses_llm(self, choice: str, key: str, offline: str) -> bool:
+        """Whether a ``llm`` / ``auto`` / offline setting means the chat model (auto: when
+        one is configured); ``llm`` without one is a ConfigError naming ``key``."""
+        if choice == "llm" and self.llm is None:
+            raise ConfigError(
+                key,
+                "is 'llm' but no chat model is configured",
+                f"add llm.models: [{{chat: openai/gpt-4o-mini}}] or use '{offline}'",
+            )
+        return choice == "llm" or (choice == "auto" and self.llm is not None)
+
+    def _new_buffer(self, user_id: str, session_id: str | None) -> BufferMemory:
         from tiermem.summarize_worker import SummaryPolicy
 
         settings = self.config.memory.buffer
-        summarizer = self._summarizer
-        if summarizer is None:
-            use_llm = settings.summarizer == "llm" or (
-                settings.summarizer == "auto" and self.llm is not None
-            )
-            if use_llm and self.llm is None:
-                raise ConfigError(
-                    "memory.buffer.summarizer",
-                    "is 'llm' but no chat model is configured",
-                    "add llm.models: [{chat: openai/gpt-4o-mini}] or use 'extractive'",
-                )
-            summarizer = MemorySummarizer(model=self.llm) if use_llm else ExtractiveSummarizer()
         return BufferMemory(
             buffer_size=settings.size,
             max_tokens=settings.max_tokens,
-            summarizer=summarizer,
+            summarizer=self._new_summarizer(),
             multiplier=settings.multiplier,
             token_counter=self.token_counter,
             summary_policy=SummaryPolicy(batch_size=min(settings.summary_batch, settings.size)),
@@ -294,14 +419,25 @@ class Memory:
         session_id: str | None = None,
         timestamp: Any = None,
         metadata: Mapping[str, Any] | None = None,
+        *,
+        agent_id: str | None = None,
         **fields: Any,
     ) -> Message:
-        """Add one message of a conversation; O(1), never waits on a model.
+        """Add one message of a conversation; never waits on a model.
 
-        Other :class:`Message` fields (``name``, ``tool_calls``...) go in ``fields``.
+        With persistent retention the message is committed to the store before this
+        returns (see ``memory.durability``): findable by keyword and in the recent window
+        at once, by vector once a worker has embedded it. Other :class:`Message` fields
+        (``name``, ``tool_calls``...) go in ``fields``.
+
+        Raises:
+            InputError: (a subclass of it) naming the field, for anything the store could
+                not hold: empty content, ids over 255 characters or with NUL, metadata
+                with NaN or non-str keys, a lone surrogate, a timestamp out of range.
+            StoreUnavailableError: the store did not take the message (nothing was added).
         """
         message = self._message(role, content, user_id, session_id, timestamp, metadata, fields)
-        self._record(user_id, session_id, [message])
+        self._record(user_id, session_id, [message], agent_id)
         return message
 
     def add_messages(
@@ -309,10 +445,11 @@ class Memory:
         messages: Iterable[Message | Mapping[str, Any]],
         user_id: str,
         session_id: str | None = None,
+        *,
+        agent_id: str | None = None,
     ) -> list[Message]:
-        """Import a history (Message objects or dicts with their own ``timestamp``).
-
-        All messages are validated before any is added.
+        """Import a history (Message objects, or dicts with their own ``timestamp``) in one
+        transaction: all messages are validated before any is added, and all or none are.
         """
         _user(user_id)
         if isinstance(messages, (str, bytes, Mapping, Message)) or not isinstance(
@@ -337,11 +474,14 @@ class Memory:
                     data.pop("timestamp", None),
                     data.pop("metadata", None),
                     data,
+                    f"messages[{i}]",
                 )
             else:
                 raise InvalidTypeError(f"messages[{i}]", "expected a Message or a message dict")
             batch.append(message)
-        self._record(user_id, session_id, batch)
+        if not batch:
+            raise InputError("messages", "is empty", "pass at least one message")
+        self._record(user_id, session_id, batch, agent_id)
         return batch
 
     def _message(
@@ -353,10 +493,13 @@ class Memory:
         timestamp: Any,
         metadata: Any,
         fields: Mapping[str, Any],
+        name: str = "message",
     ) -> Message:
         _user(user_id)
+        check_text_id(session_id, "session_id")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidTypeError("metadata", f"expected a dict, got {type(metadata).__name__}")
+        check_fields(fields, name)
         meta = {**(metadata or {}), "user_id": user_id}
         if session_id is not None:
             meta["session_id"] = session_id
@@ -365,35 +508,42 @@ class Memory:
             extra["timestamp"] = timestamp
         return Message(role, content, metadata=meta, **extra)
 
-    def _record(self, user_id: str, session_id: str | None, messages: list[Message]) -> None:
+    def _record(
+        self,
+        user_id: str,
+        session_id: str | None,
+        messages: list[Message],
+        agent_id: str | None,
+    ) -> None:
         self._check_open()
+        check_text_id(agent_id, "agent_id")
+        limit = self._max_chars()
+        if self._stored and self.durability != "memory":
+            _ = self.embedder  # a store of another dimension is refused before anything is added
+            self.store.append(user_id, session_id, messages, agent_id=agent_id, max_chars=limit)
+            self.worker.wake()
+            return
+        entries = []
+        previous: str | None = None
+        if not self._stored:
+            buffer = self.buffers.get(user_id, session_id)
+            last = buffer.get_recent(1)
+            previous = last[0].message_id if last else None
         for i, message in enumerate(messages):
-            self._check_archivable(message, "content" if len(messages) == 1 else f"messages[{i}]")
-        archiver = self.archiver
-        buffer = self.buffers.get(user_id, session_id)
-        last = buffer.get_recent(1)
-        previous = last[0].message_id if last else None
-        buffer.extend(messages)
-        items = []
-        for message in messages:
-            items.append(ArchivedMessage(user_id, message, session_id, None, previous))
+            field = "message" if len(messages) == 1 else f"messages[{i}]"
+            entries.append(message_entry(message, previous, agent_id, field, limit))
             previous = message.message_id
-        archiver.submit(items)
+        if not self._stored:
+            buffer.extend(messages)
+        self.archiver.submit(
+            ArchivedMessage(user_id, e.message, session_id, agent_id, e.previous_id)
+            for e in entries
+        )
 
-    def _check_archivable(self, message: Message, field: str) -> None:
-        """Refuse a message the archive could never write: it would be retried forever
-        and hold up every message queued behind it."""
-        line = transcript_line(message)
+    def _max_chars(self) -> int:
+        """The longest line (speaker and text) a message may have: what the embedder takes."""
         embedder = self._embedder or self._embedder_spec
-        limit = min(getattr(embedder, "max_chars", DEFAULT_MAX_CHARS), MAX_CONTENT_CHARS)
-        if len(line) > limit:
-            raise ContentTooLargeError(
-                field,
-                f"has {len(line)} characters with its speaker; the most a message can have is "
-                f"{limit}",
-                "split it into several messages",
-            )
-        check_content(line, field)
+        return min(getattr(embedder, "max_chars", DEFAULT_MAX_CHARS), MAX_CONTENT_CHARS)
 
     def remember(
         self,
@@ -409,7 +559,7 @@ class Memory:
         """Store a fact, preference or other memory now; returns its id."""
         self._check_open()
         _user(user_id)
-        vector = self.embedder.embed([check_content(content)])[0]
+        vector = self._embed(check_content(content))
         memory_id = self.store.add(
             user_id,
             content,
@@ -454,7 +604,17 @@ class Memory:
         _user(user_id)
         if not isinstance(query, str):
             raise InvalidTypeError("query", f"expected str, got {type(query).__name__}")
-        vector = self.embedder.embed([query])[0] if mode != "keyword" and query.strip() else None
+        check_encodable(query, "query")
+        if filters is not None and not isinstance(filters, Mapping):
+            raise InvalidTypeError("filters", f"expected a dict, got {type(filters).__name__}")
+        unknown = sorted(set(filters or {}) - SEARCH_FILTERS)
+        if unknown:
+            raise InvalidTypeError(
+                f"filters.{unknown[0]}",
+                "is not a search filter",
+                f"use {', '.join(sorted(SEARCH_FILTERS))}",
+            )
+        vector = self._embed(query) if mode != "keyword" and query.strip() else None
         return list(
             self.store.search(user_id, query, vector=vector, mode=mode, limit=k, **(filters or {}))
         )
@@ -470,24 +630,53 @@ class Memory:
         synopsis, ranked, deduplicated and fitted to ``max_tokens``."""
         self._check_open()
         _user(user_id)
+        check_text_id(session_id, "session_id")
         if not isinstance(query, str):
             raise InvalidTypeError("query", f"expected str, got {type(query).__name__}")
-        buffer = self.buffers.peek(user_id, session_id)
+        check_encodable(query, "query")
         window = self.planner.settings.recent_messages
-        recent = buffer.get_recent(window) if buffer is not None else []
+        buffer = None
+        if self._stored:
+            recent, summary = self._session_state(user_id, session_id, window)
+        else:
+            buffer = self.buffers.peek(user_id, session_id)
+            recent = buffer.get_recent(window) if buffer is not None and window else []
+            summary = buffer.summary if buffer is not None else None
         candidates = self._candidates(query, user_id, session_id, buffer) if query.strip() else []
         context = self.planner.plan(
             query,
             max_tokens=max_tokens,
             recent=recent,
             candidates=candidates,
-            summary=buffer.summary if buffer is not None else None,
+            summary=summary,
             synopsis=self.synopses.get(user_id).render() if self.synopses is not None else None,
         )
         used = [i.memory_id for i in context.items if i.memory_id is not None]
         if used and not self._closed:
             self.accesses.record(user_id, used)
         return context
+
+    def _session_state(
+        self, user_id: str, session_id: str | None, window: int
+    ) -> tuple[list[Message], str | None]:
+        """The session's newest ``window`` messages and its running summary, from the store
+        (one read: every process sharing the store sees the same)."""
+        ops: list[Any] = [SummaryOp(user_id, session_id)]
+        if window:
+            ops.append(RecentOp(user_id, session_id, window))
+        found = self.store.batch(ops)
+        return (found[1] if window else []), found[0].text
+
+    def _embed(self, text: str) -> Any:
+        """One text's vector; an embedder's own exception becomes a ProviderError."""
+        from tiermem.errors import ProviderError, TiermemError
+
+        try:
+            return self.embedder.embed([text])[0]
+        except TiermemError:
+            raise
+        except Exception as exc:
+            raise ProviderError(f"the embedder failed: {type(exc).__name__}: {exc}") from exc
 
     def _candidates(
         self, query: str, user_id: str, session_id: str | None, buffer: BufferMemory | None
@@ -496,11 +685,12 @@ class Memory:
 
         pool = self.planner.settings.k
         keyword = SearchOp(user_id, "keyword", None, query, pool, count_access=False)
-        keyword_search = self._search_pool().submit(self.store.batch, [keyword])  # meanwhile:
-        vector = self.embedder.embed([query])[0]
+        reads = [keyword, UnindexedOp(user_id, UNINDEXED_LIMIT)] if self._stored else [keyword]
+        keyword_search = self._search_pool().submit(self.store.batch, reads)  # meanwhile:
+        vector = self._embed(query)
         search = SearchOp(user_id, "vector", vector, None, pool, count_access=False)
         (vector_hits,) = self.store.batch([search])
-        (keyword_hits,) = keyword_search.result()
+        keyword_hits, *unindexed = keyword_search.result()
         by_id: dict[Any, Candidate] = {}
         for hit in vector_hits:
             by_id[hit.record.id] = _from_record(hit.record, similarity=hit.score)
@@ -513,6 +703,8 @@ class Memory:
             similarity = float(embedding @ vector) if embedding is not None else None
             by_id[hit.record.id] = _from_record(hit.record, similarity, keyword=hit.score)
         candidates = list(by_id.values())
+        if unindexed:
+            candidates += _unindexed_candidates(query, unindexed[0])
         if self._working is not None:
             for item in self._working.search(vector, k=pool, user_id=user_id):
                 candidates.append(
@@ -535,21 +727,10 @@ class Memory:
         user_id: str,
         session_id: str | None,
     ) -> list[Candidate]:
-        """The session's buffered messages that the long-term store cannot find yet.
-
-        Messages archived to the store are found by its searches, with their keyword
-        scores and context-aware vectors; offering their buffer copies as well would count
-        them twice. Without the store (``session`` and ``single_run`` retention) every
-        buffered message is offered: the working memory forgets under memory pressure.
-        """
-        archiver = self._archiver
-        only = None
-        if archiver is not None and self.retention == "persistent":
-            only = archiver.unwritten(user_id, session_id)
-            if not only:
-                return []
+        """The session's buffered messages, searched by vector (retention without the
+        store: the working memory forgets under memory pressure, the buffer does not)."""
         found = []
-        for message, similarity in buffer.vector_search(vector, self.embedder, pool, only):
+        for message, similarity in buffer.vector_search(vector, self.embedder, pool, None):
             line = transcript_line(message)
             found.append(
                 Candidate(
@@ -572,42 +753,233 @@ class Memory:
         return bool(self.store.delete(_user(user_id), memory_id))
 
     def forget_user(self, user_id: str) -> int:
-        """Erase everything of ``user_id``: buffers, queued messages, working and long-term
-        memories. Returns the number of long-term memories deleted."""
+        """Erase everything of ``user_id``: transcript, summaries, index, pending work,
+        buffers, working memory and cached synopsis. Returns the number of long-term
+        memories deleted.
+
+        The store's part is one transaction: all of it is erased, or (when the store is
+        down) nothing is, and :class:`StoreUnavailableError` says so; the in-process caches
+        are cleared only once the store's part is done.
+        """
         self._check_open()
         _user(user_id)
-        if self._accesses is not None:
-            self._accesses.discard_user(user_id)
-        if self._archiver is not None:
-            self._archiver.discard_user(user_id)
-            if not self._archiver.flush(ERASE_TIMEOUT):  # a batch of theirs may be in flight
+        if self._archiver is not None:  # a queue (memory durability): drop, and let a
+            self._archiver.discard_user(user_id)  # batch of theirs in flight land first
+            if not self._archiver.flush(ERASE_TIMEOUT):
                 raise StoreUnavailableError(
                     f"cannot erase user {user_id!r}: the store has not accepted writes for "
                     f"{ERASE_TIMEOUT:.0f} s ({self._archiver.last_error}); nothing was erased, "
                     "retry when it is back"
                 )
+        try:
+            deleted = int(self.store.delete_user(user_id))
+        except StoreUnavailableError as exc:
+            raise StoreUnavailableError(
+                f"cannot erase user {user_id!r}: {exc}; nothing was erased, retry when the "
+                "store is back"
+            ) from exc
+        if self._accesses is not None:
+            self._accesses.discard_user(user_id)
+        if self._worker is not None:
+            self._worker.context.drop_user(user_id)
         self.buffers.drop_user(user_id, drain=False)
         if self._working is not None:
             self._working.clear(user_id)
         if self.synopses is not None:
             self.synopses.invalidate(user_id)
-        return int(self.store.delete_user(user_id))
+        return deleted
 
     def end_session(self, user_id: str, session_id: str | None = None) -> str | None:
-        """Close a session: its buffer is drained into its running summary and dropped.
+        """Close a session: every message of it is folded into its running summary.
 
         The final summary is returned and, with ``persistent`` retention, kept in the
         long-term store as a ``summary`` memory of the session (the synopsis reads those).
+        None when the session has no message left to summarize.
         """
-        buffer = self.buffers.peek(_user(user_id), session_id)
-        if buffer is None:
-            return None
-        self.buffers.drop(user_id, session_id)
-        buffer.flush()
-        summary = buffer.summary
-        if summary and self.retention == "persistent":
+        self._check_open()
+        _user(user_id)
+        check_text_id(session_id, "session_id")
+        if self._stored:
+            if self._archiver is not None:
+                self._archiver.flush(ERASE_TIMEOUT)
+            summary = self.worker.summarize_session(user_id, session_id, window=0, batch=1)
+        else:
+            buffer = self.buffers.peek(user_id, session_id)
+            if buffer is None:
+                return None
+            self.buffers.drop(user_id, session_id)
+            buffer.flush()
+            summary = buffer.summary
+        if summary and self._stored:
             self.remember(summary, user_id, "summary", 0.4, session_id=session_id)
-        return summary
+        if self._stored and self.config.memory.facts.enabled:
+            self._extract_at_end(user_id, session_id)
+        return str(summary) if summary is not None else None
+
+    def _extract_at_end(self, user_id: str, session_id: str | None) -> None:
+        """Read the session's last messages for facts; a failure is recorded (the
+        messages stay unread) and does not fail the end of the session."""
+        try:
+            self.extract_facts(user_id, session_id)
+        except Exception as exc:
+            log.warning("facts at the end of a session: %s", exc)
+
+    # -- facts from conversations ----------------------------------------------------------
+
+    def _fact_worker(self) -> Any:
+        self._check_open()
+        if not self._stored:
+            raise ConfigError(
+                "memory.retention", f"is {self.retention!r}", "facts need persistent retention"
+            )
+        facts = self.worker.facts
+        if facts is None:
+            raise ConfigError("memory.facts.enabled", "is false", "set it to true to use facts")
+        return facts
+
+    def extract_facts(self, user_id: str, session_id: str | None = None) -> list[str]:
+        """Extract facts from the session's messages not read yet, now (in batches of
+        ``memory.facts.max_batch``); the ids of the facts written or merged.
+
+        Raises the extractor's error (the LLM is down...) after recording it; the
+        messages stay due and are read again later.
+        """
+        user_id = _user(user_id)
+        check_text_id(session_id, "session_id")
+        facts = self._fact_worker()
+        if self._archiver is not None:
+            self._archiver.flush(ERASE_TIMEOUT)
+        written: list[str] = []
+        while True:
+            ids = facts.extract_session(user_id, session_id, force=True)
+            if ids is None:
+                return written
+            written += ids
+
+    def facts(self, user_id: str, *, current: bool = True, limit: int = 1000) -> list[Any]:
+        """The user's facts extracted from conversations (the current versions, or every
+        version with ``current=False``), newest first."""
+        from tiermem.facts import CURRENT
+
+        self._check_open()
+        flt = CURRENT if current else CURRENT._replace(metadata=None)
+        records = self.store.batch([ListOp(_user(user_id), flt, check_limit(limit))])[0]
+        return [r for r in records if current or "claim" in (r.metadata or {})]
+
+    def fact_history(self, memory_id: str, user_id: str) -> list[Any]:
+        """Every version of a fact, oldest first: superseded versions keep their text and
+        say until when they held (``metadata["valid_until"]``)."""
+        from tiermem.stores.facts import FactVersionsOp
+
+        self._check_open()
+        user_id = _user(user_id)
+        if not isinstance(memory_id, (str, uuid.UUID)):
+            raise InvalidTypeError(
+                "memory_id", f"expected a str or UUID, got {type(memory_id).__name__}"
+            )
+        check_text_id(str(memory_id), "memory_id")
+        versions = list(self.store.batch([FactVersionsOp(user_id, str(memory_id))])[0])
+        if not versions:
+            raise NotFoundError(f"fact {memory_id} not found for this user_id")
+        return versions
+
+    # -- the write path's state ---------------------------------------------------------
+
+    def recent(self, user_id: str, session_id: str | None = None, limit: int = 20) -> list[Message]:
+        """The newest ``limit`` messages of a session, oldest first (from the store with
+        persistent retention, so every process sharing it sees the same)."""
+        self._check_open()
+        _user(user_id)
+        if self._stored:
+            return list(self.store.recent(user_id, session_id, limit))
+        buffer = self.buffers.peek(user_id, session_id)
+        return buffer.get_recent(limit) if buffer is not None else []
+
+    def history(self, user_id: str, session_id: str | None = None) -> list[Message]:
+        """Every message of a session in the order added, whole (tool calls, ids, metadata),
+        repeated lines included."""
+        self._check_open()
+        _user(user_id)
+        check_text_id(session_id, "session_id")
+        if not self._stored:
+            buffer = self.buffers.peek(user_id, session_id)
+            return list(buffer.messages) if buffer is not None else []
+        if self._archiver is not None:
+            self._archiver.flush(ERASE_TIMEOUT)
+        out: list[Message] = []
+        after = 0
+        while True:
+            rows = self.store.transcript(
+                user_id, session_id=session_id, any_session=False, after=after, limit=1000
+            )
+            out += [r.message for r in rows]
+            if len(rows) < 1000:
+                return out
+            after = rows[-1].seq
+
+    def forget_messages(self, user_id: str, message_ids: Iterable[str]) -> int:
+        """Delete these messages of the user (by message id) from the transcript and the
+        index (an index line another message still says stays); how many went."""
+        self._check_open()
+        _user(user_id)
+        ids = [message_ids] if isinstance(message_ids, str) else list(message_ids)
+        if not self._stored:
+            gone = set(ids)
+            deleted = 0
+            for key in [k for k in self.buffers if k[0] == user_id]:
+                buffer = self.buffers.peek(*key)
+                if buffer is None:
+                    continue
+                kept = [m for m in buffer.messages if m.message_id not in gone]
+                deleted += len(buffer) - len(kept)
+                if len(kept) < len(buffer):
+                    summary = buffer.summary
+                    buffer.clear()
+                    buffer.extend(kept)
+                    buffer.summary = summary
+            return deleted
+        return int(self.store.forget_messages(user_id, ids))
+
+    def forget_session(self, user_id: str, session_id: str | None = None) -> int:
+        """Delete a session: its messages, its summary and the index lines only it said."""
+        self._check_open()
+        _user(user_id)
+        check_text_id(session_id, "session_id")
+        buffer = self.buffers.peek(user_id, session_id)
+        self.buffers.drop(user_id, session_id, drain=False)
+        if not self._stored:
+            return len(buffer) if buffer is not None else 0
+        return int(self.store.forget_session(user_id, session_id))
+
+    def sessions(self, user_id: str) -> list[Any]:
+        """The user's sessions in the store, most recently active first."""
+        self._check_open()
+        return list(self.store.sessions(_user(user_id)))
+
+    def failed(self, user_id: str, limit: int = 100) -> list[Any]:
+        """The user's messages that could not be indexed, each with its ``error``: they
+        stay in the transcript (and the recent window) and are found by keyword."""
+        self._check_open()
+        return list(self.store.failed(_user(user_id), limit))
+
+    def retry_failed(self, user_id: str) -> int:
+        """Queue the user's failed messages again (after fixing the cause); how many."""
+        self._check_open()
+        count = int(self.store.retry_failed(_user(user_id)))
+        if count:
+            self.worker.wake()
+        return count
+
+    def work_stats(self, user_id: str | None = None) -> Any:
+        """Messages pending, done and failed in the store (one user's, or everyone's)."""
+        self._check_open()
+        return self.store.work_stats(None if user_id is None else _user(user_id))
+
+    @property
+    def pending(self) -> int:
+        """Messages queued in this process and not yet in the store (``memory`` durability,
+        or the working memory's queue): what a crash now would lose."""
+        return self._archiver.pending if self._archiver is not None else 0
 
     def end_run(self) -> None:
         """End a run. With ``single_run`` retention, every buffer and the working memory
@@ -621,9 +993,14 @@ class Memory:
             self._working.clear(all_users=True)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until queued messages are archived and summarized and access counts are
-        written; False on timeout (or when the store refused the counts)."""
+        """Wait until queued messages are written, the store's pending work (embedding,
+        summaries) is done and access counts are written; False on timeout (or when the
+        store refused the counts)."""
+        if not isinstance(timeout, (int, float, type(None))) or isinstance(timeout, bool):
+            raise InvalidTypeError("timeout", f"must be seconds or None, got {timeout!r}")
         done = self._archiver.flush(timeout) if self._archiver is not None else True
+        if self._stored and not self._closed:
+            done = self.worker.flush(timeout) and done
         if self._accesses is not None:
             done = self._accesses.flush() and done
         for key in self.buffers:
@@ -633,19 +1010,28 @@ class Memory:
         return done
 
     def close(self, timeout: float | None = 30.0) -> None:
-        """Archive what is queued (waiting up to ``timeout`` s) and release the store, cache
-        connections and threads.
+        """Write what is queued, index the store's pending messages (each up to
+        ``timeout`` s: what is left stays pending in the store for the next worker) and
+        release the store, cache connections and threads.
 
         Raises:
             StoreUnavailableError: the store never accepted some messages; they are in
                 :attr:`unarchived`, to add again later. Everything else is released.
         """
+        if not isinstance(timeout, (int, float, type(None))) or isinstance(timeout, bool):
+            raise InvalidTypeError("timeout", f"must be seconds or None, got {timeout!r}")
         with self._lock:  # tiers built lazily check it under the same lock
             if self._closed:
                 return
             self._closed = True
         archiver = self._archiver
         unwritten = archiver.close(timeout) if archiver is not None else []
+        if self._worker is not None:
+            self._worker.close(timeout)
+            try:  # what can be indexed now is, before the process goes, if it can in time
+                self._worker.drain(timeout)
+            except TiermemError as exc:  # the store is down: the rows wait in the store
+                log.warning("close: the store's pending work stays pending: %s", exc)
         if self._searches is not None:
             self._searches.shutdown()
         if self._accesses is not None:
@@ -676,12 +1062,12 @@ class Memory:
     # -- async twins -----------------------------------------------------------------------
 
     async def aadd(self, *args: Any, **kwargs: Any) -> Message:
-        """Async twin of :meth:`add` (in-memory and O(1): it runs inline)."""
-        return self.add(*args, **kwargs)
+        """Async twin of :meth:`add` (the commit runs in a thread, off the event loop)."""
+        return await asyncio.to_thread(self.add, *args, **kwargs)
 
     async def aadd_messages(self, *args: Any, **kwargs: Any) -> list[Message]:
-        """Async twin of :meth:`add_messages`."""
-        return self.add_messages(*args, **kwargs)
+        """Async twin of :meth:`add_messages` (in a thread, like :meth:`aadd`)."""
+        return await asyncio.to_thread(self.add_messages, *args, **kwargs)
 
     async def aremember(self, *args: Any, **kwargs: Any) -> str:
         """Async twin of :meth:`remember` (embeds and writes in a thread)."""
@@ -694,6 +1080,14 @@ class Memory:
     async def aget_context(self, *args: Any, **kwargs: Any) -> Context:
         """Async twin of :meth:`get_context`."""
         return await asyncio.to_thread(self.get_context, *args, **kwargs)
+
+    async def aextract_facts(self, *args: Any, **kwargs: Any) -> list[str]:
+        """Async twin of :meth:`extract_facts`."""
+        return await asyncio.to_thread(self.extract_facts, *args, **kwargs)
+
+    async def afact_history(self, *args: Any, **kwargs: Any) -> list[Any]:
+        """Async twin of :meth:`fact_history`."""
+        return await asyncio.to_thread(self.fact_history, *args, **kwargs)
 
     async def aforget(self, *args: Any, **kwargs: Any) -> bool:
         """Async twin of :meth:`forget`."""
@@ -727,10 +1121,41 @@ def _discard(batch: list[ArchivedMessage], vectors: Any) -> None:
     """The sink when nothing outside the buffers keeps messages."""
 
 
+def _unindexed_candidates(query: str, rows: list[Any]) -> list[Candidate]:
+    """Messages not indexed yet that share words with the query: the keyword search of the
+    newest part of the transcript (scored by how many query words each line holds)."""
+    import re
+
+    from tiermem.stores.base import keyword_terms
+
+    terms = set(keyword_terms(query))
+    found = []
+    for row in rows:
+        message = row.message
+        line = transcript_line(message)
+        score = len(terms.intersection(re.findall(r"\w+", line.lower())))
+        if score:
+            found.append(
+                Candidate(
+                    content=line,
+                    source="store",
+                    keyword=float(score),
+                    timestamp=message.timestamp,
+                    key=candidate_key(line),
+                    session_id=row.session_id,
+                    message_id=message.message_id,
+                )
+            )
+    return found
+
+
 def _from_record(record: Any, similarity: float | None, keyword: float | None = None) -> Candidate:
+    from tiermem.facts import fact_line
+
     metadata = record.metadata or {}
+    content, current, sources, source_ids = fact_line(record)
     return Candidate(
-        content=record.content,
+        content=content,
         source="store",
         similarity=similarity,
         keyword=keyword,
@@ -742,6 +1167,9 @@ def _from_record(record: Any, similarity: float | None, keyword: float | None = 
         previous_id=metadata.get("previous_id"),
         memory_id=record.id,
         vector=record.embedding,
+        current=current,
+        sources=sources,
+        source_ids=source_ids,
     )
 
 

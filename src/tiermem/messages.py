@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from itertools import count
 from typing import Any, Union
 
-from tiermem.errors import InvalidRoleError, InvalidTypeError, SerializationError
+from tiermem.errors import InvalidRoleError, InvalidSizeError, InvalidTypeError, SerializationError
 
 ROLES = frozenset({"user", "assistant", "system", "tool", "agent_call", "agent_response"})
 """Roles a message may have."""
@@ -40,6 +40,21 @@ _FIELDS = (
     "metadata",
     "timestamp",
 )
+
+
+EXTRA_FIELDS = frozenset(_FIELDS) - {"role", "content", "metadata"}
+"""Message fields an ``add``-style call takes as keyword arguments."""
+
+
+def check_fields(fields: Mapping[str, Any], name: str = "message") -> None:
+    """Refuse keyword arguments that are not message fields (a typo would be lost)."""
+    unknown = sorted(set(fields) - EXTRA_FIELDS)
+    if unknown:
+        raise InvalidTypeError(
+            f"{name}.{unknown[0]}",
+            "is not a message field",
+            f"use one of {', '.join(sorted(EXTRA_FIELDS))}",
+        )
 
 
 def generate_id() -> str:
@@ -79,11 +94,30 @@ def _check_tool_calls(tool_calls: Any) -> None:
             )
 
 
+def _check_json(value: Any, name: str) -> None:
+    """Structured content must be JSON (it is rendered, counted and stored as JSON)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except RecursionError:
+        raise InvalidTypeError(name, "is nested too deeply", "flatten it") from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidTypeError(
+            name, f"is not JSON: {exc}", "use str, numbers, bools, None, lists and dicts"
+        ) from None
+
+
 def _parse_timestamp(value: Any) -> datetime:
     if isinstance(value, datetime):
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value, timezone.utc)
+        try:
+            return datetime.fromtimestamp(value, timezone.utc)
+        except (OverflowError, ValueError, OSError):
+            raise InvalidSizeError(
+                "timestamp",
+                f"{value!r} epoch seconds is not a time Python can represent",
+                "pass seconds since 1970 within years 1000 to 9998",
+            ) from None
     if isinstance(value, str):
         try:
             return datetime.fromisoformat(value)
@@ -143,6 +177,8 @@ class Message:
                 f"expected str, dict, list of parts or None, got {type(content).__name__}",
                 "convert the value to text first",
             )
+        if isinstance(content, (dict, list)):
+            _check_json(content, "content")
         if type(self.metadata) is not dict:
             if not isinstance(self.metadata, Mapping):
                 raise InvalidTypeError(
@@ -353,6 +389,20 @@ def content_text(content: Content) -> str:
     return "\n".join(texts)
 
 
+def speaker(message: Message) -> str:
+    """Who said ``message``: its name, else ``metadata["speaker"]``, else its role."""
+    return str(message.name or message.metadata.get("speaker") or message.role)
+
+
+def transcript_line(message: Message) -> str:
+    """The text stored and indexed for a message: ``"{speaker}: {text}"``.
+
+    The speaker (its name, else its role) is part of the text so that keyword and vector
+    search can match questions that name who said something.
+    """
+    return f"{speaker(message)}: {message.text}"
+
+
 def to_openai_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Convert messages to the OpenAI chat format."""
     return [m.to_openai() for m in messages]
@@ -472,5 +522,7 @@ def parse_json(text: str | bytes, what: str) -> Any:
         raise SerializationError(
             what, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except RecursionError:
+        raise SerializationError(what, "is nested too deeply", "flatten the data") from None
     except UnicodeDecodeError as exc:
         raise SerializationError(what, f"not UTF-8 text: {exc.reason}") from None

@@ -10,6 +10,10 @@ Seed 001's five steps:
    near duplicates, items already in the recent window);
 5. fit to ``max_tokens``, counted with the configured counter: never over budget.
 
+Only memories above the relevance floor (absolute evidence: cosine similarity or the
+share of the query's keywords, see :class:`~tiermem.config.FloorConfig`) are offered, so
+``max_tokens`` is a cap: a context stops when the memories stop being relevant.
+
 Retrieved memories are rendered as one system message, in time order, grouped under their
 date (``[8 May 2023]``), so the model sees when things were said and neighbouring lines
 read as dialogue; one shared header costs fewer tokens than one message per memory.
@@ -31,12 +35,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from tiermem.archive import transcript_line
 from tiermem.buffer import newest_within, summary_message
 from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
-from tiermem.messages import Message, to_anthropic_messages
-from tiermem.temporal import time_windows, within
+from tiermem.messages import Message, to_anthropic_messages, transcript_line
+from tiermem.stores.base import keyword_terms
+from tiermem.temporal import asks_about_past, time_windows, within
 
 if TYPE_CHECKING:
     from tiermem.tokens import TokenCounter
@@ -52,10 +56,15 @@ class Candidate:
     """A memory the planner may include, with the evidence for its relevance.
 
     ``similarity`` is the cosine similarity to the query and ``keyword`` the keyword
-    engine's score (higher is better); either may be missing. ``message_id`` and
+    engine's score (higher is better); either may be missing. ``keywords`` is the share of
+    the query's keywords the memory holds (set by the planner). ``message_id`` and
     ``previous_id`` link a conversation message to the one before it in its session;
     ``memory_id`` is the long-term store's id of a stored memory; ``vector`` its unit
     embedding, when known, which lets the planner prefer memories that add something new.
+    ``current`` is False for a fact a newer version superseded; ``sources`` are the lines
+    a fact was read from (shown by :meth:`Context.explain`), ``source_ids`` their message
+    ids (a fact adds nothing beside the messages it was read from, so it is left out
+    when they are all taken).
     """
 
     content: str
@@ -70,14 +79,23 @@ class Candidate:
     previous_id: str | None = None
     memory_id: uuid.UUID | None = None
     vector: np.ndarray | None = None
+    keywords: float = 0.0
     relevance: float = 0.0
     score: float = 0.0
+    current: bool = True
+    sources: tuple[str, ...] = ()
+    source_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class ContextItem:
     """One item of a context: what tier it came from, its score and its tokens
-    (``memory_id``: the long-term memory it is, for items from the store)."""
+    (``memory_id``: the long-term memory it is, for items from the store).
+
+    ``score`` is relative to the other candidates of the same query (the best has
+    relevance 1); ``similarity`` (cosine to the query) and ``keywords`` (share of the
+    query's keywords it holds) are the absolute evidence the relevance floor checks.
+    """
 
     section: Section
     source: str
@@ -86,6 +104,9 @@ class ContextItem:
     tokens: int
     timestamp: datetime | None = None
     memory_id: uuid.UUID | None = None
+    similarity: float | None = None
+    keywords: float | None = None
+    sources: tuple[str, ...] = ()
 
 
 @dataclass
@@ -116,15 +137,21 @@ class Context:
         return "\n".join(str(m.get("content") or "") for m in self.messages)
 
     def explain(self) -> str:
-        """A table of every item: section, source tier, score, tokens and a preview."""
+        """A table of every item: section, source tier, score (relative to the other
+        candidates), the absolute evidence (cosine similarity ``sim``, share of the
+        query's keywords ``kw``), tokens and a preview."""
         lines = [f"context for {self.query!r}: {self.total_tokens}/{self.max_tokens} tokens"]
-        lines.append(f"{'section':<10} {'source':<9} {'score':>6} {'tokens':>6}  content")
+        header = f"{'section':<10} {'source':<9} {'score':>6} {'sim':>6} {'kw':>5} {'tokens':>6}"
+        lines.append(header + "  content")
         for item in self.items:
-            preview = item.content.replace("\n", " ")
-            if len(preview) > 70:
-                preview = preview[:67] + "..."
-            score = f"{item.score:>6.3f}"
-            lines.append(f"{item.section:<10} {item.source:<9} {score} {item.tokens:>6}  {preview}")
+            preview = _preview(item.content)
+            sim = "-" if item.similarity is None else f"{item.similarity:.3f}"
+            kw = "-" if item.keywords is None else f"{item.keywords:.2f}"
+            lines.append(
+                f"{item.section:<10} {item.source:<9} {item.score:>6.3f} {sim:>6} {kw:>5}"
+                f" {item.tokens:>6}  {preview}"
+            )
+            lines += [f"{'':<49}from: {_preview(line)}" for line in item.sources]
         return "\n".join(lines)
 
     def __len__(self) -> int:
@@ -150,11 +177,12 @@ class _Selection:
         self._keys: set[str] = set()
         self._dates: set[str] = set()
         self._seen: dict[int, list[frozenset[str]]] = {}
+        self._said: set[str] = set()
 
     def offer(self, candidate: Candidate, room: int) -> int | None:
         """Take ``candidate`` if it is new and its line fits ``room``: its token cost, or
         None (already taken, a near duplicate, or too long)."""
-        if candidate.key in self._keys:
+        if candidate.key in self._keys or self._restates_taken(candidate):
             return None
         date = _date_label(candidate.timestamp)
         cost = self.planner._count(candidate.content + "\n")  # "!\n" is often one token
@@ -167,10 +195,16 @@ class _Selection:
             return None
         self._dates.add(date)
         self._keys.add(candidate.key)
+        if candidate.message_id:
+            self._said.add(candidate.message_id)
         self._seen.setdefault(len(words), []).append(words)
         self.chosen.append(candidate)
         self.costs[id(candidate)] = cost
         return cost
+
+    def _restates_taken(self, candidate: Candidate) -> bool:
+        """A fact whose source messages are all taken adds nothing beside them."""
+        return bool(candidate.source_ids) and self._said.issuperset(candidate.source_ids)
 
 
 class QueryPlanner:
@@ -190,7 +224,9 @@ class QueryPlanner:
            of a conversation that touches the query is more likely relevant);
         3. plus ``temporal_weight`` when the memory falls in a time the query names;
         4. each message then gets at least ``neighbour_weight`` x the relevance of the
-           message before or after it (answers often sit next to the matching line).
+           message before or after it (answers often sit next to the matching line);
+        5. a superseded fact keeps ``SUPERSEDED`` of its relevance unless the query asks
+           about the past (the current version answers "where does Ana live?").
         """
         if not candidates:
             return
@@ -218,9 +254,50 @@ class QueryPlanner:
             if j is not None:
                 final[i] = max(final[i], w.neighbour * own[j])
                 final[j] = max(final[j], w.neighbour * own[i])
+        if not asks_about_past(query):
+            final = [
+                v if c.current else v * SUPERSEDED for c, v in zip(candidates, final, strict=True)
+            ]
         top = max(final) or 1.0
         for candidate, value in zip(candidates, final, strict=True):
             candidate.relevance = max(value, 0.0) / top
+
+    def above_floor(self, query: str, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """The candidates with enough absolute evidence to be offered (``floor``).
+
+        Sets each candidate's ``keywords`` (the share of the query's keywords it holds,
+        words compared by their first five letters), then keeps one when its similarity
+        reaches ``floor.similarity``, when its ``keywords`` reaches ``floor.keywords``, when
+        it falls in a time the query names ("in March 2025"), or (``floor.neighbours``)
+        when the message right before or after it in its session passes on similarity or
+        keywords.
+        With the floor off, all are kept.
+        """
+        wanted = _stems(" ".join(keyword_terms(query)))
+        for candidate in candidates:
+            found = len(wanted & _stems(candidate.content))
+            candidate.keywords = found / len(wanted) if wanted else 0.0
+        floor = self.settings.floor
+        if not floor.enabled:
+            return list(candidates)
+        years = {c.timestamp.year for c in candidates if c.timestamp is not None}
+        windows = time_windows(query, years)
+
+        def passes(candidate: Candidate) -> bool:
+            return (
+                candidate.similarity is not None and candidate.similarity >= floor.similarity
+            ) or candidate.keywords >= floor.keywords
+
+        kept = {id(c) for c in candidates if passes(c) or within(c.timestamp, windows)}
+        if floor.neighbours:
+            by_id = {c.message_id: c for c in candidates if c.message_id}
+            for candidate in candidates:
+                before = by_id.get(candidate.previous_id) if candidate.previous_id else None
+                if before is not None and passes(before):
+                    kept.add(id(candidate))
+                if before is not None and passes(candidate):
+                    kept.add(id(before))
+        return [c for c in candidates if id(c) in kept]
 
     def score(self, candidate: Candidate, newest: datetime | None) -> float:
         """``w_sim * relevance + w_rec * recency + w_imp * importance`` (weights sum to 1).
@@ -282,7 +359,7 @@ class QueryPlanner:
         ]
         self.rank_relevance(query, fresh)
         cap = min(left, int(budget * shares.get("retrieved", 1.0)))
-        parts["retrieved"] = self._retrieved(fresh, cap)
+        parts["retrieved"] = self._retrieved(self.above_floor(query, fresh), cap)
         ordered = [parts[section] for section in self.settings.order if section in parts]
         messages = [m for part in ordered for m in part.messages]
         items = [i for part in ordered for i in part.items]
@@ -367,6 +444,9 @@ class QueryPlanner:
                         selection.costs[id(c)],
                         c.timestamp,
                         c.memory_id,
+                        c.similarity,
+                        c.keywords,
+                        c.sources,
                     )
                     for c in chosen
                 ]
@@ -404,6 +484,8 @@ class QueryPlanner:
 
 
 _REPLY_PRIMING = 3  # OpenAI adds 3 tokens that prime the reply
+SUPERSEDED = 0.5
+"""The share of its relevance a superseded fact keeps when the query is not about the past."""
 _MIN_LINE_TOKENS = 4  # no memory line is cheaper: stop filling below this
 _COUNT_CACHE = 100_000
 
@@ -439,6 +521,11 @@ def _by_marginal_relevance(
         row = int(np.argmax(scores - diversity * penalty))
         scores[row] = -np.inf
         yield ranked[row]
+
+
+def _preview(text: str, limit: int = 70) -> str:
+    text = text.replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _rescale(values: list[float | None]) -> list[float]:
@@ -488,6 +575,13 @@ _WORD = re.compile(r"\w+")
 @lru_cache(maxsize=_COUNT_CACHE)
 def _words(text: str) -> frozenset[str]:
     return frozenset(_WORD.findall(text.lower()))
+
+
+@lru_cache(maxsize=_COUNT_CACHE)
+def _stems(text: str) -> frozenset[str]:
+    """The words of ``text`` cut to their first five letters (a crude stemmer: "painted"
+    and "painting" meet "paint")."""
+    return frozenset(word[:5] for word in _words(text))
 
 
 @lru_cache(maxsize=_COUNT_CACHE)

@@ -87,3 +87,17 @@ def within(timestamp: datetime | None, windows: list[Window]) -> bool:
     if timestamp.tzinfo is None:
         timestamp = timestamp.replace(tzinfo=timezone.utc)
     return any(start <= timestamp <= end for start, end in windows)
+
+
+_PAST = re.compile(
+    r"\b(?:before|previously|formerly|former|used to|earlier|originally|at first|back then"
+    r"|in the past|ago|old|last (?:year|month|week|time)|until|anymore|no longer|history"
+    r"|changed?|did .+ (?:use to|before))\b",
+    re.IGNORECASE,
+)
+
+
+def asks_about_past(query: str) -> bool:
+    """Whether ``query`` asks how things were ("before", "used to", "previously", a date):
+    then a superseded fact is as good an answer as the current one."""
+    return bool(_PAST.search(query)) or bool(time_windows(query, ()))

@@ -175,11 +175,13 @@ def test_get_context_query_user_id(memory: object) -> None:
     memory.remember("The project deadline is Friday", user_id, "fact")
     assert memory.flush(10)
 
-    context = memory.get_context("when is the project deadline?", user_id)
+    query = "when is the project deadline? we talked about budgets, part 3"
+    context = memory.get_context(query, user_id)  # the floor keeps what is relevant
 
     sections = {item.section for item in context.items}
     assert {"recent", "retrieved", "synopsis"} <= sections  # steps 1, 2 and 3
     assert "The project deadline is Friday" in context.text()
+    assert any("budgets" in i.content for i in context.items if i.section == "retrieved")
     assert context.total_tokens <= 4000  # fit_to_window(..., max_tokens=4000)
     texts = [item.content for item in context.items]
     assert len(texts) == len(set(texts))  # step 4: deduplicated

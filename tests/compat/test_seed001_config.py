@@ -53,14 +53,18 @@ llm:
 URI = "postgresql://muxi:secret@localhost/muxi"
 
 
+REPOSITORY = Path(__file__).resolve().parents[2]
+SEEDS = REPOSITORY.parent / "shared" / "seeds"  # beside the repository, as the project keeps them
+
+
+def seeds_dir() -> Path:
+    """``TIERMEM_SEEDS_DIR`` when set, else ``../shared/seeds`` from the repository root."""
+    return Path(os.environ.get("TIERMEM_SEEDS_DIR") or SEEDS)
+
+
 def seed_file() -> Path | None:
-    candidates = [os.environ.get("TIERMEM_SEEDS_DIR", ""), "/work/shared/seeds"]
-    candidates += [str(p / "seeds") for p in Path(__file__).resolve().parents]
-    for folder in filter(None, candidates):
-        found = sorted(Path(folder).glob("001_*.txt"))
-        if found:
-            return found[0]
-    return None
+    found = sorted(seeds_dir().glob("001_*.txt"))
+    return found[0] if found else None
 
 
 def test_configuration_reference_loads_as_written() -> None:
@@ -96,7 +100,10 @@ def test_working_and_local_embedding_snippets_load() -> None:
 def test_yaml_is_the_seed_text() -> None:
     path = seed_file()
     if path is None:
-        pytest.skip("seed 001 not found (set TIERMEM_SEEDS_DIR to the seeds folder)")
+        pytest.skip(
+            f"seed 001 (001_*.txt) not found in {seeds_dir()}: set TIERMEM_SEEDS_DIR to the "
+            "seeds folder, or keep it at ../shared/seeds beside the repository"
+        )
     text = path.read_text(encoding="utf-8")
     section = text.split("Configuration Reference\n", 1)[1].split("Next Steps", 1)[0]
     seed_lines = [line.strip() for line in section.splitlines() if line.strip()]

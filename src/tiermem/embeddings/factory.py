@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from tiermem.embeddings.base import Embedder
 from tiermem.errors import ConfigError, InvalidTypeError
 
 DEFAULT_MODEL = "local/all-MiniLM-L6-v2"
-PROVIDERS = ("local", "openai")
+PROVIDERS = ("local", "torch", "openai")
 
 
 def get_embedder(model: str | Embedder = DEFAULT_MODEL, **opts: Any) -> Embedder:
     """Return the embedder named by ``model``, e.g. ``"local/all-MiniLM-L6-v2"``.
 
     Args:
-        model: ``"<provider>/<name>"`` with provider ``local`` (sentence-transformers on
-            the CPU) or ``openai`` (any OpenAI-compatible ``/v1/embeddings`` endpoint).
-            An object that already is an :class:`Embedder` is returned unchanged.
-        **opts: passed to the provider class (``batch_size``, ``cache_size``, ``device``,
-            ``model_path``, ``base_url``, ``api_key``, ``dimensions``, ...).
+        model: ``"<provider>/<name>"`` with provider ``local`` (on the CPU: the packaged
+            all-MiniLM-L6-v2 or any ``model_path=`` ONNX graph through onnxruntime, other
+            names through sentence-transformers), ``torch`` (always sentence-transformers,
+            ``pip install 'tiermem[torch]'``) or ``openai`` (any OpenAI-compatible
+            ``/v1/embeddings`` endpoint). An :class:`Embedder` is returned unchanged.
+        **opts: passed to the provider class (``batch_size``, ``cache_size``,
+            ``model_path``, ``threads``, ``device``, ``base_url``, ``api_key``, ...).
 
     Nothing is loaded or contacted here: a local model loads on its first embed.
     """
@@ -34,10 +37,24 @@ def get_embedder(model: str | Embedder = DEFAULT_MODEL, **opts: Any) -> Embedder
             f"{model!r} is not '<provider>/<name>' with provider in {PROVIDERS}",
             "e.g. 'local/all-MiniLM-L6-v2' or 'openai/text-embedding-3-small'",
         )
-    if provider == "local":
-        from tiermem.embeddings.local import SentenceTransformerEmbedder
+    if provider == "openai":
+        from tiermem.embeddings.openai import OpenAIEmbedder
 
-        return SentenceTransformerEmbedder(name, **opts)
-    from tiermem.embeddings.openai import OpenAIEmbedder
+        return OpenAIEmbedder(name, **opts)
+    if provider == "local" and _runs_on_onnx(name, opts.get("model_path")):
+        from tiermem.embeddings.onnx import OnnxEmbedder
 
-    return OpenAIEmbedder(name, **opts)
+        return OnnxEmbedder(name, **opts)
+    from tiermem.embeddings.local import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(name, provider=provider, **opts)
+
+
+def _runs_on_onnx(name: str, model_path: Any) -> bool:
+    """``local/<name>`` runs on onnxruntime for the packaged model or an ONNX ``model_path``."""
+    from tiermem.embeddings.onnx import is_packaged
+
+    if model_path is None:
+        return is_packaged(name)
+    path = Path(model_path)
+    return path.suffix == ".onnx" or (path / "model.onnx").is_file()

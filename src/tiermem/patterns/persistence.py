@@ -25,8 +25,7 @@ from datetime import timezone
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from tiermem.archive import transcript_line
-from tiermem.messages import Message
+from tiermem.messages import Message, transcript_line
 from tiermem.stores.base import MAX_LIMIT, AddOp, MemoryRecord, NewMemory, UpdateOp
 
 if TYPE_CHECKING:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, cast, get_a
 import numpy as np
 
 from tiermem.errors import (
+    ConfigError,
     ContentTooLargeError,
     DimensionMismatchError,
     InputError,
@@ -29,9 +30,12 @@ from tiermem.errors import (
     InvalidTypeError,
     MissingUserError,
 )
+from tiermem.stores import facts
+from tiermem.stores import transcript as tr
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder
+    from tiermem.messages import Message
 
 MemoryType = Literal["message", "fact", "preference", "context", "summary", "tool"]
 MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
@@ -277,6 +281,26 @@ Op = (
     | ImportOp
     | ExistingIdsOp
     | TableSizeOp
+    | tr.AppendOp
+    | tr.RecentOp
+    | tr.TranscriptOp
+    | tr.SessionsOp
+    | tr.ClaimOp
+    | tr.CompleteOp
+    | tr.FailOp
+    | tr.RetryOp
+    | tr.WorkStatsOp
+    | tr.SummaryOp
+    | tr.SummaryDueOp
+    | tr.SaveSummaryOp
+    | tr.ForgetMessagesOp
+    | tr.UnindexedOp
+    | facts.DueSessionsOp
+    | facts.FactsDueOp
+    | facts.SaveFactsOp
+    | facts.FactsFailOp
+    | facts.FactMarkOp
+    | facts.FactVersionsOp
 )
 
 _T = TypeVar("_T")
@@ -326,8 +350,8 @@ def reciprocal_rank_fusion(
 
 
 def check_user_id(user_id: object, name: str = "user_id") -> str:
-    """Return ``user_id`` if it is a usable non-empty string, else raise a typed error."""
-    if user_id is None or user_id == "":
+    """Return ``user_id`` if it is a usable non-blank string, else raise a typed error."""
+    if user_id is None or (isinstance(user_id, str) and not user_id.strip()):
         raise MissingUserError(name, "is required", "pass the id of the user the memory belongs to")
     return check_text_id(user_id, name)  # type: ignore[return-value]
 
@@ -340,7 +364,23 @@ def check_text_id(value: object, name: str) -> str | None:
         raise InvalidTypeError(name, f"must be a str, got {type(value).__name__}")
     if len(value) > MAX_ID_CHARS or "\x00" in value:
         raise InputError(name, f"must be at most {MAX_ID_CHARS} characters without NUL")
+    check_encodable(value, name)
     return value
+
+
+def check_encodable(text: str, name: str) -> str:
+    """Text every engine can store: UTF-8 encodable (no lone surrogate such as ``\\ud800``)."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError(
+                name,
+                f"holds {text[exc.start]!r} at position {exc.start}, which is not valid Unicode "
+                "(a lone surrogate)",
+                "decode the text with errors='replace' or remove the character",
+            ) from None
+    return text
 
 
 def check_uuid(value: object, name: str = "memory_id") -> uuid.UUID:
@@ -374,7 +414,7 @@ def check_content(content: object, name: str = "content") -> str:
         )
     if "\x00" in content:
         raise InputError(name, "contains a NUL character")
-    return content
+    return check_encodable(content, name)
 
 
 def check_memory_type(value: object, name: str = "memory_type") -> str:
@@ -400,12 +440,140 @@ def check_metadata(value: object, name: str = "metadata") -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise InvalidTypeError(name, f"must be a dict, got {type(value).__name__}")
     try:
-        text = json.dumps(dict(value), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InputError(name, f"is not JSON-serializable: {exc}") from exc
-    if "\\u0000" in text:
+        text = json.dumps(dict(value), allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InputError(
+            name,
+            f"is not JSON-serializable: {exc}",
+            "use str keys and finite JSON values (str, number, bool, None, list, dict)",
+        ) from None
+    if "\\u0000" in text or "\x00" in text:
         raise InputError(name, "contains a NUL character")
+    check_encodable(text, name)
     return cast(dict[str, Any], json.loads(text))
+
+
+#: The times every engine stores and Python reads back (epoch seconds as a double).
+MIN_TIME = datetime(1000, 1, 1, tzinfo=timezone.utc)
+MAX_TIME = datetime(9999, 1, 1, tzinfo=timezone.utc)
+
+
+def check_timestamp(value: object, name: str = "timestamp") -> datetime:
+    """An aware datetime within :data:`MIN_TIME` .. :data:`MAX_TIME` (naive means UTC)."""
+    stamp = _aware(value, name)
+    assert stamp is not None
+    if not MIN_TIME <= stamp < MAX_TIME:
+        raise InvalidSizeError(
+            name,
+            f"{stamp.isoformat()} is outside the range stored ({MIN_TIME.year} to "
+            f"{MAX_TIME.year - 1})",
+            "pass the time the message was said",
+        )
+    return stamp
+
+
+def message_entry(
+    message: Message,
+    previous_id: str | None,
+    agent_id: str | None,
+    name: str = "message",
+    max_chars: int = MAX_CONTENT_CHARS,
+) -> tr.Entry:
+    """Validate a message for the transcript and index: what this accepts, every engine
+    stores and reads back (the one validator of the write path).
+
+    Refused with a typed error naming the field: empty text without tool calls, images or
+    data; a line over ``max_chars``; NUL characters or lone surrogates anywhere; NaN or
+    infinity in metadata or tool calls; ids over :data:`MAX_ID_CHARS`; a timestamp outside
+    :data:`MIN_TIME` .. :data:`MAX_TIME`; data nested too deeply to serialize.
+    """
+    from tiermem.messages import transcript_line
+
+    check_text_id(message.message_id, f"{name}.message_id")
+    check_text_id(message.name, f"{name}.name")
+    check_text_id(message.tool_call_id, f"{name}.tool_call_id")
+    check_timestamp(message.timestamp, f"{name}.timestamp")
+    try:
+        stored = tr.message_json(message)
+        text = message.text
+    except RecursionError:
+        raise InputError(name, "is nested too deeply to store", "flatten the content") from None
+    except (TypeError, ValueError) as exc:
+        raise InputError(
+            name,
+            f"cannot be stored as JSON: {exc}",
+            "use str keys and finite JSON values (no NaN or infinity)",
+        ) from None
+    if "\\u0000" in stored:
+        raise InputError(name, "contains a NUL character", "remove it")
+    check_encodable(stored, name)
+    if not text.strip():
+        if not (
+            message.tool_calls or message.images or message.structured_data or message.agent_calls
+        ):
+            raise InputError(f"{name}.content", "is empty", "add text, or do not add the message")
+        line = None
+    else:
+        line = transcript_line(message)
+        if len(line) > max_chars:
+            raise ContentTooLargeError(
+                f"{name}.content",
+                f"has {len(line)} characters with its speaker; the most a message can have "
+                f"is {max_chars}",
+                "split it into several messages",
+            )
+    return tr.Entry(message, stored, line, agent_id, previous_id)
+
+
+def index_row(entry: tr.Entry, session_id: str | None, vector: Any) -> NewMemory:
+    """The index row of a transcript message: memory_type ``message`` (``tool`` for tool
+    results), its time, and metadata linking it to the message and the one before it."""
+    assert entry.line is not None
+    message = entry.message
+    metadata = {
+        "message_id": message.message_id,
+        "role": message.role,
+        **{k: v for k, v in message.metadata.items() if _is_scalar(v)},
+    }
+    if message.name:
+        metadata["name"] = message.name
+    if entry.previous_id:
+        metadata["previous_id"] = entry.previous_id
+    return NewMemory(
+        content=entry.line,
+        embedding=vector,
+        memory_type="tool" if message.role == "tool" else "message",
+        agent_id=entry.agent_id,
+        session_id=session_id,
+        importance=0.3,
+        metadata=metadata,
+        created_at=message.timestamp,
+    )
+
+
+def _check_position(value: object, name: str = "after") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(name, f"must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise InvalidSizeError(name, f"{value} is negative")
+    return value
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+DURABILITY = {"committed": "NORMAL", "synced": "FULL"}
+"""Store durability levels, with SQLite's ``synchronous`` setting for each."""
+
+
+def check_durability(value: object) -> str:
+    """SQLite's ``synchronous`` setting for a durability level (see :data:`DURABILITY`)."""
+    if value not in DURABILITY:
+        raise ConfigError(
+            "durability", f"{value!r} is not a store durability", f"use one of {sorted(DURABILITY)}"
+        )
+    return DURABILITY[str(value)]
 
 
 def check_vector(value: object, dimension: int, name: str = "embedding") -> np.ndarray:
@@ -445,6 +613,12 @@ def check_limit(value: object, name: str = "limit", minimum: int = 1) -> int:
     return value
 
 
+SEARCH_FILTERS = frozenset(
+    {"memory_type", "session_id", "agent_id", "created_after", "created_before", "metadata"}
+)
+"""The keyword filters of search, list and count."""
+
+
 def make_filter(
     memory_type: str | Iterable[str] | None = None,
     session_id: str | None = None,
@@ -456,6 +630,10 @@ def make_filter(
     """Validate the keyword filters of the derived methods into a :class:`MemoryFilter`."""
     types: tuple[str, ...] | None = None
     if memory_type is not None:
+        if not isinstance(memory_type, (str, list, tuple, set, frozenset)):
+            raise InvalidTypeError(
+                "memory_type", f"must be a str or a list of str, got {type(memory_type).__name__}"
+            )
         raw = (memory_type,) if isinstance(memory_type, str) else tuple(memory_type)
         types = tuple(check_memory_type(t) for t in raw)
     if metadata is not None:
@@ -878,6 +1056,131 @@ class MemoryStore(ABC):
         """Counts per type, time span, access and importance figures of the user."""
         return cast(StoreStats, self.batch([StatsOp(check_user_id(user_id))])[0])
 
+    # -- the transcript (see tiermem.stores.transcript) --
+
+    def append(
+        self,
+        user_id: str,
+        session_id: str | None,
+        messages: Sequence[Message],
+        *,
+        agent_id: str | None = None,
+        previous_id: str | None = None,
+        max_chars: int = MAX_CONTENT_CHARS,
+    ) -> int:
+        """Append messages of a (user, session) to the transcript in one transaction.
+
+        A worker embeds and indexes them later (see :mod:`tiermem.stores.transcript`);
+        until then :meth:`unindexed` finds them. Returns how many were added: a message id
+        the user already has is not added again.
+
+        Args:
+            previous_id: the id of the message before the first one (for context).
+            max_chars: the longest line (speaker and text) accepted.
+        """
+        op = self._append_op(user_id, session_id, messages, agent_id, previous_id, max_chars)
+        return cast(int, self.batch([op])[0])
+
+    def _append_op(
+        self,
+        user_id: str,
+        session_id: str | None,
+        messages: Sequence[Message],
+        agent_id: str | None,
+        previous_id: str | None,
+        max_chars: int,
+    ) -> tr.AppendOp:
+        check_user_id(user_id)
+        check_text_id(session_id, "session_id")
+        check_text_id(agent_id, "agent_id")
+        entries = []
+        for i, message in enumerate(messages):
+            name = "message" if len(messages) == 1 else f"messages[{i}]"
+            entries.append(message_entry(message, previous_id, agent_id, name, max_chars))
+            previous_id = message.message_id
+        return tr.AppendOp(user_id, session_id, tuple(entries))
+
+    def recent(self, user_id: str, session_id: str | None, limit: int) -> builtins.list[Message]:
+        """The newest ``limit`` messages of a (user, session), oldest first."""
+        op = tr.RecentOp(
+            check_user_id(user_id), check_text_id(session_id, "session_id"), check_limit(limit)
+        )
+        return cast(builtins.list["Message"], self.batch([op])[0])
+
+    def transcript(
+        self,
+        user_id: str,
+        *,
+        session_id: str | None = None,
+        any_session: bool = True,
+        state: str | None = None,
+        after: int = 0,
+        limit: int = 100,
+    ) -> builtins.list[tr.TranscriptRow]:
+        """A page of the user's transcript rows with ``seq`` above ``after``, in order.
+
+        ``any_session=False`` keeps one session's (``session_id``, ``None`` for messages
+        without one); ``state`` keeps ``pending``, ``done`` or ``failed`` rows.
+        """
+        if state is not None and state not in tr.WORK_STATES:
+            raise InputError(
+                "state", f"{state!r} is not a work state", f"use one of {tr.WORK_STATES}"
+            )
+        op = tr.TranscriptOp(
+            check_user_id(user_id),
+            check_text_id(session_id, "session_id"),
+            bool(any_session),
+            state,
+            _check_position(after),
+            check_limit(limit),
+        )
+        return cast(builtins.list[tr.TranscriptRow], self.batch([op])[0])
+
+    def unindexed(self, user_id: str, limit: int = 500) -> builtins.list[tr.TranscriptRow]:
+        """The user's newest messages not in the index yet (pending or failed)."""
+        op = tr.UnindexedOp(check_user_id(user_id), check_limit(limit))
+        return cast(builtins.list[tr.TranscriptRow], self.batch([op])[0])
+
+    def sessions(self, user_id: str) -> builtins.list[tr.SessionInfo]:
+        """The user's sessions, most recently active first."""
+        return cast(
+            builtins.list[tr.SessionInfo], self.batch([tr.SessionsOp(check_user_id(user_id))])[0]
+        )
+
+    def work_stats(self, user_id: str | None = None) -> tr.WorkStats:
+        """Transcript rows pending, done and failed (one user's, or everyone's)."""
+        op = tr.WorkStatsOp(None if user_id is None else check_user_id(user_id))
+        return cast(tr.WorkStats, self.batch([op])[0])
+
+    def failed(self, user_id: str, limit: int = 100) -> builtins.list[tr.TranscriptRow]:
+        """The user's messages whose indexing failed, with the reason (``error``)."""
+        return self.transcript(user_id, state="failed", limit=limit)
+
+    def retry_failed(self, user_id: str, seqs: Sequence[int] | None = None) -> int:
+        """Put the user's failed messages (all, or ``seqs``) back in the queue."""
+        op = tr.RetryOp(
+            check_user_id(user_id), None if seqs is None else tuple(int(s) for s in seqs)
+        )
+        return cast(int, self.batch([op])[0])
+
+    def forget_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
+        """Delete the user's messages with these ids from the transcript (and their index
+        rows, unless another message says the same); how many were deleted."""
+        ids = tuple(check_text_id(m, "message_ids") or "" for m in message_ids)
+        return cast(int, self.batch([tr.ForgetMessagesOp(check_user_id(user_id), ids)])[0])
+
+    def forget_session(self, user_id: str, session_id: str | None) -> int:
+        """Delete a session's messages and summary; how many messages were deleted."""
+        op = tr.ForgetMessagesOp(
+            check_user_id(user_id), (), True, check_text_id(session_id, "session_id")
+        )
+        return cast(int, self.batch([op])[0])
+
+    def summary(self, user_id: str, session_id: str | None) -> tr.SessionSummary:
+        """The running summary of a (user, session) and the transcript position it covers."""
+        op = tr.SummaryOp(check_user_id(user_id), check_text_id(session_id, "session_id"))
+        return cast(tr.SessionSummary, self.batch([op])[0])
+
     # -- derived async API (same validation, async embedding, abatch) --
 
     async def aadd(
@@ -991,6 +1294,34 @@ class MemoryStore(ABC):
     async def astats(self, user_id: str) -> StoreStats:
         """Async twin of :meth:`stats`."""
         return cast(StoreStats, (await self.abatch([StatsOp(check_user_id(user_id))]))[0])
+
+    async def aappend(
+        self,
+        user_id: str,
+        session_id: str | None,
+        messages: Sequence[Message],
+        *,
+        agent_id: str | None = None,
+        previous_id: str | None = None,
+        max_chars: int = MAX_CONTENT_CHARS,
+    ) -> int:
+        """Async twin of :meth:`append`."""
+        op = self._append_op(user_id, session_id, messages, agent_id, previous_id, max_chars)
+        return cast(int, (await self.abatch([op]))[0])
+
+    async def arecent(
+        self, user_id: str, session_id: str | None, limit: int
+    ) -> builtins.list[Message]:
+        """Async twin of :meth:`recent`."""
+        op = tr.RecentOp(
+            check_user_id(user_id), check_text_id(session_id, "session_id"), check_limit(limit)
+        )
+        return cast(builtins.list["Message"], (await self.abatch([op]))[0])
+
+    async def asessions(self, user_id: str) -> builtins.list[tr.SessionInfo]:
+        """Async twin of :meth:`sessions`."""
+        op = tr.SessionsOp(check_user_id(user_id))
+        return cast(builtins.list[tr.SessionInfo], (await self.abatch([op]))[0])
 
 
 def bump_access(record: MemoryRecord, now: datetime) -> MemoryRecord:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tiermem.errors import StoreError, StoreUnavailableError
-from tiermem.stores import schema
+from tiermem.stores import facts, schema, transcript
 from tiermem.stores.base import (
     AccessOp,
     CountOp,
@@ -45,8 +45,10 @@ from tiermem.stores.base import (
     StoreStats,
     TableSizeOp,
     UpdateOp,
+    check_durability,
     keyword_terms,
 )
+from tiermem.stores.pgsetup import ensure_vector, import_driver
 from tiermem.stores.sql import SQLStore
 
 if TYPE_CHECKING:
@@ -63,7 +65,19 @@ HNSW_MAX_DIMENSION = 2000
 #: Characters of content indexed for keyword search (a tsvector holds at most 1 MB).
 TSV_MAX_CHARS = 200_000
 _COUNT_TTL = 30.0
-_READS = (GetOp, SearchOp, AccessOp, ListOp, CountOp, StatsOp, ScanOp, ExistingIdsOp, TableSizeOp)
+_READS = (
+    GetOp,
+    SearchOp,
+    AccessOp,
+    ListOp,
+    CountOp,
+    StatsOp,
+    ScanOp,
+    ExistingIdsOp,
+    TableSizeOp,
+    *transcript.READ_ONLY_OPS,
+    *facts.READ_ONLY_OPS,
+)
 
 
 def _v1(t: str, dim: int) -> list[str]:
@@ -107,10 +121,30 @@ def _v2_stemmed_keywords(t: str, dim: int) -> list[str]:
     ]
 
 
+def _v3_transcript(t: str, dim: int) -> list[str]:
+    """The transcript and summaries (shared by every dimension's table); keys that lead
+    with ``user_id`` so tables distribute by user."""
+    return [
+        *transcript.tables(
+            "seq BIGINT GENERATED ALWAYS AS IDENTITY", "PRIMARY KEY (user_id, seq),"
+        ),
+        f"ALTER TABLE {t} DROP CONSTRAINT {t}_pkey",
+        f"ALTER TABLE {t} ADD PRIMARY KEY (user_id, id)",
+        f"CREATE INDEX {t}_id ON {t} (id)",
+    ]
+
+
+def _v4_facts(t: str, dim: int) -> list[str]:
+    """Fact extraction marks and user leases (shared by every dimension's table)."""
+    return facts.tables()
+
+
 #: Schema history of a ``memories_{dim}`` table; append, never edit.
 MIGRATIONS = [
     schema.Migration("001_create", _v1),
     schema.Migration("002_stemmed_keywords", _v2_stemmed_keywords),
+    schema.Migration("003_transcript", _v3_transcript),
+    schema.Migration("004_facts", _v4_facts),
 ]
 
 
@@ -196,7 +230,15 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         timeout: seconds to wait for a connection before :class:`StoreUnavailableError`.
         exact_max_rows: users with at most this many rows are searched exactly.
         ef_search: HNSW candidate list size for bigger users (recall vs speed).
+        durability: ``"committed"`` (a write returns once PostgreSQL has it; it survives
+            the death of this process, and a server crash may lose the last fraction of a
+            second: ``synchronous_commit = off``) or ``"synced"`` (a write returns once the
+            server flushed it to disk: it survives a power loss too).
     """
+
+    p = "%s"
+    claim_lock = " FOR UPDATE SKIP LOCKED"
+    row_lock = " FOR UPDATE"
 
     def __init__(
         self,
@@ -208,10 +250,12 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         timeout: float = 10.0,
         exact_max_rows: int = 10_000,
         ef_search: int = 100,
+        durability: str = "committed",
     ) -> None:
         super().__init__(dimension, embedder)
-        import psycopg
-        import psycopg_pool
+        check_durability(durability)
+        self.durability = durability
+        psycopg, psycopg_pool = import_driver()
 
         self.exact_max_rows = exact_max_rows
         self.ef_search = ef_search
@@ -221,16 +265,19 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
             "prepare_threshold": None,
             "connect_timeout": max(1, int(timeout)),
         }
+        pool_args = dict(connect_args)
+        if durability == "committed":  # the session default: no SET per transaction
+            pool_args["options"] = "-c synchronous_commit=off"
         try:
             with psycopg.connect(connection_string, autocommit=True, **connect_args) as conn:
-                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                ensure_vector(conn)
         except psycopg.Error as exc:
             raise StoreUnavailableError(f"cannot prepare PostgreSQL with pgvector: {exc}") from exc
         self._pool = psycopg_pool.ConnectionPool(
             connection_string,
             min_size=1,
             max_size=pool_size,
-            kwargs=connect_args,
+            kwargs=pool_args,
             configure=_configure,
             timeout=timeout,
             open=False,
@@ -268,8 +315,9 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
     def batch(self, ops: Iterable[Op]) -> list[Any]:
         ops = list(ops)
         with self._transaction() as conn:
-            if all(isinstance(op, _READS) for op in ops):
-                # Its only writes are access counts: no need to wait for the WAL flush.
+            if self.durability == "synced" and all(isinstance(op, _READS) for op in ops):
+                # Reads write only access counts: no need to wait for the WAL flush. (With
+                # "committed" durability no write waits for it: the connections' default.)
                 conn.execute("SET LOCAL synchronous_commit = off")
             return [self._run(conn, op) for op in ops]
 

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from tiermem.embeddings.cache import content_hash
 from tiermem.errors import InputError, NotFoundError
+from tiermem.stores import transcript as tr
 from tiermem.stores.base import (
     AccessOp,
     AddOp,
@@ -42,12 +43,34 @@ from tiermem.stores.base import (
     reciprocal_rank_fusion,
     utcnow,
 )
+from tiermem.stores.facts import FACT_OPS
+from tiermem.stores.facts_sql import FactsSQL
+from tiermem.stores.transcript_sql import TranscriptSQL
 
 C = TypeVar("C")
 """The engine's connection type."""
 
 
-class SQLStore(MemoryStore, Generic[C]):
+_TRANSCRIPT_HANDLERS: dict[type, str] = {
+    tr.AppendOp: "_append",
+    tr.RecentOp: "_recent",
+    tr.TranscriptOp: "_transcript",
+    tr.SessionsOp: "_sessions",
+    tr.ClaimOp: "_claim",
+    tr.CompleteOp: "_complete",
+    tr.FailOp: "_fail",
+    tr.RetryOp: "_retry",
+    tr.WorkStatsOp: "_work_stats",
+    tr.SummaryOp: "_summary",
+    tr.SummaryDueOp: "_summary_due",
+    tr.SaveSummaryOp: "_save_summary",
+    tr.ForgetMessagesOp: "_forget_messages",
+    tr.UnindexedOp: "_unindexed",
+}
+"""The method of :class:`TranscriptSQL` that runs each transcript operation."""
+
+
+class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
     """A :class:`MemoryStore` on a SQL engine; ``C`` is the engine's connection type.
 
     Subclasses implement :meth:`batch` (one transaction calling :meth:`_run` per op) and
@@ -71,9 +94,13 @@ class SQLStore(MemoryStore, Generic[C]):
         if isinstance(op, UpdateOp):
             return self._update(c, op)
         if isinstance(op, DeleteOp):
+            self._lock_user(c, op.user_id)  # a worker indexing the user finishes first
+            self._forget_transcript(c, op.user_id, [str(i) for i in op.ids])
             return self._delete(c, op.user_id, op.ids)
-        if isinstance(op, DeleteUserOp):
-            return self._delete(c, op.user_id, None)
+        if isinstance(op, DeleteUserOp):  # messages not indexed yet count as memories too
+            self._lock_user(c, op.user_id)
+            self._forget_fact_marks(c, op.user_id)
+            return self._forget_transcript(c, op.user_id, None) + self._delete(c, op.user_id, None)
         if isinstance(op, ListOp):
             return self._list(c, op)
         if isinstance(op, CountOp):
@@ -88,7 +115,15 @@ class SQLStore(MemoryStore, Generic[C]):
             return self._existing_ids(c, op.ids)
         if isinstance(op, TableSizeOp):
             return self._table_size(c)
+        if isinstance(op, tr.TRANSCRIPT_OPS):
+            return self._run_transcript(c, op)
+        if isinstance(op, FACT_OPS):
+            return self._run_facts(c, op)
         raise InputError("op", f"{type(op).__name__} is not a store operation")
+
+    def _run_transcript(self, c: C, op: Any) -> Any:
+        """Run one transcript, work or summary operation."""
+        return getattr(self, _TRANSCRIPT_HANDLERS[type(op)])(c, op)
 
     # -- writes, shared --
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from tiermem.errors import StoreError, StoreUnavailableError
-from tiermem.stores import schema
+from tiermem.stores import facts, schema, transcript
 from tiermem.stores.base import (
     CountOp,
     ExistingIdsOp,
@@ -35,6 +35,7 @@ from tiermem.stores.base import (
     StoreStats,
     TableSizeOp,
     UpdateOp,
+    check_durability,
     keyword_terms,
 )
 from tiermem.stores.sql import SQLStore
@@ -55,7 +56,9 @@ _READ_ONLY = (ListOp, CountOp, StatsOp, ScanOp, ExistingIdsOp, TableSizeOp)
 
 def _read_only(op: Op) -> bool:
     """Whether ``op`` writes nothing (a search that counts no access writes nothing)."""
-    return isinstance(op, _READ_ONLY) or (isinstance(op, SearchOp) and not op.count_access)
+    return isinstance(op, (*_READ_ONLY, *transcript.READ_ONLY_OPS, *facts.READ_ONLY_OPS)) or (
+        isinstance(op, SearchOp) and not op.count_access
+    )
 
 
 # SQLite allows 32766 parameters; keep IN (...) lists well below it.
@@ -110,10 +113,22 @@ def _v2_stemmed_keywords(t: str, dim: int) -> list[str]:
     ]
 
 
+def _v3_transcript(t: str, dim: int) -> list[str]:
+    """The transcript and session summaries (shared by every dimension's table)."""
+    return transcript.tables("seq INTEGER PRIMARY KEY AUTOINCREMENT", "")
+
+
+def _v4_facts(t: str, dim: int) -> list[str]:
+    """Fact extraction marks and user leases (shared by every dimension's table)."""
+    return facts.tables()
+
+
 #: Schema history of a ``memories_{dim}`` table; append, never edit.
 MIGRATIONS = [
     schema.Migration("001_create", _v1),
     schema.Migration("002_stemmed_keywords", _v2_stemmed_keywords),
+    schema.Migration("003_transcript", _v3_transcript),
+    schema.Migration("004_facts", _v4_facts),
 ]
 
 
@@ -207,7 +222,12 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         embedder: embeds content and queries given without vectors.
         timeout: seconds to wait for another writer before :class:`StoreUnavailableError`.
         cache_bytes: memory for cached per-user vector matrices (least recently used go first).
+        durability: ``"committed"`` (a commit is in the WAL file: it survives the death of
+            the process, not a power loss) or ``"synced"`` (every commit is fsynced: it
+            survives a power loss too).
     """
+
+    user_filter = "+user_id"
 
     def __init__(
         self,
@@ -217,8 +237,10 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         embedder: Embedder | None = None,
         timeout: float = 10.0,
         cache_bytes: int = 512 * 1024 * 1024,
+        durability: str = "committed",
     ) -> None:
         super().__init__(dimension, embedder)
+        synchronous = check_durability(durability)
         self.path = str(path) if path is not None else str(default_path())
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -230,7 +252,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             )
             self._conn.row_factory = sqlite3.Row
             self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute(f"PRAGMA synchronous={synchronous}")
         except sqlite3.Error as exc:
             raise StoreUnavailableError(
                 f"cannot open SQLite database {self.path!r}: {exc}"

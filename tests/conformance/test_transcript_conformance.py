@@ -1,0 +1,277 @@
+"""The transcript, work claims and session summaries: one suite on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tiermem.errors import ContentTooLargeError, InputError, InvalidSizeError, MissingUserError
+from tiermem.messages import Message
+from tiermem.stores.base import MemoryStore, index_row, message_entry
+from tiermem.stores.transcript import (
+    ClaimOp,
+    CompleteOp,
+    FailOp,
+    SaveSummaryOp,
+    SummaryDueOp,
+    WorkItem,
+)
+
+from .conftest import DIM
+
+Users = Callable[[], str]
+
+
+def unit(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def claim_mine(store: MemoryStore, owner: str, user_id: str, lease: float = 30.0) -> list[WorkItem]:
+    """The user's claimable rows. Other tests' rows in a shared database are handed back
+    untouched at the end (held meanwhile, so each is claimed once here)."""
+    mine: list[WorkItem] = []
+    others: list[WorkItem] = []
+    while True:
+        items = store.batch([ClaimOp(owner, 500, lease)])[0]
+        if not items:
+            break
+        mine += [i for i in items if i.user_id == user_id]
+        others += [i for i in items if i.user_id != user_id]
+    for i in others:
+        store.batch([FailOp(owner, i.user_id, i.seq, "not mine", 0.0, 1000)])
+    return mine
+
+
+def complete(store: MemoryStore, owner: str, items: list[WorkItem], seed: int) -> int:
+    """Index claimed rows as a worker does (all with the vector ``unit(seed)``)."""
+    done = 0
+    for user in {i.user_id for i in items}:
+        rows = tuple(
+            (i.seq, index_row(message_entry(i.message, i.previous_id, i.agent_id), i.session_id,
+                              unit(seed)))
+            for i in items
+            if i.user_id == user
+        )  # fmt: skip
+        done += store.batch([CompleteOp(owner, user, rows)])[0]
+    return done
+
+
+def test_append_keeps_every_message_whole_and_in_order(store: MemoryStore, new_user: Users) -> None:
+    u = new_user()
+    when = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+    call = {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    sent = [
+        Message("user", "What is the weather in Porto?", name="Ana", timestamp=when),
+        Message("assistant", None, tool_calls=[call], metadata={"k": [1, {"x": None}]}),
+        Message("tool", "sunny, 24 C", tool_call_id="c1", name="weather"),
+        Message("assistant", [{"type": "text", "text": "Sunny."}]),
+    ]
+    assert store.append(u, "s", sent, agent_id="planner") == 4
+    assert store.recent(u, "s", 10) == sent  # lossless: every field, the same order
+    assert store.recent(u, "s", 2) == sent[2:]
+    rows = store.transcript(u)
+    assert [r.message for r in rows] == sent and [r.state for r in rows][1] == "done"
+    assert store.recent(u, "other", 10) == [] and store.recent(u, None, 10) == []
+
+
+def test_repeated_lines_stay_in_the_transcript_and_share_one_index_row(
+    store: MemoryStore, new_user: Users
+) -> None:
+    u = new_user()
+    store.append(u, "day1", [Message("user", "Yes, let's do it.")])
+    store.append(u, "day2", [Message("user", "Yes, let's do it.")])
+    assert [len(store.recent(u, s, 10)) for s in ("day1", "day2")] == [1, 1]
+    assert complete(store, "w", claim_mine(store, "w", u), 1) == 2
+    assert store.count(u) == 1 and len(store.transcript(u)) == 2
+    rows = store.transcript(u)
+    assert rows[0].memory_id == rows[1].memory_id == str(store.list(u)[0].id)
+    again = Message("user", "once")
+    assert store.append(u, "s", [again, again]) == 1  # the same message id is added once
+    assert store.append(u, "s", [again]) == 0
+    assert [m.text for m in store.recent(u, "s", 10)] == ["once"]
+
+
+def test_each_message_links_to_the_one_before_across_calls(
+    store: MemoryStore, new_user: Users
+) -> None:
+    u = new_user()
+    a, b, c = (Message("user", f"line {i}") for i in range(3))
+    store.append(u, "s", [a])
+    store.append(u, "s", [b, c])
+    complete(store, "w", claim_mine(store, "w", u), 1)
+    by_id = {r.metadata["message_id"]: r.metadata.get("previous_id") for r in store.list(u)}
+    assert by_id == {a.message_id: None, b.message_id: a.message_id, c.message_id: b.message_id}
+
+
+def test_unindexed_until_completed_then_found_by_keyword_and_vector(
+    store: MemoryStore, new_user: Users
+) -> None:
+    u = new_user()
+    store.append(u, "s", [Message("user", "the lighthouse keeper")])
+    (waiting,) = store.unindexed(u)
+    assert waiting.message.text == "the lighthouse keeper" and waiting.state == "pending"
+    assert store.search(u, "lighthouse", mode="keyword") == [] and store.count(u) == 0
+    (item,) = claim_mine(store, "worker-a", u)
+    assert item.attempts == 1 and item.message.text == "the lighthouse keeper"
+    assert complete(store, "worker-a", [item], 1) == 1
+    assert store.unindexed(u) == []
+    (hit,) = store.search(u, "lighthouse", mode="keyword")
+    (found,) = store.search(u, vector=unit(1), mode="vector")
+    assert found.record.id == hit.record.id and found.score == pytest.approx(1.0, abs=1e-5)
+    assert hit.record.memory_type == "message" and hit.record.session_id == "s"
+    assert store.transcript(u)[0].memory_id == str(hit.record.id)
+    assert store.work_stats(u).done == 1
+
+
+def test_a_claimed_row_is_not_claimed_twice_until_its_lease_expires(
+    store: MemoryStore, new_user: Users
+) -> None:
+    u = new_user()
+    store.append(u, "s", [Message("user", f"row {i}") for i in range(3)])
+    mine = claim_mine(store, "a", u, lease=0.5)
+    assert len(mine) == 3
+    assert claim_mine(store, "b", u) == []  # leased to a
+    time.sleep(0.6)  # a died: its lease expires
+    taken = claim_mine(store, "b", u)
+    assert sorted(i.seq for i in taken) == sorted(i.seq for i in mine)
+    assert all(i.attempts == 2 for i in taken)
+    assert complete(store, "a", mine, 2) == 0  # a lost its lease: writes nothing
+    assert store.count(u) == 0
+    assert complete(store, "b", taken, 3) == 3
+    assert complete(store, "b", taken, 3) == 0  # idempotent
+    vectors = [r.embedding for r in store.list(u)]
+    assert len(vectors) == 3 and all(np.allclose(v, unit(3), atol=1e-6) for v in vectors)
+
+
+def test_a_failing_row_is_retried_then_failed_with_its_reason(
+    store: MemoryStore, new_user: Users
+) -> None:
+    u, other = new_user(), new_user()
+    store.append(u, "s", [Message("user", "poison"), Message("user", "fine")])
+    store.append(other, "s", [Message("user", "someone else")])
+    for attempt in range(1, 4):
+        items = claim_mine(store, "w", u)
+        poison = next(i for i in items if i.message.text == "poison")
+        assert poison.attempts == attempt
+        store.batch([FailOp("w", u, poison.seq, "ValueError: too long", 0.0, 3)])
+        complete(store, "w", [i for i in items if i is not poison], 4)
+    assert claim_mine(store, "w", u) == []
+    (failed,) = store.failed(u)
+    assert failed.message.text == "poison" and failed.error == "ValueError: too long"
+    assert store.work_stats(u).failed == 1 and store.work_stats(other).failed == 0
+    assert [r.message.text for r in store.unindexed(u)] == ["poison"]  # still findable
+    assert store.failed(other) == [] and store.retry_failed(other) == 0
+    assert store.retry_failed(u) == 1
+    (again,) = claim_mine(store, "w", u)
+    assert again.attempts == 1 and store.work_stats(u).pending == 1
+    store.delete_user(u)  # a shared database: no row leased for 30 s to hold up others' flush()
+
+
+def test_a_row_waits_for_its_backoff(store: MemoryStore, new_user: Users) -> None:
+    u = new_user()
+    store.append(u, "s", [Message("user", "later")])
+    (item,) = claim_mine(store, "w", u)
+    store.batch([FailOp("w", u, item.seq, "busy", 30.0, 3)])
+    assert claim_mine(store, "w", u) == []  # not before 30 s
+    assert store.work_stats(u).pending == 1
+    store.delete_user(u)  # a shared database: no row waiting 30 s for other tests' flush()
+
+
+def test_summaries_are_made_once_and_cover_a_range(store: MemoryStore, new_user: Users) -> None:
+    u = new_user()
+    store.append(u, "s", [Message("user", f"m{i}") for i in range(10)])
+    assert store.batch([SummaryDueOp("a", u, "s", 8, 4, 30.0)])[0] is None  # 2 left the window
+    store.append(u, "s", [Message("user", f"m{i}") for i in range(10, 12)])
+    summary, rows = store.batch([SummaryDueOp("a", u, "s", 8, 4, 30.0)])[0]
+    assert summary.text is None and [r.message.text for r in rows] == ["m0", "m1", "m2", "m3"]
+    assert store.batch([SummaryDueOp("b", u, "s", 8, 4, 30.0)])[0] is None  # a holds it
+    assert store.batch([SaveSummaryOp("b", u, "s", "stolen", 0, rows[-1].seq)])[0] is False
+    assert store.batch([SaveSummaryOp("a", u, "s", "m0-m3", 0, rows[-1].seq)])[0] is True
+    assert store.summary(u, "s").text == "m0-m3" and store.summary(u, "s").upto == rows[-1].seq
+    assert store.summary(u, "other").text is None
+    everything = store.batch([SummaryDueOp("b", u, "s", 0, 1, 30.0)])[0]
+    assert [r.message.text for r in everything[1]] == [f"m{i}" for i in range(4, 12)]
+
+
+def test_erasure_takes_transcript_summaries_and_index_together(
+    store: MemoryStore, new_user: Users
+) -> None:
+    u, other = new_user(), new_user()
+    store.append(u, "s", [Message("user", f"m{i}") for i in range(12)])
+    store.append(other, "s", [Message("user", "kept")])
+    _, rows = store.batch([SummaryDueOp("a", u, "s", 2, 1, 30.0)])[0]
+    store.batch([SaveSummaryOp("a", u, "s", "gone", 0, rows[-1].seq)])
+    complete(store, "w", claim_mine(store, "w", u)[:6], 6)  # half indexed, half pending
+    assert store.delete_user(u) == 12  # 6 index rows and 6 messages not indexed yet
+    assert store.recent(u, "s", 50) == [] and store.transcript(u) == []
+    assert store.summary(u, "s").text is None and store.sessions(u) == []
+    assert store.work_stats(u).pending == 0 and claim_mine(store, "w", u) == []
+    assert [m.text for m in store.recent(other, "s", 5)] == ["kept"]
+
+
+def test_forgetting_a_message_memory_takes_its_transcript_rows(
+    store: MemoryStore, new_user: Users
+) -> None:
+    u = new_user()
+    store.append(u, "s", [Message("user", "forget me")])
+    store.append(u, "s2", [Message("user", "forget me"), Message("user", "keep me")])
+    complete(store, "w", claim_mine(store, "w", u), 5)
+    (memory_id,) = [r.id for r in store.list(u) if r.content == "user: forget me"]
+    assert store.delete(u, memory_id) is True
+    assert [m.text for m in store.recent(u, "s2", 5)] == ["keep me"]
+    assert store.recent(u, "s", 5) == []
+
+
+def test_sessions_list_the_most_recent_first(store: MemoryStore, new_user: Users) -> None:
+    u = new_user()
+    store.append(u, "old", [Message("user", "a"), Message("user", "b")])
+    store.append(u, None, [Message("user", "c")])
+    store.append(u, "new", [Message("user", "d")])
+    assert [(s.session_id, s.messages) for s in store.sessions(u)] == [
+        ("new", 1),
+        (None, 1),
+        ("old", 2),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "field"),
+    [
+        (lambda: Message("user", ""), InputError, "content"),
+        (lambda: Message("user", "   "), InputError, "content"),
+        (lambda: Message("user", "a\x00b"), InputError, "NUL"),
+        (lambda: Message("user", "lone \ud800 surrogate"), InputError, "surrogate"),
+        (lambda: Message("user", "x", metadata={"v": float("nan")}), InputError, "NaN"),
+        (lambda: Message("user", "x", metadata={"v": float("inf")}), InputError, "message"),
+        (lambda: Message("user", "x", metadata={("a", 1): 1}), InputError, "message"),
+        (lambda: Message("user", "x", metadata={"k": "a\x00"}), InputError, "NUL"),
+        (lambda: Message("user", "x", name="n" * 300), InputError, "name"),
+        (lambda: Message("user", "x", timestamp=datetime.max), InvalidSizeError, "timestamp"),
+        (lambda: Message("user", "x", timestamp=datetime.min), InvalidSizeError, "timestamp"),
+        (lambda: Message("user", "x" * 1_000_001), ContentTooLargeError, "content"),
+    ],
+)
+def test_what_the_store_cannot_hold_is_refused_whole(
+    store: MemoryStore, new_user: Users, make: Callable[[], Any], error: type, field: str
+) -> None:
+    u = new_user()
+    with pytest.raises(error, match=field):
+        store.append(u, "s", [Message("user", "fine"), make()])
+    assert store.transcript(u) == [] and store.count(u) == 0
+
+
+@pytest.mark.parametrize("bad", ["", "   ", None, "x" * 256, "a\x00b", "\ud800"])
+def test_bad_user_or_session_ids_are_refused(store: MemoryStore, new_user: Users, bad: Any) -> None:
+    with pytest.raises(InputError):
+        store.append(bad, "s", [Message("user", "x")])
+    if bad is not None and bad.strip():
+        with pytest.raises(InputError):
+            store.append(new_user(), bad, [Message("user", "x")])
+    with pytest.raises(MissingUserError if not (bad or "").strip() else InputError):
+        store.recent(bad, "s", 5)

@@ -1,0 +1,49 @@
+"""Fixtures of the framework adapter tests: a real Memory on each store engine.
+
+Every adapter test runs on a SQLite file and on PostgreSQL + pgvector (a fresh database
+per test on the session's pgserver, or on ``TIERMEM_TEST_PG_URL``). The hashing embedder
+keeps them fast; they are about the adapters, not the model.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from conformance.conftest import _server_url
+from embedders import HashEmbedder
+from tiermem.memory import Memory
+from tiermem.stores.postgres import PostgresStore
+
+DIM = 32
+
+
+def fresh_database() -> str:
+    """The URL of a new, empty database on the test PostgreSQL server."""
+    url = os.environ.get("TIERMEM_TEST_PG_URL") or _server_url()
+    name = f"adapters_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return make_conninfo(**{**conninfo_to_dict(url), "dbname": name})
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
+    """A Memory on a fresh SQLite file or a fresh PostgreSQL database, closed after."""
+    embedder = HashEmbedder(DIM)
+    if request.param == "sqlite":
+        m = Memory(str(tmp_path / "memory.db"), embedder=embedder)
+        yield m
+        m.close()
+        return
+    store = PostgresStore(fresh_database(), dimension=DIM, embedder=embedder)
+    m = Memory(store=store, embedder=embedder)
+    yield m
+    m.close()
+    store.close()

@@ -1,0 +1,130 @@
+"""The default embedder: the packaged all-MiniLM-L6-v2 graph on onnxruntime, no torch."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import embedders
+from tiermem.embeddings import OnnxEmbedder, get_embedder
+from tiermem.embeddings.onnx import DATA, packaged_files
+from tiermem.errors import ModelLoadError
+
+pytestmark = pytest.mark.slow
+SRC = str(Path(__file__).parents[1] / "src")
+TEXTS = [
+    "The cat sits on the mat.",
+    "A kitten is resting on a rug.",
+    "Quarterly revenue grew by twelve percent.",
+    "How do I reset my password?",
+    "Ich habe meinen Schlüssel verloren.",
+    "The deploy failed because DATABASE_URL was missing in staging. " * 40,  # > 256 tokens
+]
+
+
+@pytest.fixture(scope="session")
+def model() -> OnnxEmbedder:
+    return embedders.minilm()
+
+
+def test_vectors_are_close_to_sentence_transformers(model: OnnxEmbedder) -> None:
+    """int8 weights: not identical, but every vector within cosine 0.99 of the fp32 model's
+    (docs/embeddings.md: LoCoMo recall within 0.005 of it at every budget)."""
+    expected = embedders.torch_minilm().embed(TEXTS)
+    got = model.embed(TEXTS)
+    assert got.shape == (len(TEXTS), 384) and got.dtype == np.float32
+    cosine = np.sum(got * expected, axis=1)
+    assert cosine.min() > 0.99 and cosine.mean() > 0.995
+
+
+def test_long_texts_are_cut_at_the_models_window(model: OnnxEmbedder) -> None:
+    """Truncated at 256 tokens like sentence-transformers, not at tokenizer.json's 128."""
+    long = TEXTS[-1]
+    assert len(model.loaded.tokenizer.encode(long).ids) == 256
+    expected = embedders.torch_minilm().embed([long])[0]
+    assert float(model.embed([long])[0] @ expected) > 0.99
+
+
+def test_batches_and_single_texts_get_the_same_vectors(model: OnnxEmbedder) -> None:
+    """Sorting by length and padding per forward pass change nothing."""
+    fresh = OnnxEmbedder(cache_size=0, encode_batch_size=2)
+    batch = fresh.embed(TEXTS)
+    singles = np.vstack([fresh.embed([text]) for text in TEXTS])
+    assert np.allclose(batch, singles, atol=1e-5)
+    assert np.allclose(batch, model.embed(TEXTS), atol=1e-5)
+
+
+def test_meaning_is_captured(model: OnnxEmbedder) -> None:
+    cat, kitten, revenue = model.embed(TEXTS[:3])
+    assert cat @ kitten > 0.5 > cat @ revenue
+
+
+def test_threads_and_coroutines_get_the_same_vectors() -> None:
+    texts = [f"message number {i} about topic {i % 4}" for i in range(40)]
+    expected = OnnxEmbedder(cache_size=0).embed(texts)
+    fresh = OnnxEmbedder(cache_size=0)
+    with ThreadPoolExecutor(4) as pool:
+        parts = list(pool.map(lambda i: fresh.embed(texts[i : i + 10]), range(0, 40, 10)))
+    assert np.allclose(np.vstack(parts), expected, atol=1e-5)
+
+    async def gather() -> list[np.ndarray]:
+        return await asyncio.gather(*(fresh.aembed(texts[i : i + 10]) for i in range(0, 40, 10)))
+
+    assert np.allclose(np.vstack(asyncio.run(gather())), expected, atol=1e-5)
+
+
+def test_model_path_loads_a_copy_and_reads_its_dimension(
+    tmp_path: Path, model: OnnxEmbedder
+) -> None:
+    graph, tokenizer = packaged_files()
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    shutil.copy(graph, folder / "model.onnx")
+    shutil.copy(tokenizer, folder / "tokenizer.json")
+    mine = get_embedder("local/my-minilm", model_path=folder)
+    assert isinstance(mine, OnnxEmbedder)
+    assert mine.model_id == "local/my-minilm" and mine.dimension == 384
+    assert float(mine.embed(["hello"])[0] @ model.embed(["hello"])[0]) > 0.9999
+
+
+def test_missing_or_broken_files_raise_model_load_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        OnnxEmbedder("mine", model_path=tmp_path / "nothing.onnx").embed(["hello"])
+    broken = tmp_path / "broken" / "model.onnx"
+    broken.parent.mkdir()
+    broken.write_bytes(b"not a graph")
+    shutil.copy(DATA / "tokenizer.json", broken.parent / "tokenizer.json")
+    embedder = OnnxEmbedder("mine", model_path=broken.parent)
+    with pytest.raises(ModelLoadError, match="cannot load embedding model"):
+        embedder.embed(["hello"])
+    with pytest.raises(ModelLoadError):  # a failure is not cached as a success
+        _ = embedder.dimension
+    with pytest.raises(ModelLoadError, match="model_path="):
+        OnnxEmbedder("another-model").embed(["hello"])  # nothing packaged for it
+
+
+def test_the_default_embeds_without_torch_or_network() -> None:
+    """A fresh process embeds with the default and never imports torch; the hub is
+    unreachable (and never asked)."""
+    code = (
+        "import sys\n"
+        "from tiermem.embeddings import get_embedder\n"
+        "print(get_embedder().embed(['hi']).shape)\n"
+        "heavy = ('torch', 'sentence_transformers', 'transformers', 'huggingface_hub')\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE",)}
+    env.update(PYTHONPATH=SRC, HF_ENDPOINT="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["(1, 384)", "[]"]

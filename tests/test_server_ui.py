@@ -1,0 +1,151 @@
+"""The inspector page (/ui) in headless Chromium (Debian's chromium driven by Playwright):
+users -> sessions -> transcript, memory search, the explained context, work figures, and
+deletes that ask first. Screenshots go to test-artifacts/ui/."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from embedders import HashEmbedder
+from liveserver import live_server
+from tiermem.memory import Memory
+from tiermem.server import create_app
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+SHOTS = Path(__file__).parents[1] / "test-artifacts" / "ui"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which(CHROMIUM) is None, reason="apt-get install -y chromium chromium-driver"
+)
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Iterator[tuple[str, Memory]]:
+    memory = Memory(str(tmp_path / "memory.db"), embedder=HashEmbedder(32))
+    app = create_app(memory)
+    with live_server(app) as url:
+        from tiermem.client import MemoryClient
+
+        with MemoryClient(url) as client:  # through the API, so the server knows the users
+            client.add_messages(
+                [
+                    {"role": "user", "content": "We land in Lisbon on Friday"},
+                    {"role": "assistant", "content": "I booked the hotel near the river"},
+                    {"role": "user", "content": "Remind me to buy green tea there"},
+                ],
+                "ann",
+                "trip",
+            )
+            client.remember("prefers green tea over coffee", "ann", "preference", 0.9)
+            client.remember("<b>not bold</b> is plain text", "ann")
+            client.remember("owns a bicycle", "bob")
+            client.flush(10)
+        yield url, memory
+    memory.close()
+
+
+@pytest.fixture
+def page() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        yield page
+        browser.close()
+
+
+def test_inspector_load_search_context_delete(seeded: tuple[str, Memory], page: Any) -> None:
+    url, memory = seeded
+    page.goto(url + "/ui")
+    users = page.locator("#users li")
+    users.filter(has_text="bob").wait_for()
+    assert sorted(users.all_inner_texts()) == ["ann", "bob"]
+    assert "queued in this process: 0" in page.locator("#work").inner_text()
+
+    users.filter(has_text="ann").locator("button").click()
+    page.locator("#sessions li", has_text="trip · 3 messages").locator("button").click()
+    page.locator("#transcript li").nth(2).wait_for()
+    assert page.locator("#transcript li").all_inner_texts() == [
+        "user: We land in Lisbon on Friday",
+        "assistant: I booked the hotel near the river",
+        "user: Remind me to buy green tea there",
+    ]
+    assert "5 memories" in page.locator("#stats").inner_text()
+    page.locator("#user-work", has_text="3 done").wait_for()
+    assert "0 pending" in page.locator("#user-work").inner_text()
+    assert "0 failed" in page.locator("#user-work").inner_text()
+    page.screenshot(path=str(SHOTS / "1-transcript.png"), full_page=True)
+
+    page.fill("#search-input", "green tea")
+    page.click("#search-form button[type=submit]")
+    first = page.locator("#memories tbody tr").first
+    first.filter(has_text="green tea").wait_for()
+    assert page.locator("#memories tbody tr", has_text="bicycle").count() == 0  # bob's
+    assert page.locator("#memories b").count() == 0  # stored text is never markup
+    page.screenshot(path=str(SHOTS / "2-search.png"), full_page=True)
+
+    page.fill("#context-query", "what does ann drink")
+    page.fill("#context-budget", "300")
+    page.fill("#context-session", "trip")
+    page.click("#context-form button[type=submit]")
+    page.locator("#context-items tbody tr").first.wait_for()
+    total = page.locator("#context-total").inner_text()
+    assert total.endswith("items") and "of 300 tokens" in total
+    rows = page.locator("#context-items tbody tr")
+    sections = {rows.nth(i).locator("td").first.inner_text() for i in range(rows.count())}
+    assert "recent" in sections and sections <= {"synopsis", "summary", "retrieved", "recent"}
+    assert all(rows.nth(i).locator("td").nth(3).inner_text().isdigit() for i in range(rows.count()))
+    page.screenshot(path=str(SHOTS / "3-context.png"), full_page=True)
+
+    page.fill("#context-budget", "0")
+    page.click("#context-form button[type=submit]")
+    page.locator("#error", has_text="InvalidSizeError").wait_for()
+
+    tea = page.locator("#memories tbody tr", has_text="prefers green tea")
+    tea_id = tea.get_attribute("data-id")
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    tea.locator("button").click()
+    assert memory.store.get("ann", tea_id) is not None  # dismissed: nothing deleted
+    page.once("dialog", lambda dialog: dialog.accept())
+    tea.locator("button").click()
+    page.locator("#memories tbody tr", has_text="prefers green tea").wait_for(state="detached")
+    assert memory.store.get("ann", tea_id) is None
+    page.screenshot(path=str(SHOTS / "4-deleted-memory.png"), full_page=True)
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#delete-user")
+    users.filter(has_text="ann").wait_for(state="detached")
+    assert memory.store.count("ann") == 0 and memory.store.count("bob") == 1
+    page.screenshot(path=str(SHOTS / "5-deleted-user.png"), full_page=True)
+
+
+def test_inspector_asks_for_a_key_when_keys_exist(tmp_path: Path, page: Any) -> None:
+    memory = Memory(str(tmp_path / "memory.db"), embedder=HashEmbedder(32))
+    app = create_app(memory)
+    key = app.state.service.keys.create("acme")[1]
+    with live_server(app) as url:
+        page.goto(url + "/ui")
+        page.locator("#error", has_text="AuthenticationError").wait_for()
+        page.fill("#api-key", key)
+        page.click("#key-form button")
+        page.locator("#error").wait_for(state="hidden")
+        page.fill("#user-input", "zoe")
+        page.click("#user-form button")
+        page.locator("#stats", has_text="0 memories").wait_for()
+        page.screenshot(path=str(SHOTS / "6-keyed.png"), full_page=True)
+    memory.close()
