@@ -13,7 +13,6 @@ import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import fields as dataclass_fields
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import unquote
@@ -294,8 +293,8 @@ def _routes(service: Service) -> APIRouter:
         memory_type: Annotated[list[models.MemoryTypeName] | None, Query()] = None,
         session_id: str | None = None,
         agent_id: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
+        created_after: models.Timestamp | None = None,
+        created_before: models.Timestamp | None = None,
     ) -> dict[str, Any]:
         """A page of the user's memories, newest first; pass ``next_cursor`` for the next."""
         offset = _offset(cursor)

@@ -6,10 +6,11 @@ silently ignored; values are checked again by the library's own validators.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 MemoryTypeName = Literal["message", "fact", "preference", "context", "summary", "tool"]
 SearchModeName = Literal["hybrid", "vector", "keyword"]
@@ -21,7 +22,22 @@ class Request(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-Timestamp = Annotated[datetime, Field(strict=False)]  # ISO 8601 text in JSON
+_DATE_TIME = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d")
+
+
+def _date_time_text(value: object) -> object:
+    """Refuse what the schema's ``date-time`` does not allow but pydantic would read as a
+    time (a number of seconds, ``"3600.0"``, a bare date), so no request is accepted that
+    the schema calls invalid."""
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not _DATE_TIME.match(value):
+        raise ValueError("expected an RFC 3339 date-time such as 2024-05-01T12:00:00Z")
+    return value
+
+
+# ISO 8601 text in JSON and in query strings
+Timestamp = Annotated[datetime, BeforeValidator(_date_time_text), Field(strict=False)]
 
 
 class MessagesIn(Request):
