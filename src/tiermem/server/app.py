@@ -305,7 +305,7 @@ def _routes(service: Service) -> APIRouter:
     def list_memories(
         tenant: Caller,
         user_id: str,
-        limit: int = 100,
+        limit: models.QueryInt = 100,
         cursor: str | None = None,
         memory_type: Annotated[list[models.MemoryTypeName] | None, Query()] = None,
         session_id: str | None = None,
@@ -375,7 +375,9 @@ def _routes(service: Service) -> APIRouter:
         return context_to_json(context)
 
     @router.get("/users", response_model=models.UsersOut, tags=["users"])
-    def list_users(tenant: Caller, limit: int = 100, cursor: str = "") -> dict[str, Any]:
+    def list_users(
+        tenant: Caller, limit: models.QueryInt = 100, cursor: str = ""
+    ) -> dict[str, Any]:
         """The tenant's users that wrote through this server, by id."""
         if not 1 <= limit <= 1000:
             raise InputError("limit", f"{limit} is outside [1, 1000]")
@@ -403,7 +405,9 @@ def _routes(service: Service) -> APIRouter:
         return {"messages": [message_to_json(m, user_id) for m in messages]}
 
     @router.get("/users/{user_id}/work", response_model=models.UserWorkOut, tags=["work"])
-    def user_work(user_id: PathUser, tenant: Caller, limit: int = 100) -> dict[str, Any]:
+    def user_work(
+        user_id: PathUser, tenant: Caller, limit: models.QueryInt = 100
+    ) -> dict[str, Any]:
         """The user's messages waiting to be indexed, done, and failed with their error."""
         user = tenant.scope(user_id)
         stats = memory.work_stats(user)
