@@ -22,7 +22,8 @@ level), one keep-alive connection per simulated client. The load generator share
 machine with the server, so its own cost is counted against the server: by default it is
 a minimal HTTP/1.1 client on asyncio streams (``--client httpx`` uses httpx, which spent
 1.5 to 2 ms of CPU per request here, more than the server). At every level the server
-and the in-process runs go back to back, so a busy machine weighs on both alike. Usage::
+and the in-process runs alternate in ``--rounds`` parts (each part's requests split
+evenly), so a machine whose load changes during the run weighs on both alike. Usage::
 
     python benchmarks/server.py [--backends embedded,postgres] [--messages 400] [--contexts 120]
     python benchmarks/server.py --quick      # seconds: embedded, 16 messages, 6 contexts
@@ -79,15 +80,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def figures(latencies: list[float], wall: float) -> dict[str, float]:
-    ordered = sorted(latencies)
+def figures(rounds: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Requests/s and percentiles over the rounds of one stage (latencies pooled, wall
+    times summed), and the sums of their counts (acknowledged, stored)."""
+    ordered = sorted(x for r in rounds for x in r["latencies"])
+    counts: dict[str, float] = {
+        k: sum(r[k] for r in rounds) for k in ("acknowledged", "stored") if k in rounds[0]
+    }
     return {
         "requests": len(ordered),
-        "per_second": len(ordered) / wall,
+        "per_second": len(ordered) / sum(r["wall"] for r in rounds),
         "p50_ms": nearest_rank(ordered, 0.50) * 1000,
         "p95_ms": nearest_rank(ordered, 0.95) * 1000,
         "p99_ms": nearest_rank(ordered, 0.99) * 1000,
+        **counts,
     }
+
+
+def shares(total: int, rounds: int) -> list[int]:
+    """``total`` requests in ``rounds`` nearly equal parts (none empty)."""
+    rounds = max(1, min(rounds, total))
+    return [total // rounds + (1 if i < total % rounds else 0) for i in range(rounds)]
 
 
 def seed(memory_or_client: Any, user: str) -> None:
@@ -157,7 +170,7 @@ class HttpxClient:
         return answer.status_code
 
 
-CLIENTS = {"raw": RawClient, "httpx": HttpxClient}
+CLIENTS: dict[str, type[RawClient] | type[HttpxClient]] = {"raw": RawClient, "httpx": HttpxClient}
 
 
 async def _http_load(
@@ -258,7 +271,7 @@ class OverHttp:
         lat, wall, acked = asyncio.run(_http_load(self.url, clients, total, message, self.kind))
         stored = sum(s.messages for s in self.client.sessions(writer))  # the transcript
         self.client.flush(120)  # untimed: the embedding work is done before the next stage
-        return {**figures(lat, wall), "acknowledged": acked, "stored": stored}
+        return {"latencies": lat, "wall": wall, "acknowledged": acked, "stored": stored}
 
     def context(self, clients: int, total: int) -> dict[str, Any]:
         def context(i: int) -> tuple[str, dict[str, Any]]:
@@ -271,7 +284,7 @@ class OverHttp:
             return "/v1/context", body
 
         lat, wall, _ = asyncio.run(_http_load(self.url, clients, total, context, self.kind))
-        return figures(lat, wall)
+        return {"latencies": lat, "wall": wall}
 
     def close(self) -> None:
         self.client.close()
@@ -322,14 +335,14 @@ class InProcess:
         lat, wall = _thread_load(clients, total, add)  # each add commits before it returns
         stored = sum(s.messages for s in self.memory.sessions(writer))
         self.memory.flush(120)  # untimed, as on the server
-        return {**figures(lat, wall), "stored": stored}
+        return {"latencies": lat, "wall": wall, "stored": stored}
 
     def context(self, clients: int, total: int) -> dict[str, Any]:
         def context(i: int) -> None:
             self.memory.get_context(QUERIES[i % len(QUERIES)], self.reader, "history", 1000)
 
         lat, wall = _thread_load(clients, total, context)
-        return figures(lat, wall)
+        return {"latencies": lat, "wall": wall}
 
 
 # -- backends ----------------------------------------------------------------------------
@@ -370,6 +383,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="keep the worker threads (embedding during the timed load) on both sides",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=4,
+        help="each stage alternates server and in-process runs in this many rounds",
+    )
     parser.add_argument("--out", default="benchmarks/results/server.json")
     args = parser.parse_args(argv)
     if args.quick:
@@ -381,6 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": reproduce_command(__file__, argv),
         "client": args.client,
         "background_work": args.background_work,
+        "rounds": args.rounds,
         "backends": {},
     }
     with tempfile.TemporaryDirectory(prefix="tiermem-bench-server-") as tmp:
@@ -395,15 +415,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 memory = Memory(str(folder / "inprocess.db"), config=config)
                 try:
                     local = InProcess(memory)
-                    # back to back at every level, so both see the same machine load
+                    # alternating in rounds, so both see the same machine load
                     for clients in LEVELS:
                         for call, total in (
                             ("messages", args.messages),
                             ("context", args.contexts),
                         ):
-                            key = f"{call}@{clients}"
-                            runs["server"][key] = getattr(http, call)(clients, total)
-                            runs["in_process"][key] = getattr(local, call)(clients, total)
+                            parts: dict[str, list[dict[str, Any]]] = {w: [] for w in runs}
+                            for share in shares(total, args.rounds):
+                                parts["server"].append(getattr(http, call)(clients, share))
+                                parts["in_process"].append(getattr(local, call)(clients, share))
+                            for where, done in parts.items():
+                                runs[where][f"{call}@{clients}"] = figures(done)
                 finally:
                     http.close()
                     memory.close()
