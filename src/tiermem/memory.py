@@ -42,6 +42,7 @@ from tiermem.stores.base import (
     MAX_CONTENT_CHARS,
     SEARCH_FILTERS,
     ListOp,
+    append_op,
     check_content,
     check_encodable,
     check_limit,
@@ -49,7 +50,7 @@ from tiermem.stores.base import (
     check_user_id,
     message_entry,
 )
-from tiermem.stores.transcript import RecentOp, SummaryOp, UnindexedOp
+from tiermem.stores.transcript import AppendOp, RecentOp, SummaryOp, UnindexedOp
 from tiermem.tokens import TokenCounter, get_token_counter
 
 log = logging.getLogger(__name__)
@@ -451,6 +452,52 @@ class Memory:
         """Import a history (Message objects, or dicts with their own ``timestamp``) in one
         transaction: all messages are validated before any is added, and all or none are.
         """
+        batch = self._batch(messages, user_id, session_id)
+        self._record(user_id, session_id, batch, agent_id)
+        return batch
+
+    @property
+    def commits_messages(self) -> bool:
+        """Whether added messages are committed to the store before the call returns
+        (persistent retention without ``memory`` durability): then
+        :meth:`stage_messages` and :meth:`commit_staged` may be used."""
+        return self._stored and self.durability != "memory"
+
+    def stage_messages(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        user_id: str,
+        session_id: str | None = None,
+        *,
+        agent_id: str | None = None,
+    ) -> tuple[list[Message], AppendOp]:
+        """Validate what :meth:`add_messages` takes, without writing: the messages and
+        the write that :meth:`commit_staged` runs, with other stages in one transaction
+        (a server coalescing concurrent requests). No I/O; raises what ``add_messages``
+        raises for bad input, and ConfigError unless :attr:`commits_messages`."""
+        self._check_open()
+        if not self.commits_messages:
+            raise ConfigError(
+                "memory.durability", "messages are not committed at once", "use add_messages"
+            )
+        batch = self._batch(messages, user_id, session_id)
+        op = append_op(
+            user_id, session_id, batch, check_text_id(agent_id, "agent_id"), None, self._max_chars()
+        )
+        return batch, op
+
+    def commit_staged(self, ops: Iterable[AppendOp]) -> None:
+        """Write staged messages (:meth:`stage_messages`) in one transaction, all or none,
+        and wake the worker that embeds them."""
+        self._check_open()
+        _ = self.embedder  # a store of another dimension is refused before anything is added
+        self.store.batch(list(ops))
+        self.worker.wake()
+
+    def _batch(
+        self, messages: Iterable[Message | Mapping[str, Any]], user_id: str, session_id: str | None
+    ) -> list[Message]:
+        """``add_messages``' messages, validated (Message objects as they are)."""
         _user(user_id)
         if isinstance(messages, (str, bytes, Mapping, Message)) or not isinstance(
             messages, Iterable
@@ -481,7 +528,6 @@ class Memory:
             batch.append(message)
         if not batch:
             raise InputError("messages", "is empty", "pass at least one message")
-        self._record(user_id, session_id, batch, agent_id)
         return batch
 
     def _message(
@@ -518,10 +564,8 @@ class Memory:
         self._check_open()
         check_text_id(agent_id, "agent_id")
         limit = self._max_chars()
-        if self._stored and self.durability != "memory":
-            _ = self.embedder  # a store of another dimension is refused before anything is added
-            self.store.append(user_id, session_id, messages, agent_id=agent_id, max_chars=limit)
-            self.worker.wake()
+        if self.commits_messages:
+            self.commit_staged([append_op(user_id, session_id, messages, agent_id, None, limit)])
             return
         entries = []
         previous: str | None = None

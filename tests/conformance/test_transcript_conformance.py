@@ -12,7 +12,7 @@ import pytest
 
 from tiermem.errors import ContentTooLargeError, InputError, InvalidSizeError, MissingUserError
 from tiermem.messages import Message
-from tiermem.stores.base import MemoryStore, index_row, message_entry
+from tiermem.stores.base import MemoryStore, append_op, index_row, message_entry
 from tiermem.stores.transcript import (
     ClaimOp,
     CompleteOp,
@@ -78,6 +78,25 @@ def test_append_keeps_every_message_whole_and_in_order(store: MemoryStore, new_u
     rows = store.transcript(u)
     assert [r.message for r in rows] == sent and [r.state for r in rows][1] == "done"
     assert store.recent(u, "other", 10) == [] and store.recent(u, None, 10) == []
+
+
+def test_appends_in_one_batch_count_each_and_link_in_order(
+    store: MemoryStore, new_user: Users
+) -> None:
+    """Several appends in one transaction (a server's group commit) are sent together on
+    an engine with round trips; each still counts its own rows and links to the one before."""
+    u, v = new_user(), new_user()
+    first = [Message("user", "one"), Message("assistant", "two")]
+    second = [Message("user", "three")]
+    other = [Message("user", "elsewhere")]
+    ops = [append_op(u, "s", first), append_op(v, "s", other), append_op(u, "s", second)]
+    assert store.batch(ops) == [2, 1, 1]
+    assert store.batch([ops[0], append_op(u, "s", [Message("user", "four")])]) == [0, 1]
+    assert [m.text for m in store.recent(u, "s", 10)] == ["one", "two", "three", "four"]
+    links = [(r.message.text, r.previous_id) for r in store.transcript(u)]
+    ids = [m.message_id for m in first + second]
+    assert links[:3] == [("one", None), ("two", ids[0]), ("three", ids[1])]
+    assert [m.text for m in store.recent(v, "s", 10)] == ["elsewhere"]
 
 
 def test_repeated_lines_stay_in_the_transcript_and_share_one_index_row(

@@ -37,6 +37,7 @@ from tiermem.memory import Memory
 from tiermem.messages import Message
 from tiermem.server import models
 from tiermem.server.body import DEFAULT_MAX_BODY, BodyGuard
+from tiermem.server.commits import GroupCommit
 from tiermem.server.errors import Forbidden, Unauthorized, install
 from tiermem.server.keys import KeyStore, keys_location
 from tiermem.server.metrics import Metrics
@@ -106,12 +107,14 @@ class RawUserPaths:
 
 
 class Service:
-    """What the routes share: the memory, the keys, and the caller's tenant."""
+    """What the routes share: the memory, the keys, the caller's tenant, and the group
+    commit of added messages."""
 
     def __init__(self, memory: Memory, keys: KeyStore, admin_key: str | None) -> None:
         self.memory = memory
         self.keys = keys
         self.admin_key = admin_key
+        self.commits = GroupCommit(memory.commit_staged)
 
     def auth_required(self) -> bool:
         """Keys are required once an admin key is configured or any key was created."""
@@ -226,6 +229,7 @@ def create_app(
             else:
                 yield
         finally:
+            await anyio.to_thread.run_sync(service.commits.close)  # what is queued is written
             if owns_memory:
                 await memory.aclose()
             if not isinstance(keys, KeyStore):
@@ -258,14 +262,27 @@ def _routes(service: Service) -> APIRouter:
     memory = service.memory
 
     @router.post("/messages", status_code=201, response_model=models.IdsOut, tags=["messages"])
-    def add_messages(body: models.MessagesIn, tenant: Caller) -> dict[str, Any]:
+    async def add_messages(body: models.MessagesIn, tenant: Caller) -> dict[str, Any]:
         """Add messages of a conversation (Memory.add_messages); their ids, in order."""
         user = tenant.scope(body.user_id)
         session = check_text_id(body.session_id, "session_id")
         agent = check_text_id(body.agent_id, "agent_id")
         batch = [_message_dict(raw, i, agent) for i, raw in enumerate(body.messages)]
-        added = memory.add_messages(batch, user, session)  # in a thread: it may commit
-        service.note_user(tenant, body.user_id)
+
+        def noted() -> None:
+            service.note_user(tenant, body.user_id)
+
+        if memory.commits_messages:  # validated here, committed with concurrent requests
+            added, op = memory.stage_messages(batch, user, session)
+            await service.commits.write(op, noted)
+        else:
+
+            def add() -> list[Message]:
+                messages = memory.add_messages(batch, user, session)
+                noted()
+                return messages
+
+            added = await anyio.to_thread.run_sync(add)
         return {"ids": [m.message_id for m in added]}
 
     @router.post("/memories", status_code=201, response_model=models.IdOut, tags=["memories"])
@@ -288,7 +305,7 @@ def _routes(service: Service) -> APIRouter:
     def list_memories(
         tenant: Caller,
         user_id: str,
-        limit: int = 100,
+        limit: models.QueryInt = 100,
         cursor: str | None = None,
         memory_type: Annotated[list[models.MemoryTypeName] | None, Query()] = None,
         session_id: str | None = None,
@@ -347,18 +364,20 @@ def _routes(service: Service) -> APIRouter:
         return {"results": [hit_to_json(h, body.user_id) for h in hits]}
 
     @router.post("/context", response_model=models.ContextOut, tags=["context"])
-    def get_context(body: models.ContextIn, tenant: Caller) -> dict[str, Any]:
+    async def get_context(body: models.ContextIn, tenant: Caller) -> dict[str, Any]:
         """The context for a prompt, fitted to ``max_tokens``, with why each item is there."""
-        context = memory.get_context(
-            body.query,
-            tenant.scope(body.user_id),
-            check_text_id(body.session_id, "session_id"),
-            body.max_tokens,
+        user = tenant.scope(body.user_id)
+        session = check_text_id(body.session_id, "session_id")
+        # one thread hop: the answer is checked and encoded here, on the event loop
+        context = await anyio.to_thread.run_sync(
+            memory.get_context, body.query, user, session, body.max_tokens
         )
         return context_to_json(context)
 
     @router.get("/users", response_model=models.UsersOut, tags=["users"])
-    def list_users(tenant: Caller, limit: int = 100, cursor: str = "") -> dict[str, Any]:
+    def list_users(
+        tenant: Caller, limit: models.QueryInt = 100, cursor: str = ""
+    ) -> dict[str, Any]:
         """The tenant's users that wrote through this server, by id."""
         if not 1 <= limit <= 1000:
             raise InputError("limit", f"{limit} is outside [1, 1000]")
@@ -386,7 +405,9 @@ def _routes(service: Service) -> APIRouter:
         return {"messages": [message_to_json(m, user_id) for m in messages]}
 
     @router.get("/users/{user_id}/work", response_model=models.UserWorkOut, tags=["work"])
-    def user_work(user_id: PathUser, tenant: Caller, limit: int = 100) -> dict[str, Any]:
+    def user_work(
+        user_id: PathUser, tenant: Caller, limit: models.QueryInt = 100
+    ) -> dict[str, Any]:
         """The user's messages waiting to be indexed, done, and failed with their error."""
         user = tenant.scope(user_id)
         stats = memory.work_stats(user)

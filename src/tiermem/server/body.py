@@ -62,18 +62,20 @@ class BodyGuard:
         self.app = app
         self.max_bytes = max_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            await self.app(scope, receive, send)
-            return
-        too_large = ContentTooLargeError(
+    def _too_large(self) -> ContentTooLargeError:
+        return ContentTooLargeError(
             "body",
             f"is larger than the limit of {self.max_bytes} bytes",
             "send fewer messages per request",
         )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
         for name, value in scope["headers"]:
             if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await error_response(too_large)(scope, receive, send)
+                await error_response(self._too_large())(scope, receive, send)
                 return
         chunks: list[bytes] = []
         size = 0
@@ -85,7 +87,7 @@ class BodyGuard:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                await error_response(too_large)(scope, receive, send)
+                await error_response(self._too_large())(scope, receive, send)
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)

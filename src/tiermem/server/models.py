@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 MemoryTypeName = Literal["message", "fact", "preference", "context", "summary", "tool"]
 SearchModeName = Literal["hybrid", "vector", "keyword"]
@@ -38,6 +39,20 @@ def _date_time_text(value: object) -> object:
 
 # ISO 8601 text in JSON and in query strings
 Timestamp = Annotated[datetime, BeforeValidator(_date_time_text), Field(strict=False)]
+
+_INTEGER = re.compile(r"-?\d{1,18}")
+
+
+def _integer_text(value: object) -> object:
+    """Refuse query text the schema's ``integer`` does not allow but pydantic would read
+    as one (``"+0.0"``, ``"1e2"``)."""
+    if isinstance(value, str) and not _INTEGER.fullmatch(value):
+        raise PydanticCustomError("int_parsing", "Input should be a valid integer")
+    return value
+
+
+# an integer in a query string
+QueryInt = Annotated[int, BeforeValidator(_integer_text)]
 
 
 class MessagesIn(Request):

@@ -525,6 +525,27 @@ def message_entry(
     return tr.Entry(message, stored, line, agent_id, previous_id)
 
 
+def append_op(
+    user_id: str,
+    session_id: str | None,
+    messages: Sequence[Message],
+    agent_id: str | None = None,
+    previous_id: str | None = None,
+    max_chars: int = MAX_CONTENT_CHARS,
+) -> tr.AppendOp:
+    """The validated op of :meth:`MemoryStore.append` (no I/O: it can be built anywhere
+    and run later, with other ops, in one :meth:`MemoryStore.batch`)."""
+    check_user_id(user_id)
+    check_text_id(session_id, "session_id")
+    check_text_id(agent_id, "agent_id")
+    entries = []
+    for i, message in enumerate(messages):
+        name = "message" if len(messages) == 1 else f"messages[{i}]"
+        entries.append(message_entry(message, previous_id, agent_id, name, max_chars))
+        previous_id = message.message_id
+    return tr.AppendOp(user_id, session_id, tuple(entries))
+
+
 def index_row(entry: tr.Entry, session_id: str | None, vector: Any) -> NewMemory:
     """The index row of a transcript message: memory_type ``message`` (``tool`` for tool
     results), its time, and metadata linking it to the message and the one before it."""
@@ -1078,27 +1099,8 @@ class MemoryStore(ABC):
             previous_id: the id of the message before the first one (for context).
             max_chars: the longest line (speaker and text) accepted.
         """
-        op = self._append_op(user_id, session_id, messages, agent_id, previous_id, max_chars)
+        op = append_op(user_id, session_id, messages, agent_id, previous_id, max_chars)
         return cast(int, self.batch([op])[0])
-
-    def _append_op(
-        self,
-        user_id: str,
-        session_id: str | None,
-        messages: Sequence[Message],
-        agent_id: str | None,
-        previous_id: str | None,
-        max_chars: int,
-    ) -> tr.AppendOp:
-        check_user_id(user_id)
-        check_text_id(session_id, "session_id")
-        check_text_id(agent_id, "agent_id")
-        entries = []
-        for i, message in enumerate(messages):
-            name = "message" if len(messages) == 1 else f"messages[{i}]"
-            entries.append(message_entry(message, previous_id, agent_id, name, max_chars))
-            previous_id = message.message_id
-        return tr.AppendOp(user_id, session_id, tuple(entries))
 
     def recent(self, user_id: str, session_id: str | None, limit: int) -> builtins.list[Message]:
         """The newest ``limit`` messages of a (user, session), oldest first."""
@@ -1306,7 +1308,7 @@ class MemoryStore(ABC):
         max_chars: int = MAX_CONTENT_CHARS,
     ) -> int:
         """Async twin of :meth:`append`."""
-        op = self._append_op(user_id, session_id, messages, agent_id, previous_id, max_chars)
+        op = append_op(user_id, session_id, messages, agent_id, previous_id, max_chars)
         return cast(int, (await self.abatch([op]))[0])
 
     async def arecent(

@@ -13,7 +13,8 @@ import uuid
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from itertools import groupby
+from typing import Any, Generic, TypeVar, cast
 
 from tiermem.embeddings.cache import content_hash
 from tiermem.errors import InputError, NotFoundError
@@ -80,6 +81,18 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Any]:
         return await asyncio.to_thread(self.batch, list(ops))
+
+    def _run_all(self, c: C, ops: Sequence[Op]) -> list[Any]:
+        """Run ``ops`` in order inside the current transaction; consecutive appends go
+        together (:meth:`_append_all`: one round trip for a server's group commit)."""
+        results: list[Any] = []
+        for appends, run in groupby(ops, key=lambda op: type(op) is tr.AppendOp):
+            group = list(run)
+            if appends and len(group) > 1:
+                results += self._append_all(c, cast(list[tr.AppendOp], group))
+            else:
+                results += [self._run(c, op) for op in group]
+        return results
 
     def _run(self, c: C, op: Op) -> Any:
         """Run one operation inside the current transaction."""

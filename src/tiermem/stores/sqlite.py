@@ -296,7 +296,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         ops = list(ops)
         write = not all(_read_only(op) for op in ops)
         with self._transaction(write) as conn:
-            return [self._run(conn, op) for op in ops]
+            return self._run_all(conn, ops)
 
     # -- writes --
 

@@ -85,29 +85,20 @@ class TranscriptSQL:
         The first message's ``previous_id``, when not given, is the session's last message
         (read by the same statement).
         """
+        rows = self._append_rows(op)
+        if len(rows) == 1:  # the common case: one statement, one round trip
+            return max(int(c.execute(self._append_sql(), rows[0]).rowcount), 0)
+        cursor = c.cursor()
+        cursor.executemany(self._append_sql(), rows)
+        return max(int(cursor.rowcount), 0)
+
+    def _append_all(self, c: Any, ops: Sequence[AppendOp]) -> list[int]:
+        """Several appends in order (an engine with round trips sends them at once)."""
+        return [self._append(c, op) for op in ops]
+
+    def _append_sql(self) -> str:
         p = self.p
-        session = session_key(op.session_id)
-        added = time.time()
-        rows = []
-        for i, e in enumerate(op.entries):
-            rows.append(
-                (
-                    op.user_id,
-                    session,
-                    e.message.message_id,
-                    e.agent_id,
-                    e.previous_id,
-                    op.user_id if i == 0 else None,
-                    session,
-                    e.message.role,
-                    e.json,
-                    e.line,
-                    epoch(e.message.timestamp),
-                    added,
-                    "pending" if e.line is not None else "done",
-                )
-            )
-        sql = (
+        return (
             f"INSERT INTO {TRANSCRIPT} (user_id, session_id, message_id, agent_id, previous_id,"
             " role, message, line, created_at, added_at, state)"
             f" VALUES ({p}, {p}, {p}, {p}, coalesce({p}, (SELECT message_id FROM {TRANSCRIPT}"
@@ -115,11 +106,29 @@ class TranscriptSQL:
             f" {p}, {p}, {p}, {p}, {p}, {p})"
             " ON CONFLICT (user_id, message_id) DO NOTHING"
         )
-        if len(rows) == 1:  # the common case: one statement, one round trip
-            return max(int(c.execute(sql, rows[0]).rowcount), 0)
-        cursor = c.cursor()
-        cursor.executemany(sql, rows)
-        return max(int(cursor.rowcount), 0)
+
+    def _append_rows(self, op: AppendOp) -> list[tuple[Any, ...]]:
+        """The parameters of :meth:`_append_sql`, one tuple per message of ``op``."""
+        session = session_key(op.session_id)
+        added = time.time()
+        return [
+            (
+                op.user_id,
+                session,
+                e.message.message_id,
+                e.agent_id,
+                e.previous_id,
+                op.user_id if i == 0 else None,
+                session,
+                e.message.role,
+                e.json,
+                e.line,
+                epoch(e.message.timestamp),
+                added,
+                "pending" if e.line is not None else "done",
+            )
+            for i, e in enumerate(op.entries)
+        ]
 
     # -- reading --
 
