@@ -192,6 +192,9 @@ def test_staged_messages_are_written_together_only_when_committed(
     memory.commit_staged([op1, op2])
     assert [m.message_id for m in memory.history(u, "a")] == [first[0].message_id]
     assert [m.message_id for m in memory.history(u, "b")] == [second[0].message_id]
+    _, op3 = memory.stage_messages([{"role": "user", "content": "three"}], u, "a")
+    asyncio.run(memory.acommit_staged([op3]))
+    assert [m.text for m in memory.history(u, "a")] == ["one", "three"]
     queued = make_memory(tmp_path / "queued", {"memory": {"durability": "memory"}})
     assert not queued.commits_messages
     with pytest.raises(ConfigError):

@@ -1113,6 +1113,10 @@ class Memory:
         """Async twin of :meth:`add_messages` (in a thread, like :meth:`aadd`)."""
         return await asyncio.to_thread(self.add_messages, *args, **kwargs)
 
+    async def acommit_staged(self, ops: Iterable[AppendOp]) -> None:
+        """Async twin of :meth:`commit_staged` (in a thread)."""
+        await asyncio.to_thread(self.commit_staged, list(ops))
+
     async def aremember(self, *args: Any, **kwargs: Any) -> str:
         """Async twin of :meth:`remember` (embeds and writes in a thread)."""
         return await asyncio.to_thread(self.remember, *args, **kwargs)
