@@ -128,3 +128,21 @@ def test_the_default_embeds_without_torch_or_network() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["(1, 384)", "[]"]
+
+
+def test_forward_passes_cover_every_row_and_cut_padding() -> None:
+    """Passes are consecutive, at most max_rows each, and never compute more padded tokens
+    than fixed groups do; texts of one length share passes."""
+    from tiermem.embeddings.onnx import forward_passes
+
+    def padded(lengths: list[int], passes: list[tuple[int, int]]) -> int:
+        return sum((end - start) * lengths[end - 1] for start, end in passes)
+
+    lengths = sorted([5, 5, 6, 7, 9, 12, 12, 13, 30, 31, 64, 200] * 5)
+    passes = forward_passes(lengths, 8)
+    assert [s for s, _ in passes] == [0] + [e for _, e in passes[:-1]]
+    assert passes[-1][1] == len(lengths) and all(0 < e - s <= 8 for s, e in passes)
+    fixed = [(i, min(i + 8, len(lengths))) for i in range(0, len(lengths), 8)]
+    assert padded(lengths, passes) < padded(lengths, fixed)
+    assert len(forward_passes([7] * 20, 8)) == 3  # no padding to save: as few passes as fit
+    assert forward_passes([3], 32) == [(0, 1)] and forward_passes([], 32) == []
