@@ -479,7 +479,7 @@ def test_the_drop_off_ends_a_context_where_the_evidence_falls_away_from_the_best
     weak = [cand(f"Bo mentioned the weather on walk {i}.", 0.3 + i / 1000) for i in range(80)]
     ctx = planner().plan("what does Ana bake?", max_tokens=500, candidates=strong + weak)
     assert {i.content for i in ctx.items} == {c.content for c in strong}
-    assert all(c.relevance < 0.275 for c in weak)  # relevance is relative: the best is 1
+    assert all(c.relevance < 0.25 for c in weak)  # relevance is relative: the best is 1
     filled = planner(floor={"relevance": 0.0}).plan(
         "what does Ana bake?", max_tokens=500, candidates=strong + weak
     )
@@ -490,7 +490,7 @@ def test_the_drop_off_leaves_a_pool_that_fits_whole() -> None:
     pool = [cand(f"Ana bakes rye loaves, batch {i}.", 0.8 - i / 10) for i in range(5)]
     ctx = planner().plan("what does Ana bake?", max_tokens=1000, candidates=pool)
     assert len(ctx.items) == 5  # all have absolute evidence and all fit: nothing to cut
-    assert min(c.relevance for c in pool) < 0.275
+    assert min(c.relevance for c in pool) < 0.25
 
 
 def test_all_the_query_keywords_let_a_dissimilar_memory_in() -> None:

@@ -258,7 +258,7 @@ class FloorConfig(Section):
         description="Share of the query's keywords that also lets a memory in.",
     )
     relevance: float = Field(
-        default=0.275,
+        default=0.25,
         ge=0,
         le=1,
         description="Least relevance relative to the query's best memory (the drop-off).",
