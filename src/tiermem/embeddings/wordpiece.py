@@ -2,10 +2,11 @@
 
 The default embedder needs only this from a tokenizer library, and the ``tokenizers``
 package would bring huggingface_hub and hf_xet (about 37 MB of the default install, and
-0.2 s of a fresh process's first context, docs/benchmarks.md). The steps are those of
+0.1-0.2 s of a fresh process's first context, docs/benchmarks.md). The steps are those of
 the Hugging Face ``BertNormalizer``, ``BertPreTokenizer``, ``WordPiece`` model and
-``[CLS] … [SEP]`` template, and give the same ids (tests/test_embeddings_onnx.py compares
-them on every LoCoMo turn and on odd Unicode).
+``[CLS] … [SEP]`` template, and give the same ids (tests/test_embeddings_wordpiece.py
+compares them with the fast tokenizer's; they also matched on every LoCoMo turn and
+question, docs/embeddings.md).
 """
 
 from __future__ import annotations
