@@ -187,8 +187,8 @@ class Memory:
 
     def _preload_model(self) -> None:
         """Start loading a local embedding model in a background thread: the first context
-        or add needs it, and meanwhile the store opens and the keyword search runs (a fresh
-        process's first ``get_context`` is ~0.2 s sooner, docs/benchmarks.md)."""
+        or add needs it, and meanwhile the store opens and the keyword search runs (the cold
+        start, docs/benchmarks.md). A failure here is raised again where the model is used."""
         spec = self._embedder_spec or self.config.embedding_model
         if isinstance(spec, str) and spec.startswith("local/"):
             threading.Thread(target=self._preload, name="tiermem-preload", daemon=True).start()
