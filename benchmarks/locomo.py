@@ -6,8 +6,10 @@ question of categories 1-4 build a context and check which evidence turns' text 
 
 In the same run, with the same budget and the same rendering, three baselines:
 buffer-only (the most recent turns), BM25-only and dense-only (MiniLM) retrieval, and
-tiermem with its relevance floor off ("tiermem, no floor") and at each ``--floors``
-similarity, which shows what the floor saves in tokens and what it costs in recall.
+tiermem with its relevance floor off ("tiermem, no floor"), with its absolute check alone
+("tiermem, absolute only": drop-off 0) and at each ``--floors`` drop-off (the least
+relevance relative to the query's best memory), which shows what the floor saves in
+tokens and what it costs in recall.
 Tokens are counted with o200k_base over the whole rendered context.
 
 With ``--embedders local/all-MiniLM-L6-v2 torch/all-MiniLM-L6-v2`` tiermem runs once per
@@ -16,7 +18,7 @@ each is printed side by side; the baselines run with the first.
 
 Usage:
     python benchmarks/locomo.py ../shared/data/locomo [--budgets 500 1000 2000] [--quick]
-        [--floors 0.4 0.45]
+        [--floors 0.25 0.35]
         [--embedders local/all-MiniLM-L6-v2 torch/all-MiniLM-L6-v2]
 """
 
@@ -210,9 +212,9 @@ def run(
     default = memory.planner.settings
     no_floor = default.floor.model_copy(update={"enabled": False})
     variants = {"tiermem, no floor": default.model_copy(update={"floor": no_floor})}
-    for value in floors:
-        floor = default.floor.model_copy(update={"similarity": value})
-        variants[f"tiermem, floor {value:g}"] = default.model_copy(update={"floor": floor})
+    for name, value in [("absolute only", 0.0), *((f"drop-off {v:g}", v) for v in floors)]:
+        floor = default.floor.model_copy(update={"relevance": value})
+        variants[f"tiermem, {name}"] = default.model_copy(update={"floor": floor})
     try:
         for conv in conversations:
             questions = conv.questions[:20] if quick else conv.questions
@@ -330,22 +332,25 @@ def report(result: dict[str, Any], command: str) -> None:
     off = result["variant_tokens"].get("tiermem, no floor", {})
     floor_table = Table(
         title=f"Relevance floor (default: similarity {floor['similarity']:g}, keywords "
-        f"{floor['keywords']:g}, neighbours {floor['neighbours']}): mean tokens / recall"
+        f"{floor['keywords']:g}, neighbours {floor['neighbours']}, drop-off "
+        f"{floor['relevance']:g}): mean tokens / recall"
     )
     floor_table.add_column("tiermem")
     for b in result["budgets"]:
         floor_table.add_column(f"{b} tokens", justify="right")
     rows = {"default floor": (result["mean_tokens"], result["recall"]["tiermem"])}
     rows |= {n: (t, result["recall"][n]) for n, t in result["variant_tokens"].items()}
+    off_recall = result["recall"].get("tiermem, no floor", {})
     for name, (tokens, recalls) in rows.items():
         cells = []
         for b in result["budgets"]:
-            saved = (
-                f" ({1 - tokens[b] / off[b]:.0%} fewer)"
-                if off and name != "tiermem, no floor"
-                else ""
-            )
-            cells.append(f"{tokens[b]:.0f}{saved} / {recalls[b]:.3f}")
+            cell = f"{tokens[b]:.0f} / {recalls[b]:.3f}"
+            if off and name != "tiermem, no floor":  # against no floor: tokens saved, recall
+                cell = (
+                    f"{tokens[b]:.0f} ({1 - tokens[b] / off[b]:.1%} fewer) / "
+                    f"{recalls[b]:.3f} ({recalls[b] - off_recall[b]:+.4f})"
+                )
+            cells.append(cell)
         floor_table.add_row(name, *cells)
     console.print(floor_table)
     spread = ", ".join(f"{n}: {v:.3f}" for n, v in result["per_conversation"].items())
@@ -390,8 +395,8 @@ def main(argv: list[str] | None = None) -> int:
         "--floors",
         type=float,
         nargs="*",
-        default=[0.35, 0.45],
-        help="similarity floors to compare with the default and with none",
+        default=[0.25, 0.35],
+        help="drop-offs (floor.relevance) to compare with the default and with none",
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo.json")
     parser.add_argument(

@@ -20,14 +20,19 @@ def test_locomo_quick_run_reports_every_method(tmp_path: Path) -> None:
     )
     assert result["questions"] == 3
     recall = result["recall"]
-    floors = {"tiermem, no floor", "tiermem, floor 0.35", "tiermem, floor 0.45"}
+    floors = {
+        "tiermem, no floor",
+        "tiermem, absolute only",
+        "tiermem, drop-off 0.25",
+        "tiermem, drop-off 0.35",
+    }
     assert set(recall) == {"tiermem", "buffer-only", "bm25-only", "dense-only", *floors}
     assert recall["tiermem, no floor"]["400"] == 1.0  # the whole history fits in 400 tokens
     assert all(v <= b for b, v in result["mean_tokens"].items() for b in [float(b)])
     tokens = result["variant_tokens"]
     assert set(tokens) == floors and result["floor"]["enabled"]
     # At 400 tokens everything fits: a floor can only leave memories out.
-    assert tokens["tiermem, floor 0.45"]["400"] <= tokens["tiermem, no floor"]["400"]
+    assert tokens["tiermem, drop-off 0.35"]["400"] <= tokens["tiermem, no floor"]["400"]
     assert result["mean_tokens"]["400"] <= tokens["tiermem, no floor"]["400"]
     assert "LoCoMo evidence recall" in proc.stdout and "Relevance floor" in proc.stdout
 

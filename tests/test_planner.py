@@ -325,13 +325,14 @@ def test_score_blends_relevance_recency_and_importance() -> None:
 def test_what_the_line_estimates_leave_is_filled_by_exact_count() -> None:
     lines = [f"Ana: line number {i} of the talk!" for i in range(60)]
     candidates = [cand(text, 0.9 - i / 200) for i, text in enumerate(lines)]
+    fill = {"diversity": 0.0, "floor": {"enabled": False}}  # the filling, not the floor
     for budget in (60, 150, 400):
-        ctx = planner(diversity=0.0).plan("q", max_tokens=budget, candidates=candidates)
+        ctx = planner(**fill).plan("q", max_tokens=budget, candidates=candidates)
         assert ctx.total_tokens == recount(ctx) <= budget
         shown = {i.content for i in ctx.items}
         assert not any(  # no line left out would still have fitted
             recount(
-                planner(diversity=0.0).plan(
+                planner(**fill).plan(
                     "q",
                     max_tokens=10_000,
                     candidates=[c for c in candidates if c.content in shown or c.content == extra],
@@ -473,6 +474,25 @@ def test_the_floor_is_absolute_not_relative_to_the_pool() -> None:
     assert relevance[-1] == 1.0  # though its relative relevance is the top one
 
 
+def test_the_drop_off_ends_a_context_where_the_evidence_falls_away_from_the_best() -> None:
+    strong = [cand(f"Ana bakes rye loaves at the fair, stall {i}.", 0.8) for i in range(4)]
+    weak = [cand(f"Bo mentioned the weather on walk {i}.", 0.3 + i / 1000) for i in range(80)]
+    ctx = planner().plan("what does Ana bake?", max_tokens=500, candidates=strong + weak)
+    assert {i.content for i in ctx.items} == {c.content for c in strong}
+    assert all(c.relevance < 0.25 for c in weak)  # relevance is relative: the best is 1
+    filled = planner(floor={"relevance": 0.0}).plan(
+        "what does Ana bake?", max_tokens=500, candidates=strong + weak
+    )
+    assert len(filled.items) > 30 and filled.total_tokens > 450  # absolute evidence only
+
+
+def test_the_drop_off_leaves_a_pool_that_fits_whole() -> None:
+    pool = [cand(f"Ana bakes rye loaves, batch {i}.", 0.8 - i / 10) for i in range(5)]
+    ctx = planner().plan("what does Ana bake?", max_tokens=1000, candidates=pool)
+    assert len(ctx.items) == 5  # all have absolute evidence and all fit: nothing to cut
+    assert min(c.relevance for c in pool) < 0.25
+
+
 def test_all_the_query_keywords_let_a_dissimilar_memory_in() -> None:
     found = cand("Moinho Velho supplies the rye.", 0.05)
     half = cand("Moinho is a word for mill.", 0.05)
@@ -526,7 +546,15 @@ def test_explain_shows_the_absolute_evidence_beside_the_score() -> None:
 
 
 @pytest.mark.parametrize(
-    "floor", [{"similarity": 1.5}, {"similarity": -2}, {"keywords": 0}, {"keywords": 1.2}]
+    "floor",
+    [
+        {"similarity": 1.5},
+        {"similarity": -2},
+        {"keywords": 0},
+        {"keywords": 1.2},
+        {"relevance": -0.1},
+        {"relevance": 1.5},
+    ],
 )
 def test_bad_floor_settings_are_refused(floor: dict[str, float]) -> None:
     from tiermem.config import TiermemConfig

