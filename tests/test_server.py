@@ -620,14 +620,16 @@ def test_tiermem_serve_and_keys_commands(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
     db = str(tmp_path / "served.db")
     cli = [sys.executable, "-m", "tiermem.cli"]
-    refused = subprocess.run(
-        [*cli, "serve", "--db", db, "--host", "0.0.0.0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert refused.returncode == 1 and "loopback" in refused.stderr
+    for _ in range(3):  # it exits while the model still loads: cleanly, every time
+        refused = subprocess.run(
+            [*cli, "serve", "--db", db, "--host", "0.0.0.0"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert refused.returncode == 1 and "loopback" in refused.stderr, refused.stderr
+        assert "terminate called" not in refused.stderr
     port = free_port()
     server = subprocess.Popen(
         [*cli, "serve", "--db", db, "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True

@@ -192,7 +192,9 @@ class Memory:
         start, docs/benchmarks.md). A failure here is raised again where the model is used."""
         spec = self._embedder_spec or self.config.embedding_model
         if isinstance(spec, str) and spec.startswith("local/"):
-            threading.Thread(target=self._preload, name="tiermem-preload", daemon=True).start()
+            # not a daemon: a process that exits at once waits for the load instead of
+            # killing onnxruntime mid-load (an abort at exit)
+            threading.Thread(target=self._preload, name="tiermem-preload").start()
 
     def _preload(self) -> None:
         try:
