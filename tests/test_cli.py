@@ -116,6 +116,7 @@ def test_demo_shows_every_tier(capsys) -> None:
         "synopsis",
         "get_context",
         "tiermem serve",
+        "pip install 'tiermem[server]'",  # rich markup would swallow an unescaped [server]
     ):
         assert part in out
     assert "Moinho Velho" in out

@@ -90,7 +90,7 @@ def run_demo(db: str | None = None, max_tokens: int = 500, console: Console | No
                 _show_context(memory, question, max_tokens, console)
         console.print(
             "Next: [bold]tiermem serve[/] puts this memory behind an HTTP API, MCP at /mcp "
-            "and an inspector at /ui (pip install 'tiermem[server]'; docs/server.md)."
+            "and an inspector at /ui (pip install 'tiermem\\[server]'; docs/server.md)."
         )
     finally:
         if folder is not None:
