@@ -6,11 +6,14 @@ validation, batching, caching and normalization as the providers.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import os
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -105,3 +108,19 @@ def torch_minilm() -> SentenceTransformerEmbedder:
     embedder = SentenceTransformerEmbedder()
     embedder.embed(["warm up"])
     return embedder
+
+
+def assert_threads_and_coroutines_agree(make: Callable[[], BaseEmbedder]) -> None:
+    """One embedder (fresh from ``make``, no cache) called from 4 threads, then from 4
+    coroutines, gives the vectors another gives to one call over all the texts."""
+    texts = [f"message number {i} about topic {i % 4}" for i in range(40)]
+    expected = make().embed(texts)
+    fresh = make()
+    with ThreadPoolExecutor(4) as pool:
+        parts = list(pool.map(lambda i: fresh.embed(texts[i : i + 10]), range(0, 40, 10)))
+    assert np.allclose(np.vstack(parts), expected, atol=1e-5)
+
+    async def gather() -> list[np.ndarray]:
+        return await asyncio.gather(*(fresh.aembed(texts[i : i + 10]) for i in range(0, 40, 10)))
+
+    assert np.allclose(np.vstack(asyncio.run(gather())), expected, atol=1e-5)

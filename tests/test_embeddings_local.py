@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -76,17 +74,7 @@ def test_meaning_is_captured(model: SentenceTransformerEmbedder) -> None:
 
 
 def test_threads_and_coroutines_get_the_same_vectors(model: SentenceTransformerEmbedder) -> None:
-    texts = [f"message number {i} about topic {i % 4}" for i in range(40)]
-    expected = SentenceTransformerEmbedder(cache_size=0).embed(texts)
-    fresh = SentenceTransformerEmbedder(cache_size=0)
-    with ThreadPoolExecutor(4) as pool:
-        parts = list(pool.map(lambda i: fresh.embed(texts[i : i + 10]), range(0, 40, 10)))
-    assert np.allclose(np.vstack(parts), expected, atol=1e-5)
-
-    async def gather() -> list[np.ndarray]:
-        return await asyncio.gather(*(fresh.aembed(texts[i : i + 10]) for i in range(0, 40, 10)))
-
-    assert np.allclose(np.vstack(asyncio.run(gather())), expected, atol=1e-5)
+    embedders.assert_threads_and_coroutines_agree(lambda: SentenceTransformerEmbedder(cache_size=0))
 
 
 def test_working_memory_with_the_real_model(model: SentenceTransformerEmbedder) -> None:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -68,17 +66,7 @@ def test_meaning_is_captured(model: OnnxEmbedder) -> None:
 
 
 def test_threads_and_coroutines_get_the_same_vectors() -> None:
-    texts = [f"message number {i} about topic {i % 4}" for i in range(40)]
-    expected = OnnxEmbedder(cache_size=0).embed(texts)
-    fresh = OnnxEmbedder(cache_size=0)
-    with ThreadPoolExecutor(4) as pool:
-        parts = list(pool.map(lambda i: fresh.embed(texts[i : i + 10]), range(0, 40, 10)))
-    assert np.allclose(np.vstack(parts), expected, atol=1e-5)
-
-    async def gather() -> list[np.ndarray]:
-        return await asyncio.gather(*(fresh.aembed(texts[i : i + 10]) for i in range(0, 40, 10)))
-
-    assert np.allclose(np.vstack(asyncio.run(gather())), expected, atol=1e-5)
+    embedders.assert_threads_and_coroutines_agree(lambda: OnnxEmbedder(cache_size=0))
 
 
 def test_model_path_loads_a_copy_and_reads_its_dimension(

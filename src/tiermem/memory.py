@@ -500,9 +500,7 @@ class Memory:
                 "memory.durability", "messages are not committed at once", "use add_messages"
             )
         batch = self._batch(messages, user_id, session_id)
-        op = append_op(
-            user_id, session_id, batch, check_text_id(agent_id, "agent_id"), None, self._max_chars()
-        )
+        op = append_op(user_id, session_id, batch, agent_id, None, self._max_chars())
         return batch, op
 
     def commit_staged(self, ops: Iterable[AppendOp]) -> None:
