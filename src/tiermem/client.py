@@ -15,18 +15,22 @@ answer, and the sync or async client only sends it.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Mapping
+import uuid
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 import httpx
 
-from tiermem.errors import InvalidTypeError, StoreUnavailableError, TiermemError
+from tiermem.errors import InputError, InvalidTypeError, StoreUnavailableError, TiermemError
 from tiermem.messages import Content, Message
 from tiermem.planner import Context
 from tiermem.stores.base import MemoryRecord, SearchResult, StoreStats
 from tiermem.stores.transcript import SessionInfo, TranscriptRow, WorkStats
+
+if TYPE_CHECKING:
+    from tiermem.api import AsyncMemoryAPI, MemoryAPI
 from tiermem.synopsis import Synopsis
 from tiermem.wire import (
     context_from_json,
@@ -40,6 +44,7 @@ from tiermem.wire import (
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class Call(Generic[T]):
     read: Callable[[Any], T]
     json: Any = None
     params: Mapping[str, Any] | None = None
+    missing_ok: bool = False
 
 
 def _jsonable(value: Any) -> Any:
@@ -129,142 +135,297 @@ def _stats(data: Mapping[str, Any]) -> StoreStats:
     )
 
 
-class Calls:
-    """The requests of every operation (shared by the sync and async clients)."""
+# -- one request builder per operation: the signature users call, no I/O ---------------
 
-    @staticmethod
-    def add_messages(
-        batch: builtins.list[Message], user_id: str, session_id: str | None
-    ) -> Call[builtins.list[Message]]:
-        body = {
-            "user_id": user_id,
-            "session_id": session_id,
-            "messages": [m.to_dict() for m in batch],
-        }
-        return Call("POST", "/v1/messages", lambda data: batch, json=body)
 
-    @staticmethod
-    def remember(
-        content: str,
-        user_id: str,
-        memory_type: str,
-        importance: float,
-        session_id: str | None,
-        agent_id: str | None,
-        metadata: Mapping[str, Any] | None,
-    ) -> Call[str]:
-        body = {
-            "user_id": user_id,
-            "content": content,
-            "memory_type": memory_type,
-            "importance": importance,
-            "session_id": session_id,
-            "agent_id": agent_id,
-            "metadata": metadata,
-        }
-        return Call("POST", "/v1/memories", lambda data: str(data["id"]), json=body)
+def add(
+    role: str,
+    content: Content,
+    user_id: str,
+    session_id: str | None = None,
+    timestamp: Any = None,
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    agent_id: str | None = None,
+    **fields: Any,
+) -> Call[Message]:
+    """Add one message of a conversation (see :meth:`tiermem.Memory.add`)."""
+    message = _message(role, content, user_id, session_id, timestamp, metadata, fields)
+    return _append([message], user_id, session_id, agent_id, lambda batch: batch[0])
 
-    @staticmethod
-    def search(
-        query: str, user_id: str, k: int, filters: Mapping[str, Any] | None, mode: str
-    ) -> Call[list[SearchResult]]:
-        body = {"user_id": user_id, "query": query, "k": k, "filters": filters, "mode": mode}
-        return Call(
-            "POST", "/v1/search", lambda d: [hit_from_json(h) for h in d["results"]], json=body
+
+def add_messages(
+    messages: Iterable[Message | Mapping[str, Any]],
+    user_id: str,
+    session_id: str | None = None,
+    *,
+    agent_id: str | None = None,
+) -> Call[builtins.list[Message]]:
+    """Add a history, all or none (see :meth:`tiermem.Memory.add_messages`)."""
+    return _append(_messages(messages, user_id, session_id), user_id, session_id, agent_id, list)
+
+
+def _append(
+    batch: builtins.list[Message],
+    user_id: str,
+    session_id: str | None,
+    agent_id: str | None,
+    result: Callable[[builtins.list[Message]], T],
+) -> Call[T]:
+    body = {
+        "user_id": user_id,
+        "session_id": session_id,
+        "agent_id": agent_id,
+        "messages": [m.to_dict() for m in batch],
+    }
+    return Call("POST", "/v1/messages", lambda data: result(batch), json=body)
+
+
+def remember(
+    content: str,
+    user_id: str,
+    memory_type: str = "fact",
+    importance: float = 0.5,
+    *,
+    session_id: str | None = None,
+    agent_id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Call[str]:
+    """Store a fact, preference or other memory now; its id."""
+    body = {
+        "user_id": user_id,
+        "content": content,
+        "memory_type": memory_type,
+        "importance": importance,
+        "session_id": session_id,
+        "agent_id": agent_id,
+        "metadata": metadata,
+    }
+    return Call("POST", "/v1/memories", lambda data: str(data["id"]), json=body)
+
+
+def update_memory(
+    memory_id: str,
+    user_id: str,
+    *,
+    content: str | None = None,
+    memory_type: str | None = None,
+    importance: float | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Call[MemoryRecord]:
+    """Change a memory's content, type, importance or metadata; the new record."""
+    changes = {"content": content, "memory_type": memory_type, "importance": importance}
+    body = {k: v for k, v in {**changes, "metadata": metadata}.items() if v is not None}
+    path = f"/v1/memories/{_segment(memory_id, 'memory_id')}"
+    return Call("PATCH", path, record_from_json, json=body, params={"user_id": user_id})
+
+
+def get_context(
+    query: str,
+    user_id: str,
+    session_id: str | None = None,
+    max_tokens: int | None = None,
+) -> Call[Context]:
+    """The context for ``query``, fitted to ``max_tokens`` and explained."""
+    body = {"user_id": user_id, "query": query, "session_id": session_id, "max_tokens": max_tokens}
+    return Call("POST", "/v1/context", context_from_json, json=body)
+
+
+def search(
+    query: str,
+    user_id: str,
+    k: int = 10,
+    filters: Mapping[str, Any] | None = None,
+    *,
+    mode: str = "hybrid",
+) -> Call[builtins.list[SearchResult]]:
+    """Search the user's long-term memories, best first."""
+    body = {"user_id": user_id, "query": query, "k": k, "filters": filters, "mode": mode}
+    return Call("POST", "/v1/search", lambda d: [hit_from_json(h) for h in d["results"]], json=body)
+
+
+def list_memories(
+    user_id: str,
+    *,
+    limit: int = 100,
+    offset: int = 0,
+    memory_type: str | Iterable[str] | None = None,
+    session_id: str | None = None,
+    agent_id: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+) -> Call[builtins.list[MemoryRecord]]:
+    """A page of the user's memories, newest first."""
+    if isinstance(offset, int) and not isinstance(offset, bool) and offset < 0:
+        raise InputError("offset", f"{offset} is negative", "use 0 or more")
+    params = {
+        "user_id": user_id,
+        "limit": limit,
+        "cursor": str(offset) if offset else None,
+        "memory_type": [memory_type] if isinstance(memory_type, str) else memory_type,
+        "session_id": session_id,
+        "agent_id": agent_id,
+        "created_after": created_after,
+        "created_before": created_before,
+    }
+    read = _records("memories")
+    return Call("GET", "/v1/memories", read, params=params)
+
+
+def get_memory(memory_id: str, user_id: str) -> Call[MemoryRecord | None]:
+    """One memory of the user; None if the user has none with this id."""
+    path = f"/v1/memories/{_segment(memory_id, 'memory_id')}"
+    return Call("GET", path, record_from_json, params={"user_id": user_id}, missing_ok=True)
+
+
+def history(user_id: str, session_id: str | None = None) -> Call[builtins.list[Message]]:
+    """Every message of a session, in order, whole."""
+    params = {"session_id": session_id}
+    return Call("GET", _user_path(user_id, "messages"), _messages_read, params=params)
+
+
+def recent(
+    user_id: str, session_id: str | None = None, limit: int = 20
+) -> Call[builtins.list[Message]]:
+    """The newest ``limit`` messages of a session, oldest first."""
+    params = {"session_id": session_id, "limit": limit}
+    return Call("GET", _user_path(user_id, "recent"), _messages_read, params=params)
+
+
+def sessions(user_id: str) -> Call[builtins.list[SessionInfo]]:
+    """The user's sessions, most recently active first."""
+    read = lambda d: [session_from_json(s) for s in d["sessions"]]  # noqa: E731
+    return Call("GET", _user_path(user_id, "sessions"), read)
+
+
+def synopsis(user_id: str) -> Call[Synopsis]:
+    """The user's synopsis (cached; generated on a miss)."""
+    return Call("GET", _user_path(user_id, "synopsis"), Synopsis.from_dict)
+
+
+def generate_synopsis(user_id: str) -> Call[Synopsis]:
+    """Regenerate and cache the user's synopsis now."""
+    return Call("POST", _user_path(user_id, "synopsis"), Synopsis.from_dict)
+
+
+def facts(
+    user_id: str, *, current: bool = True, limit: int = 1000
+) -> Call[builtins.list[MemoryRecord]]:
+    """Facts extracted from the user's conversations, newest first."""
+    params = {"current": current, "limit": limit}
+    return Call("GET", _user_path(user_id, "facts"), _records("facts"), params=params)
+
+
+def fact_history(memory_id: str, user_id: str) -> Call[builtins.list[MemoryRecord]]:
+    """Every version of a fact, oldest first."""
+    path = _user_path(user_id, f"facts/{_segment(memory_id, 'memory_id')}/history")
+    return Call("GET", path, _records("versions"))
+
+
+def stats(user_id: str) -> Call[StoreStats]:
+    """Counts per type, time span, access and importance figures of the user."""
+    return Call("GET", _user_path(user_id, "stats"), _stats)
+
+
+def forget(memory_id: str, user_id: str) -> Call[bool]:
+    """Delete one memory and what was derived from it; False if there was none."""
+    path = f"/v1/memories/{_segment(memory_id, 'memory_id')}"
+    return Call("DELETE", path, lambda d: bool(d["deleted"]), params={"user_id": user_id})
+
+
+def forget_messages(user_id: str, message_ids: Iterable[str]) -> Call[int]:
+    """Delete these messages of the user; how many went."""
+    ids = [message_ids] if isinstance(message_ids, str) else message_ids
+    if not isinstance(ids, Iterable):
+        raise InvalidTypeError("message_ids", f"expected a list, got {type(ids).__name__}")
+    body = {"message_ids": list(ids)}
+    return Call("POST", _user_path(user_id, "messages/forget"), _deleted, json=body)
+
+
+def forget_session(user_id: str, session_id: str | None = None) -> Call[int]:
+    """Delete a session: its messages, summary and index lines."""
+    body = {"session_id": session_id}
+    return Call("POST", _user_path(user_id, "sessions/forget"), _deleted, json=body)
+
+
+def forget_user(user_id: str) -> Call[int]:
+    """Erase everything of the user; how many long-term memories went."""
+    return Call("DELETE", _user_path(user_id), _deleted)
+
+
+def end_session(user_id: str, session_id: str | None = None) -> Call[str | None]:
+    """Fold a session into its final summary; the summary."""
+    body = {"session_id": session_id}
+    return Call("POST", _user_path(user_id, "sessions/end"), lambda d: d["summary"], json=body)
+
+
+def extract_facts(user_id: str, session_id: str | None = None) -> Call[builtins.list[str]]:
+    """Extract facts from the session's unread messages now; the facts' ids."""
+    body = {"session_id": session_id}
+    path = _user_path(user_id, "facts/extract")
+    return Call("POST", path, lambda d: [str(i) for i in d["ids"]], json=body)
+
+
+def work_stats(user_id: str | None = None) -> Call[WorkStats]:
+    """Messages pending, done and failed (one user's, or everyone's)."""
+    if user_id is None:
+        return Call("GET", "/v1/work", _everyone)
+    return Call("GET", _user_path(user_id, "work"), work_from_json, params={"limit": 1})
+
+
+def failed(user_id: str, limit: int = 100) -> Call[builtins.list[TranscriptRow]]:
+    """The user's messages that could not be indexed, with their errors."""
+    read = lambda d: [row_from_json(r) for r in d["rows"]]  # noqa: E731
+    return Call("GET", _user_path(user_id, "work"), read, params={"limit": limit})
+
+
+def retry_failed(user_id: str) -> Call[int]:
+    """Queue the user's failed messages again; how many."""
+    return Call("POST", _user_path(user_id, "work/retry"), lambda d: int(d["retried"]))
+
+
+def flush(timeout: float | None = None) -> Call[bool]:
+    """Wait until the server's pending work is done (at most 60 s); False on timeout."""
+    if not isinstance(timeout, (int, float, type(None))) or isinstance(timeout, bool):
+        raise InvalidTypeError("timeout", f"must be seconds or None, got {timeout!r}")
+    body = {"timeout": 60.0 if timeout is None else min(timeout, 60.0)}
+    return Call("POST", "/v1/flush", lambda d: bool(d["done"]), json=body)
+
+
+def _user_path(user_id: str, rest: str = "") -> str:
+    return f"/v1/users/{_segment(user_id, 'user_id')}" + (f"/{rest}" if rest else "")
+
+
+def _records(key: str) -> Callable[[Any], builtins.list[MemoryRecord]]:
+    return lambda d: [record_from_json(r) for r in d[key]]
+
+
+def _messages_read(data: Any) -> builtins.list[Message]:
+    return [Message.from_dict(m) for m in data["messages"]]
+
+
+def _everyone(data: Any) -> WorkStats:
+    if data.get("store") is None:
+        raise InputError(
+            "user_id", "is required with a tenant's key", "ask for one user's work_stats"
         )
-
-    @staticmethod
-    def get_context(
-        query: str, user_id: str, session_id: str | None, max_tokens: int | None
-    ) -> Call[Context]:
-        body = {
-            "user_id": user_id,
-            "query": query,
-            "session_id": session_id,
-            "max_tokens": max_tokens,
-        }
-        return Call("POST", "/v1/context", context_from_json, json=body)
-
-    @staticmethod
-    def synopsis(user_id: str) -> Call[Synopsis]:
-        return Call("GET", f"/v1/users/{_segment(user_id)}/synopsis", Synopsis.from_dict)
-
-    @staticmethod
-    def forget(memory_id: str, user_id: str) -> Call[bool]:
-        path = f"/v1/memories/{_segment(memory_id)}"
-        return Call("DELETE", path, lambda d: bool(d["deleted"]), params={"user_id": user_id})
-
-    @staticmethod
-    def forget_user(user_id: str) -> Call[int]:
-        return Call("DELETE", f"/v1/users/{_segment(user_id)}", lambda d: int(d["deleted"]))
-
-    @staticmethod
-    def flush(timeout: float | None) -> Call[bool]:
-        body = {"timeout": 60.0 if timeout is None else min(timeout, 60.0)}
-        return Call("POST", "/v1/flush", lambda d: bool(d["done"]), json=body)
-
-    @staticmethod
-    def list(
-        user_id: str, limit: int, offset: int, filters: Mapping[str, Any]
-    ) -> Call[builtins.list[MemoryRecord]]:
-        params = {"user_id": user_id, "limit": limit, **filters}
-        if offset:
-            params["cursor"] = str(offset)
-        return Call(
-            "GET",
-            "/v1/memories",
-            lambda d: [record_from_json(r) for r in d["memories"]],
-            params=params,
-        )
-
-    @staticmethod
-    def get(user_id: str, memory_id: Any) -> Call[MemoryRecord]:
-        path = f"/v1/memories/{_segment(str(memory_id))}"
-        return Call("GET", path, record_from_json, params={"user_id": user_id})
-
-    @staticmethod
-    def update(user_id: str, memory_id: Any, fields: Mapping[str, Any]) -> Call[MemoryRecord]:
-        path = f"/v1/memories/{_segment(str(memory_id))}"
-        return Call("PATCH", path, record_from_json, json=dict(fields), params={"user_id": user_id})
-
-    @staticmethod
-    def stats(user_id: str) -> Call[StoreStats]:
-        return Call("GET", f"/v1/users/{_segment(user_id)}/stats", _stats)
-
-    @staticmethod
-    def sessions(user_id: str) -> Call[builtins.list[SessionInfo]]:
-        path = f"/v1/users/{_segment(user_id)}/sessions"
-        return Call("GET", path, lambda d: [session_from_json(s) for s in d["sessions"]])
-
-    @staticmethod
-    def history(user_id: str, session_id: str | None) -> Call[builtins.list[Message]]:
-        path = f"/v1/users/{_segment(user_id)}/messages"
-        params = {"session_id": session_id} if session_id is not None else {}
-        return Call(
-            "GET", path, lambda d: [Message.from_dict(m) for m in d["messages"]], params=params
-        )
-
-    @staticmethod
-    def work(user_id: str, limit: int) -> Call[tuple[WorkStats, builtins.list[TranscriptRow]]]:
-        def read(data: Any) -> tuple[WorkStats, builtins.list[TranscriptRow]]:
-            return work_from_json(data), [row_from_json(r) for r in data["rows"]]
-
-        path = f"/v1/users/{_segment(user_id)}/work"
-        return Call("GET", path, read, params={"limit": limit})
-
-    @staticmethod
-    def retry_failed(user_id: str) -> Call[int]:
-        path = f"/v1/users/{_segment(user_id)}/work/retry"
-        return Call("POST", path, lambda d: int(d["retried"]))
+    return work_from_json(data["store"])
 
 
-def _segment(value: Any) -> str:
-    """A path segment, percent-encoded (a user id may hold '/', '?' or spaces)."""
+def _deleted(data: Any) -> int:
+    return int(data["deleted"])
+
+
+def _segment(value: Any, field: str = "id") -> str:
+    """A path segment, percent-encoded: a user id may hold '/', '?' or spaces, and a
+    segment of dots (``.``, ``..``) is encoded so no HTTP library removes it."""
+    if isinstance(value, uuid.UUID):
+        value = str(value)
     if not isinstance(value, str):
-        raise InvalidTypeError("id", f"must be a str, got {type(value).__name__}")
+        raise InvalidTypeError(field, f"must be a str, got {type(value).__name__}")
     from urllib.parse import quote
 
-    return quote(value, safe="")
+    return quote(value, safe="").replace(".", "%2E")
 
 
 def _answer(response: httpx.Response) -> Any:
@@ -290,8 +451,43 @@ def _headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
+class _Sync(Protocol):
+    def call(self, call: Call[T]) -> T: ...
+
+
+class _Async(Protocol):
+    async def call(self, call: Call[T]) -> T: ...
+
+
+C = TypeVar("C", bound=_Sync)
+A = TypeVar("A", bound=_Async)
+
+
+def _sends(build: Callable[P, Call[T]]) -> Callable[Concatenate[C, P], T]:
+    """A client method that sends the request ``build`` describes."""
+
+    def method(self: C, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.call(build(*args, **kwargs))
+
+    method.__name__ = method.__qualname__ = build.__name__
+    method.__doc__ = build.__doc__
+    return method
+
+
+def _asends(build: Callable[P, Call[T]]) -> Callable[Concatenate[A, P], Coroutine[Any, Any, T]]:
+    """The async client's method: the same request, awaited."""
+
+    async def method(self: A, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.call(build(*args, **kwargs))
+
+    method.__name__ = method.__qualname__ = f"a{build.__name__}"
+    method.__doc__ = build.__doc__
+    return method
+
+
 class MemoryClient:
-    """:class:`~tiermem.Memory`'s interface, served by ``tiermem serve`` at ``url``.
+    """:class:`~tiermem.Memory`'s interface (:class:`~tiermem.api.MemoryAPI`), served by
+    ``tiermem serve`` at ``url``.
 
     Args:
         url: the server's base URL.
@@ -312,116 +508,41 @@ class MemoryClient:
         self._http = httpx.Client(
             base_url=self.url, headers=_headers(api_key), timeout=timeout, transport=transport
         )
-        self.store = RemoteStore(self)
 
     def call(self, call: Call[T]) -> T:
         """Send one request; its answer read, or the server's typed error raised."""
         try:
-            response = self._http.request(
-                call.method, call.path, json=_jsonable(call.json), params=_jsonable(call.params)
-            )
+            response = self._http.request(call.method, call.path, **_request(call))
         except httpx.TransportError as exc:
             raise _unreachable(self.url, exc) from exc
-        return call.read(_answer(response))
+        return _read(call, response)
 
-    def add(
-        self,
-        role: str,
-        content: Content,
-        user_id: str,
-        session_id: str | None = None,
-        timestamp: Any = None,
-        metadata: Mapping[str, Any] | None = None,
-        **fields: Any,
-    ) -> Message:
-        """Add one message of a conversation (see :meth:`tiermem.Memory.add`)."""
-        message = _message(role, content, user_id, session_id, timestamp, metadata, fields)
-        return self.call(Calls.add_messages([message], user_id, session_id))[0]
-
-    def add_messages(
-        self,
-        messages: Iterable[Message | Mapping[str, Any]],
-        user_id: str,
-        session_id: str | None = None,
-    ) -> list[Message]:
-        """Import a history (see :meth:`tiermem.Memory.add_messages`)."""
-        batch = _messages(messages, user_id, session_id)
-        return self.call(Calls.add_messages(batch, user_id, session_id))
-
-    def remember(
-        self,
-        content: str,
-        user_id: str,
-        memory_type: str = "fact",
-        importance: float = 0.5,
-        *,
-        session_id: str | None = None,
-        agent_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> str:
-        """Store a fact, preference or other memory now; returns its id."""
-        call = Calls.remember(
-            content, user_id, memory_type, importance, session_id, agent_id, metadata
-        )
-        return self.call(call)
-
-    def search(
-        self,
-        query: str,
-        user_id: str,
-        k: int = 10,
-        filters: Mapping[str, Any] | None = None,
-        *,
-        mode: str = "hybrid",
-    ) -> list[SearchResult]:
-        """Search the user's long-term memories, best first."""
-        return self.call(Calls.search(query, user_id, k, filters, mode))
-
-    def get_context(
-        self,
-        query: str,
-        user_id: str,
-        session_id: str | None = None,
-        max_tokens: int | None = None,
-    ) -> Context:
-        """The context for ``query``, fitted to ``max_tokens``."""
-        return self.call(Calls.get_context(query, user_id, session_id, max_tokens))
-
-    def synopsis(self, user_id: str) -> Synopsis:
-        """What is known about the user."""
-        return self.call(Calls.synopsis(user_id))
-
-    def forget(self, memory_id: str, user_id: str) -> bool:
-        """Delete one memory of ``user_id``; False if it does not exist."""
-        return self.call(Calls.forget(str(memory_id), user_id))
-
-    def forget_user(self, user_id: str) -> int:
-        """Erase everything of ``user_id``; the number of long-term memories deleted."""
-        return self.call(Calls.forget_user(user_id))
-
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait until the server's pending work (embedding, summaries) is done (<= 60 s)."""
-        return self.call(Calls.flush(timeout))
-
-    def sessions(self, user_id: str) -> list[SessionInfo]:
-        """The user's sessions, most recently active first."""
-        return self.call(Calls.sessions(user_id))
-
-    def history(self, user_id: str, session_id: str | None = None) -> list[Message]:
-        """Every message of a session in the order added, whole."""
-        return self.call(Calls.history(user_id, session_id))
-
-    def work_stats(self, user_id: str) -> WorkStats:
-        """The user's messages pending, done and failed in the store."""
-        return self.call(Calls.work(user_id, 1))[0]
-
-    def failed(self, user_id: str, limit: int = 100) -> list[TranscriptRow]:
-        """The user's messages that could not be indexed, each with its ``error``."""
-        return self.call(Calls.work(user_id, limit))[1]
-
-    def retry_failed(self, user_id: str) -> int:
-        """Queue the user's failed messages again; how many."""
-        return self.call(Calls.retry_failed(user_id))
+    add = _sends(add)
+    add_messages = _sends(add_messages)
+    remember = _sends(remember)
+    update_memory = _sends(update_memory)
+    get_context = _sends(get_context)
+    search = _sends(search)
+    list_memories = _sends(list_memories)
+    get_memory = _sends(get_memory)
+    history = _sends(history)
+    recent = _sends(recent)
+    sessions = _sends(sessions)
+    synopsis = _sends(synopsis)
+    generate_synopsis = _sends(generate_synopsis)
+    facts = _sends(facts)
+    fact_history = _sends(fact_history)
+    stats = _sends(stats)
+    forget = _sends(forget)
+    forget_messages = _sends(forget_messages)
+    forget_session = _sends(forget_session)
+    forget_user = _sends(forget_user)
+    end_session = _sends(end_session)
+    extract_facts = _sends(extract_facts)
+    work_stats = _sends(work_stats)
+    failed = _sends(failed)
+    retry_failed = _sends(retry_failed)
+    flush = _sends(flush)
 
     def close(self, timeout: float | None = None) -> None:
         """Close the connections (the server keeps everything it acknowledged)."""
@@ -434,47 +555,9 @@ class MemoryClient:
         self.close()
 
 
-class RemoteStore:
-    """``memory.store``'s reading and editing methods, over HTTP."""
-
-    def __init__(self, client: MemoryClient) -> None:
-        self._client = client
-
-    def list(
-        self, user_id: str, *, limit: int = 100, offset: int = 0, **filters: Any
-    ) -> builtins.list[MemoryRecord]:
-        """A page of the user's memories, newest first."""
-        return self._client.call(Calls.list(user_id, limit, offset, filters))
-
-    def get(self, user_id: str, memory_id: Any) -> MemoryRecord | None:
-        """The memory with this id if it belongs to ``user_id``, else None."""
-        from tiermem.errors import NotFoundError
-
-        try:
-            return self._client.call(Calls.get(user_id, memory_id))
-        except NotFoundError:
-            return None
-
-    def update(self, user_id: str, memory_id: Any, **fields: Any) -> MemoryRecord:
-        """Change content, memory_type, importance or metadata of a memory."""
-        return self._client.call(Calls.update(user_id, memory_id, fields))
-
-    def delete(self, user_id: str, memory_id: Any) -> bool:
-        """Delete one memory; False if the user has none with this id."""
-        return self._client.call(Calls.forget(str(memory_id), user_id))
-
-    def stats(self, user_id: str) -> StoreStats:
-        """Counts per type, time span, access and importance figures of the user."""
-        return self._client.call(Calls.stats(user_id))
-
-    def count(self, user_id: str) -> int:
-        """How many memories the user has."""
-        return self.stats(user_id).count
-
-
 class AsyncMemoryClient:
-    """The async twin of :class:`MemoryClient`, with Memory's async method names
-    (``aadd``, ``asearch``, ``aget_context``...)."""
+    """:class:`MemoryClient` as coroutines (:class:`~tiermem.api.AsyncMemoryAPI`), with
+    Memory's async method names (``aadd``, ``asearch``, ``aget_context``...)."""
 
     def __init__(
         self,
@@ -492,85 +575,40 @@ class AsyncMemoryClient:
     async def call(self, call: Call[T]) -> T:
         """Send one request; its answer read, or the server's typed error raised."""
         try:
-            response = await self._http.request(
-                call.method, call.path, json=_jsonable(call.json), params=_jsonable(call.params)
-            )
+            response = await self._http.request(call.method, call.path, **_request(call))
         except httpx.TransportError as exc:
             raise _unreachable(self.url, exc) from exc
-        return call.read(_answer(response))
+        return _read(call, response)
 
-    async def aadd(
-        self,
-        role: str,
-        content: Content,
-        user_id: str,
-        session_id: str | None = None,
-        timestamp: Any = None,
-        metadata: Mapping[str, Any] | None = None,
-        **fields: Any,
-    ) -> Message:
-        message = _message(role, content, user_id, session_id, timestamp, metadata, fields)
-        added = await self.call(Calls.add_messages([message], user_id, session_id))
-        return added[0]
-
-    async def aadd_messages(
-        self,
-        messages: Iterable[Message | Mapping[str, Any]],
-        user_id: str,
-        session_id: str | None = None,
-    ) -> list[Message]:
-        batch = _messages(messages, user_id, session_id)
-        return await self.call(Calls.add_messages(batch, user_id, session_id))
-
-    async def aremember(
-        self,
-        content: str,
-        user_id: str,
-        memory_type: str = "fact",
-        importance: float = 0.5,
-        *,
-        session_id: str | None = None,
-        agent_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> str:
-        call = Calls.remember(
-            content, user_id, memory_type, importance, session_id, agent_id, metadata
-        )
-        return await self.call(call)
-
-    async def asearch(
-        self,
-        query: str,
-        user_id: str,
-        k: int = 10,
-        filters: Mapping[str, Any] | None = None,
-        *,
-        mode: str = "hybrid",
-    ) -> list[SearchResult]:
-        return await self.call(Calls.search(query, user_id, k, filters, mode))
-
-    async def aget_context(
-        self,
-        query: str,
-        user_id: str,
-        session_id: str | None = None,
-        max_tokens: int | None = None,
-    ) -> Context:
-        return await self.call(Calls.get_context(query, user_id, session_id, max_tokens))
-
-    async def asynopsis(self, user_id: str) -> Synopsis:
-        return await self.call(Calls.synopsis(user_id))
-
-    async def aforget(self, memory_id: str, user_id: str) -> bool:
-        return await self.call(Calls.forget(str(memory_id), user_id))
-
-    async def aforget_user(self, user_id: str) -> int:
-        return await self.call(Calls.forget_user(user_id))
-
-    async def aflush(self, timeout: float | None = None) -> bool:
-        return await self.call(Calls.flush(timeout))
+    aadd = _asends(add)
+    aadd_messages = _asends(add_messages)
+    aremember = _asends(remember)
+    aupdate_memory = _asends(update_memory)
+    aget_context = _asends(get_context)
+    asearch = _asends(search)
+    alist_memories = _asends(list_memories)
+    aget_memory = _asends(get_memory)
+    ahistory = _asends(history)
+    arecent = _asends(recent)
+    asessions = _asends(sessions)
+    asynopsis = _asends(synopsis)
+    agenerate_synopsis = _asends(generate_synopsis)
+    afacts = _asends(facts)
+    afact_history = _asends(fact_history)
+    astats = _asends(stats)
+    aforget = _asends(forget)
+    aforget_messages = _asends(forget_messages)
+    aforget_session = _asends(forget_session)
+    aforget_user = _asends(forget_user)
+    aend_session = _asends(end_session)
+    aextract_facts = _asends(extract_facts)
+    awork_stats = _asends(work_stats)
+    afailed = _asends(failed)
+    aretry_failed = _asends(retry_failed)
+    aflush = _asends(flush)
 
     async def aclose(self, timeout: float | None = None) -> None:
+        """Close the connections (the server keeps everything it acknowledged)."""
         await self._http.aclose()
 
     async def __aenter__(self) -> AsyncMemoryClient:
@@ -580,4 +618,31 @@ class AsyncMemoryClient:
         await self.aclose()
 
 
-__all__ = ["AsyncMemoryClient", "MemoryClient", "RemoteStore"]
+def _request(call: Call[Any]) -> dict[str, Any]:
+    """httpx's arguments of a call: JSON bodies as JSON, and only the parameters given
+    (a None is left out, not sent as an empty value)."""
+    params = {k: v for k, v in (call.params or {}).items() if v is not None}
+    return {"json": _jsonable(call.json), "params": _jsonable(params) or None}
+
+
+def _read(call: Call[T], response: httpx.Response) -> T:
+    if call.missing_ok and response.status_code == 404:
+        body = (
+            response.json()
+            if response.headers.get("content-type", "").startswith("application/json")
+            else {}
+        )
+        if isinstance(body, Mapping) and body.get("error") == "NotFoundError":
+            return None  # type: ignore[return-value]
+    return call.read(_answer(response))
+
+
+if TYPE_CHECKING:  # mypy checks that both clients implement the whole contract
+
+    def _implements(
+        sync: MemoryClient, asynchronous: AsyncMemoryClient
+    ) -> tuple[MemoryAPI, AsyncMemoryAPI]:
+        return sync, asynchronous
+
+
+__all__ = ["AsyncMemoryClient", "MemoryClient"]

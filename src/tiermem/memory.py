@@ -12,14 +12,14 @@ the store: per-session buffers in process hold the conversation.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from tiermem.access import AccessLog
 from tiermem.archive import ArchivedMessage, Archiver, transcript_sink, working_sink
@@ -42,6 +42,9 @@ from tiermem.stores.base import (
     MAX_CONTENT_CHARS,
     SEARCH_FILTERS,
     ListOp,
+    MemoryRecord,
+    SearchResult,
+    StoreStats,
     append_op,
     check_content,
     check_encodable,
@@ -50,8 +53,21 @@ from tiermem.stores.base import (
     check_user_id,
     message_entry,
 )
-from tiermem.stores.transcript import AppendOp, RecentOp, SummaryOp, UnindexedOp
+from tiermem.stores.transcript import (
+    AppendOp,
+    RecentOp,
+    SessionInfo,
+    SummaryOp,
+    TranscriptRow,
+    UnindexedOp,
+    WorkStats,
+)
 from tiermem.tokens import TokenCounter, get_token_counter
+from tiermem.twins import twin
+
+if TYPE_CHECKING:
+    from tiermem.api import AsyncMemoryAPI, MemoryAPI
+    from tiermem.synopsis import Synopsis
 
 log = logging.getLogger(__name__)
 
@@ -433,6 +449,7 @@ class Memory:
 
     def add(
         self,
+        /,
         role: str,
         content: Content,
         user_id: str,
@@ -635,19 +652,21 @@ class Memory:
             self.synopses.memory_added(user_id, memory_type)
         return str(memory_id)
 
-    def synopsis(self, user_id: str) -> Any:
+    def synopsis(self, user_id: str) -> Synopsis:
         """The user's :class:`~tiermem.synopsis.Synopsis` (cached; generated on a miss)."""
         self._check_open()
         if self.synopses is None:
             raise ConfigError("memory.synopsis.enabled", "is false", "enable it to use synopses")
-        return self.synopses.get(_user(user_id))
+        found: Synopsis = self.synopses.get(_user(user_id))
+        return found
 
-    def generate_synopsis(self, user_id: str) -> Any:
+    def generate_synopsis(self, user_id: str) -> Synopsis:
         """Regenerate and cache the user's synopsis now (seed 001's ``generate_synopsis``)."""
         self._check_open()
         if self.synopses is None:
             raise ConfigError("memory.synopsis.enabled", "is false", "enable it to use synopses")
-        return self.synopses.generate_synopsis(_user(user_id))
+        made: Synopsis = self.synopses.generate_synopsis(_user(user_id))
+        return made
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -659,7 +678,7 @@ class Memory:
         filters: Mapping[str, Any] | None = None,
         *,
         mode: str = "hybrid",
-    ) -> list[Any]:
+    ) -> list[SearchResult]:
         """Search the user's long-term memories (hybrid by default), best first."""
         self._check_open()
         _user(user_id)
@@ -806,6 +825,79 @@ class Memory:
             )
         return found
 
+    # -- records ---------------------------------------------------------------------------
+
+    def list_memories(
+        self,
+        user_id: str,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        memory_type: str | Iterable[str] | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        """A page of the user's long-term memories, newest first, filtered by type (one or
+        several), session, agent or creation time."""
+        self._check_open()
+        filters: dict[str, Any] = {
+            "session_id": session_id,
+            "agent_id": agent_id,
+            "created_after": created_after,
+            "created_before": created_before,
+        }
+        if memory_type is not None:
+            filters["memory_type"] = memory_type
+        return list(self.store.list(_user(user_id), limit=limit, offset=offset, **filters))
+
+    def get_memory(self, memory_id: str, user_id: str) -> MemoryRecord | None:
+        """One memory of the user; None if the user has none with this id."""
+        self._check_open()
+        return self.store.get(_user(user_id), memory_id)  # type: ignore[no-any-return]
+
+    def update_memory(
+        self,
+        memory_id: str,
+        user_id: str,
+        *,
+        content: str | None = None,
+        memory_type: str | None = None,
+        importance: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> MemoryRecord:
+        """Change a memory's content (embedded again), type, importance or metadata.
+
+        Raises:
+            InputError: nothing to change, or a value the store cannot hold.
+            NotFoundError: the user has no memory with this id.
+        """
+        self._check_open()
+        user_id = _user(user_id)
+        changes: dict[str, Any] = {
+            "content": content,
+            "memory_type": memory_type,
+            "importance": importance,
+            "metadata": metadata,
+        }
+        changes = {k: v for k, v in changes.items() if v is not None}
+        if not changes:
+            raise InputError(
+                "changes", "is empty", "give content, memory_type, importance or metadata"
+            )
+        if content is not None:
+            changes["embedding"] = self._embed(check_content(content))
+        record: MemoryRecord = self.store.update(user_id, memory_id, **changes)
+        if self.synopses is not None:
+            self.synopses.invalidate(user_id)
+        return record
+
+    def stats(self, user_id: str) -> StoreStats:
+        """Counts per type, time span, access and importance figures of the user."""
+        self._check_open()
+        return self.store.stats(_user(user_id))  # type: ignore[no-any-return]
+
     # -- forgetting and lifecycle ---------------------------------------------------------
 
     def forget(self, memory_id: str, user_id: str) -> bool:
@@ -917,7 +1009,7 @@ class Memory:
                 return written
             written += ids
 
-    def facts(self, user_id: str, *, current: bool = True, limit: int = 1000) -> list[Any]:
+    def facts(self, user_id: str, *, current: bool = True, limit: int = 1000) -> list[MemoryRecord]:
         """The user's facts extracted from conversations (the current versions, or every
         version with ``current=False``), newest first."""
         from tiermem.facts import CURRENT
@@ -927,7 +1019,7 @@ class Memory:
         records = self.store.batch([ListOp(_user(user_id), flt, check_limit(limit))])[0]
         return [r for r in records if current or "claim" in (r.metadata or {})]
 
-    def fact_history(self, memory_id: str, user_id: str) -> list[Any]:
+    def fact_history(self, memory_id: str, user_id: str) -> list[MemoryRecord]:
         """Every version of a fact, oldest first: superseded versions keep their text and
         say until when they held (``metadata["valid_until"]``)."""
         from tiermem.stores.facts import FactVersionsOp
@@ -1012,12 +1104,12 @@ class Memory:
             return len(buffer) if buffer is not None else 0
         return int(self.store.forget_session(user_id, session_id))
 
-    def sessions(self, user_id: str) -> list[Any]:
+    def sessions(self, user_id: str) -> list[SessionInfo]:
         """The user's sessions in the store, most recently active first."""
         self._check_open()
         return list(self.store.sessions(_user(user_id)))
 
-    def failed(self, user_id: str, limit: int = 100) -> list[Any]:
+    def failed(self, user_id: str, limit: int = 100) -> list[TranscriptRow]:
         """The user's messages that could not be indexed, each with its ``error``: they
         stay in the transcript (and the recent window) and are found by keyword."""
         self._check_open()
@@ -1031,10 +1123,11 @@ class Memory:
             self.worker.wake()
         return count
 
-    def work_stats(self, user_id: str | None = None) -> Any:
+    def work_stats(self, user_id: str | None = None) -> WorkStats:
         """Messages pending, done and failed in the store (one user's, or everyone's)."""
         self._check_open()
-        return self.store.work_stats(None if user_id is None else _user(user_id))
+        stats: WorkStats = self.store.work_stats(None if user_id is None else _user(user_id))
+        return stats
 
     @property
     def pending(self) -> int:
@@ -1120,55 +1213,36 @@ class Memory:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- async twins -----------------------------------------------------------------------
+    # -- async twins (the same signatures, run in a thread) ------------------------------
 
-    async def aadd(self, *args: Any, **kwargs: Any) -> Message:
-        """Async twin of :meth:`add` (the commit runs in a thread, off the event loop)."""
-        return await asyncio.to_thread(self.add, *args, **kwargs)
-
-    async def aadd_messages(self, *args: Any, **kwargs: Any) -> list[Message]:
-        """Async twin of :meth:`add_messages` (in a thread, like :meth:`aadd`)."""
-        return await asyncio.to_thread(self.add_messages, *args, **kwargs)
-
-    async def acommit_staged(self, ops: Iterable[AppendOp]) -> None:
-        """Async twin of :meth:`commit_staged` (in a thread)."""
-        await asyncio.to_thread(self.commit_staged, list(ops))
-
-    async def aremember(self, *args: Any, **kwargs: Any) -> str:
-        """Async twin of :meth:`remember` (embeds and writes in a thread)."""
-        return await asyncio.to_thread(self.remember, *args, **kwargs)
-
-    async def asearch(self, *args: Any, **kwargs: Any) -> list[Any]:
-        """Async twin of :meth:`search`."""
-        return await asyncio.to_thread(self.search, *args, **kwargs)
-
-    async def aget_context(self, *args: Any, **kwargs: Any) -> Context:
-        """Async twin of :meth:`get_context`."""
-        return await asyncio.to_thread(self.get_context, *args, **kwargs)
-
-    async def aextract_facts(self, *args: Any, **kwargs: Any) -> list[str]:
-        """Async twin of :meth:`extract_facts`."""
-        return await asyncio.to_thread(self.extract_facts, *args, **kwargs)
-
-    async def afact_history(self, *args: Any, **kwargs: Any) -> list[Any]:
-        """Async twin of :meth:`fact_history`."""
-        return await asyncio.to_thread(self.fact_history, *args, **kwargs)
-
-    async def aforget(self, *args: Any, **kwargs: Any) -> bool:
-        """Async twin of :meth:`forget`."""
-        return await asyncio.to_thread(self.forget, *args, **kwargs)
-
-    async def aforget_user(self, *args: Any, **kwargs: Any) -> int:
-        """Async twin of :meth:`forget_user`."""
-        return await asyncio.to_thread(self.forget_user, *args, **kwargs)
-
-    async def aflush(self, timeout: float | None = None) -> bool:
-        """Async twin of :meth:`flush`."""
-        return await asyncio.to_thread(self.flush, timeout)
-
-    async def aclose(self, timeout: float | None = 30.0) -> None:
-        """Async twin of :meth:`close`."""
-        await asyncio.to_thread(self.close, timeout)
+    aadd = twin(add)
+    aadd_messages = twin(add_messages)
+    acommit_staged = twin(commit_staged)
+    aremember = twin(remember)
+    aupdate_memory = twin(update_memory)
+    asearch = twin(search)
+    aget_context = twin(get_context)
+    alist_memories = twin(list_memories)
+    aget_memory = twin(get_memory)
+    ahistory = twin(history)
+    arecent = twin(recent)
+    asessions = twin(sessions)
+    asynopsis = twin(synopsis)
+    agenerate_synopsis = twin(generate_synopsis)
+    afacts = twin(facts)
+    afact_history = twin(fact_history)
+    astats = twin(stats)
+    aforget = twin(forget)
+    aforget_messages = twin(forget_messages)
+    aforget_session = twin(forget_session)
+    aforget_user = twin(forget_user)
+    aend_session = twin(end_session)
+    aextract_facts = twin(extract_facts)
+    awork_stats = twin(work_stats)
+    afailed = twin(failed)
+    aretry_failed = twin(retry_failed)
+    aflush = twin(flush)
+    aclose = twin(close)
 
 
 def _check_dimension(store: Any, embedder: Any) -> None:
@@ -1236,6 +1310,12 @@ def _from_record(record: Any, similarity: float | None, keyword: float | None = 
         sources=sources,
         source_ids=source_ids,
     )
+
+
+if TYPE_CHECKING:  # mypy checks that Memory implements the whole contract, both halves
+
+    def _implements(memory: Memory) -> tuple[MemoryAPI, AsyncMemoryAPI]:
+        return memory, memory
 
 
 __all__ = ["RETENTIONS", "Memory"]

@@ -65,7 +65,7 @@ def test_add_returns_the_message_and_it_is_stored(memory: Any, user: str) -> Non
     assert isinstance(message, Message)
     assert (message.role, message.name, message.metadata["user_id"]) == ("user", "Ann", user)
     assert memory.flush(10)
-    stored = memory.store.list(user, memory_type="message")
+    stored = memory.list_memories(user, memory_type="message")
     assert [r.metadata["message_id"] for r in stored] == [message.message_id]
     assert stored[0].user_id == user and stored[0].session_id == "s1"
     assert isinstance(stored[0], MemoryRecord)
@@ -158,13 +158,13 @@ def test_synopsis(memory: Any, user: str) -> None:
 
 def test_forget_and_store_editing(memory: Any, user: str) -> None:
     memory_id = memory.remember("lives in Lyon", user)
-    updated = memory.store.update(user, memory_id, content="lives in Paris", importance=0.7)
+    updated = memory.update_memory(memory_id, user, content="lives in Paris", importance=0.7)
     assert (updated.content, updated.importance) == ("lives in Paris", 0.7)
-    assert memory.store.get(user, memory_id).content == "lives in Paris"
+    assert memory.get_memory(memory_id, user).content == "lives in Paris"
     assert memory.forget(memory_id, "someone else") is False
     assert memory.forget(memory_id, user) is True
     assert memory.forget(memory_id, user) is False
-    assert memory.store.get(user, memory_id) is None
+    assert memory.get_memory(memory_id, user) is None
 
 
 def test_forget_user_erases_everything(memory: Any, user: str) -> None:
@@ -173,7 +173,7 @@ def test_forget_user_erases_everything(memory: Any, user: str) -> None:
     memory.flush(10)
     assert memory.forget_user(user) == 2
     assert memory.search("children football", user) == []
-    assert memory.store.stats(user).count == 0
+    assert memory.stats(user).count == 0
 
 
 @pytest.mark.parametrize(

@@ -315,15 +315,16 @@ def _routes(service: Service) -> APIRouter:
     ) -> dict[str, Any]:
         """A page of the user's memories, newest first; pass ``next_cursor`` for the next."""
         offset = _offset(cursor)
-        filters: dict[str, Any] = {
-            "session_id": session_id,
-            "agent_id": agent_id,
-            "created_after": created_after,
-            "created_before": created_before,
-        }
-        if memory_type:
-            filters["memory_type"] = memory_type
-        page = memory.store.list(tenant.scope(user_id), limit=limit, offset=offset, **filters)
+        page = memory.list_memories(
+            tenant.scope(user_id),
+            limit=limit,
+            offset=offset,
+            memory_type=memory_type or None,
+            session_id=session_id,
+            agent_id=agent_id,
+            created_after=created_after,
+            created_before=created_before,
+        )
         more = len(page) == limit and offset + limit < MAX_LIMIT
         return {
             "memories": [record_to_json(r, user_id) for r in page],
@@ -333,7 +334,7 @@ def _routes(service: Service) -> APIRouter:
     @router.get("/memories/{memory_id}", response_model=models.MemoryOut, tags=["memories"])
     def get_memory(memory_id: str, user_id: str, tenant: Caller) -> dict[str, Any]:
         """One memory of the user."""
-        record = memory.store.get(tenant.scope(user_id), memory_id)
+        record = memory.get_memory(memory_id, tenant.scope(user_id))
         if record is None:
             raise NotFoundError(f"user {user_id!r} has no memory {memory_id}")
         return record_to_json(record, user_id)
@@ -343,10 +344,7 @@ def _routes(service: Service) -> APIRouter:
         memory_id: str, user_id: str, body: models.MemoryPatch, tenant: Caller
     ) -> dict[str, Any]:
         """Change a memory's content, type, importance or metadata."""
-        changes = body.model_dump(exclude_none=True)
-        if not changes:
-            raise InputError("body", "changes nothing", "give content, memory_type, ...")
-        record = memory.store.update(tenant.scope(user_id), memory_id, **changes)
+        record = memory.update_memory(memory_id, tenant.scope(user_id), **body.model_dump())
         return record_to_json(record, user_id)
 
     @router.delete("/memories/{memory_id}", response_model=models.DeletedOut, tags=["memories"])
@@ -422,7 +420,7 @@ def _routes(service: Service) -> APIRouter:
     @router.get("/users/{user_id}/stats", response_model=models.StatsOut, tags=["users"])
     def stats(user_id: PathUser, tenant: Caller) -> dict[str, Any]:
         """Counts per memory type, time span, accesses and importance of the user."""
-        figures = memory.store.stats(tenant.scope(user_id))
+        figures = memory.stats(tenant.scope(user_id))
         return {
             "count": figures.count,
             "by_type": figures.by_type,
@@ -446,14 +444,83 @@ def _routes(service: Service) -> APIRouter:
 
     @router.get("/work", response_model=models.WorkOut, tags=["work"])
     def work(tenant: Caller) -> dict[str, Any]:
-        """This process's queue (used when messages are not committed at once)."""
+        """This process's queue (used when messages are not committed at once) and, in
+        development mode, every user's messages pending, done and failed."""
         archiver = memory.archiver
         error = archiver.last_error
         return {
             "pending": archiver.pending,
             "failures": archiver.failures,
             "last_error": f"{type(error).__name__}: {error}" if error else None,
+            "store": work_to_json(memory.work_stats()) if tenant.name is None else None,
         }
+
+    @router.get("/users/{user_id}/recent", response_model=models.MessagesOut, tags=["users"])
+    def recent(
+        user_id: PathUser,
+        tenant: Caller,
+        session_id: str | None = None,
+        limit: models.QueryInt = 20,
+    ) -> dict[str, Any]:
+        """The newest ``limit`` messages of a session, oldest first (Memory.recent)."""
+        messages = memory.recent(tenant.scope(user_id), session_id, limit)
+        return {"messages": [message_to_json(m, user_id) for m in messages]}
+
+    @router.post("/users/{user_id}/synopsis", response_model=models.SynopsisOut, tags=["users"])
+    def generate_synopsis(user_id: PathUser, tenant: Caller) -> dict[str, Any]:
+        """Regenerate and cache the user's synopsis now (Memory.generate_synopsis)."""
+        data: dict[str, Any] = memory.generate_synopsis(tenant.scope(user_id)).to_dict()
+        data["user_id"] = user_id
+        return data
+
+    @router.post("/users/{user_id}/sessions/end", response_model=models.SummaryOut, tags=["users"])
+    def end_session(user_id: PathUser, body: models.SessionIn, tenant: Caller) -> dict[str, Any]:
+        """Fold a session into its final summary (Memory.end_session)."""
+        return {"summary": memory.end_session(tenant.scope(user_id), body.session_id)}
+
+    @router.post(
+        "/users/{user_id}/sessions/forget", response_model=models.ErasedOut, tags=["users"]
+    )
+    def forget_session(user_id: PathUser, body: models.SessionIn, tenant: Caller) -> dict[str, Any]:
+        """Delete a session: its messages, summary and index lines (Memory.forget_session)."""
+        return {"deleted": memory.forget_session(tenant.scope(user_id), body.session_id)}
+
+    @router.post(
+        "/users/{user_id}/messages/forget", response_model=models.ErasedOut, tags=["users"]
+    )
+    def forget_messages(
+        user_id: PathUser, body: models.MessageIdsIn, tenant: Caller
+    ) -> dict[str, Any]:
+        """Delete these messages of the user (Memory.forget_messages); how many went."""
+        return {"deleted": memory.forget_messages(tenant.scope(user_id), body.message_ids)}
+
+    @router.get("/users/{user_id}/facts", response_model=models.FactsOut, tags=["facts"])
+    def facts(
+        user_id: PathUser,
+        tenant: Caller,
+        current: bool = True,
+        limit: models.QueryInt = 1000,
+    ) -> dict[str, Any]:
+        """Facts extracted from the user's conversations, newest first (Memory.facts)."""
+        found = memory.facts(tenant.scope(user_id), current=current, limit=limit)
+        return {"facts": [record_to_json(r, user_id) for r in found]}
+
+    @router.get(
+        "/users/{user_id}/facts/{memory_id}/history",
+        response_model=models.VersionsOut,
+        tags=["facts"],
+    )
+    def fact_history(user_id: PathUser, memory_id: str, tenant: Caller) -> dict[str, Any]:
+        """Every version of a fact, oldest first (Memory.fact_history)."""
+        versions = memory.fact_history(memory_id, tenant.scope(user_id))
+        return {"versions": [record_to_json(r, user_id) for r in versions]}
+
+    @router.post(
+        "/users/{user_id}/facts/extract", response_model=models.ExtractedOut, tags=["facts"]
+    )
+    def extract_facts(user_id: PathUser, body: models.SessionIn, tenant: Caller) -> dict[str, Any]:
+        """Extract facts from the session's unread messages now (Memory.extract_facts)."""
+        return {"ids": memory.extract_facts(tenant.scope(user_id), body.session_id)}
 
     return router
 

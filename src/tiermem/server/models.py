@@ -106,6 +106,14 @@ class ContextIn(Request):
     max_tokens: int | None = None
 
 
+class SessionIn(Request):
+    session_id: str | None = Field(None, description="none: the messages without a session")
+
+
+class MessageIdsIn(Request):
+    message_ids: list[str] = Field(description="ids of the user's messages (Message.message_id)")
+
+
 class FlushIn(Request):
     timeout: float = Field(10.0, ge=0, le=60)
 
@@ -236,10 +244,35 @@ class StatsOut(BaseModel):
     mean_importance: float | None
 
 
+class WorkStatsOut(BaseModel):
+    pending: int
+    done: int
+    failed: int
+
+
 class WorkOut(BaseModel):
     pending: int = Field(description="messages queued in this process, not yet in the store")
     failures: int = Field(description="batches this process's queue retried after a failure")
     last_error: str | None
+    store: WorkStatsOut | None = Field(
+        None, description="every user's messages pending, done and failed (development mode)"
+    )
+
+
+class FactsOut(BaseModel):
+    facts: list[MemoryOut]
+
+
+class VersionsOut(BaseModel):
+    versions: list[MemoryOut] = Field(description="every version of the fact, oldest first")
+
+
+class ExtractedOut(BaseModel):
+    ids: list[str] = Field(description="the facts written or merged")
+
+
+class SummaryOut(BaseModel):
+    summary: str | None = Field(description="the session's final summary (none: nothing to fold)")
 
 
 class DeletedOut(BaseModel):

@@ -1,0 +1,371 @@
+"""The contract every face of tiermem implements: public types and two Protocols.
+
+:class:`~tiermem.Memory` (in process), :class:`~tiermem.client.MemoryClient` and
+:class:`~tiermem.client.AsyncMemoryClient` (over HTTP) implement :class:`MemoryAPI` or
+:class:`AsyncMemoryAPI`, checked by mypy; the REST routes and the MCP tools are the same
+operations. Code written against these Protocols runs on any face::
+
+    def remember_preference(memory: MemoryAPI, user_id: str) -> None:
+        memory.remember("Prefers tea.", user_id, memory_type="preference")
+
+The same bad input raises the same :mod:`tiermem.errors` class on every face.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from tiermem.messages import Content, Message
+from tiermem.planner import Context, ContextItem
+from tiermem.stores.base import MemoryRecord, SearchResult, StoreStats
+from tiermem.stores.transcript import SessionInfo, TranscriptRow, WorkStats
+from tiermem.synopsis import Synopsis
+
+MEMORY_TYPES: tuple[str, ...] = ("message", "fact", "preference", "context", "summary", "tool")
+"""The kinds of long-term memory (``memory_type``)."""
+
+
+@runtime_checkable
+class MemoryAPI(Protocol):
+    """Every operation a user of tiermem has, synchronous.
+
+    Writes: :meth:`add`, :meth:`add_messages`, :meth:`remember`, :meth:`update_memory`.
+    Reads: :meth:`get_context`, :meth:`search`, :meth:`list_memories`, :meth:`get_memory`,
+    :meth:`history`, :meth:`recent`, :meth:`sessions`, :meth:`synopsis`, :meth:`facts`,
+    :meth:`fact_history`, :meth:`stats`. Forgetting: :meth:`forget`,
+    :meth:`forget_messages`, :meth:`forget_session`, :meth:`forget_user`. Lifecycle and
+    work: :meth:`end_session`, :meth:`extract_facts`, :meth:`generate_synopsis`,
+    :meth:`work_stats`, :meth:`failed`, :meth:`retry_failed`, :meth:`flush`, :meth:`close`.
+    """
+
+    # -- writing --
+
+    def add(
+        self,
+        role: str,
+        content: Content,
+        user_id: str,
+        session_id: str | None = None,
+        timestamp: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        agent_id: str | None = None,
+        **fields: Any,
+    ) -> Message:
+        """Add one message of a conversation; durable when this returns."""
+        ...
+
+    def add_messages(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        user_id: str,
+        session_id: str | None = None,
+        *,
+        agent_id: str | None = None,
+    ) -> list[Message]:
+        """Add a history, all or none."""
+        ...
+
+    def remember(
+        self,
+        content: str,
+        user_id: str,
+        memory_type: str = "fact",
+        importance: float = 0.5,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Store a fact, preference or other memory now; its id."""
+        ...
+
+    def update_memory(
+        self,
+        memory_id: str,
+        user_id: str,
+        *,
+        content: str | None = None,
+        memory_type: str | None = None,
+        importance: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> MemoryRecord:
+        """Change a memory's content, type, importance or metadata; the new record."""
+        ...
+
+    # -- reading --
+
+    def get_context(
+        self,
+        query: str,
+        user_id: str,
+        session_id: str | None = None,
+        max_tokens: int | None = None,
+    ) -> Context:
+        """The context for ``query``, fitted to ``max_tokens`` and explained."""
+        ...
+
+    def search(
+        self,
+        query: str,
+        user_id: str,
+        k: int = 10,
+        filters: Mapping[str, Any] | None = None,
+        *,
+        mode: str = "hybrid",
+    ) -> list[SearchResult]:
+        """The user's long-term memories best matching ``query``, best first."""
+        ...
+
+    def list_memories(
+        self,
+        user_id: str,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        memory_type: str | Iterable[str] | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        """A page of the user's memories, newest first."""
+        ...
+
+    def get_memory(self, memory_id: str, user_id: str) -> MemoryRecord | None:
+        """One memory of the user; None if the user has none with this id."""
+        ...
+
+    def history(self, user_id: str, session_id: str | None = None) -> list[Message]:
+        """Every message of a session, in order, whole."""
+        ...
+
+    def recent(self, user_id: str, session_id: str | None = None, limit: int = 20) -> list[Message]:
+        """The newest ``limit`` messages of a session, oldest first."""
+        ...
+
+    def sessions(self, user_id: str) -> list[SessionInfo]:
+        """The user's sessions, most recently active first."""
+        ...
+
+    def synopsis(self, user_id: str) -> Synopsis:
+        """The user's synopsis (cached; generated on a miss)."""
+        ...
+
+    def generate_synopsis(self, user_id: str) -> Synopsis:
+        """Regenerate and cache the user's synopsis now."""
+        ...
+
+    def facts(self, user_id: str, *, current: bool = True, limit: int = 1000) -> list[MemoryRecord]:
+        """Facts extracted from the user's conversations, newest first."""
+        ...
+
+    def fact_history(self, memory_id: str, user_id: str) -> list[MemoryRecord]:
+        """Every version of a fact, oldest first."""
+        ...
+
+    def stats(self, user_id: str) -> StoreStats:
+        """Counts per type, time span, access and importance figures of the user."""
+        ...
+
+    # -- forgetting --
+
+    def forget(self, memory_id: str, user_id: str) -> bool:
+        """Delete one memory and what was derived from it; False if there was none."""
+        ...
+
+    def forget_messages(self, user_id: str, message_ids: Iterable[str]) -> int:
+        """Delete these messages of the user; how many went."""
+        ...
+
+    def forget_session(self, user_id: str, session_id: str | None = None) -> int:
+        """Delete a session: its messages, summary and index lines."""
+        ...
+
+    def forget_user(self, user_id: str) -> int:
+        """Erase everything of the user; how many long-term memories went."""
+        ...
+
+    # -- sessions, background work, lifecycle --
+
+    def end_session(self, user_id: str, session_id: str | None = None) -> str | None:
+        """Fold a session into its final summary; the summary."""
+        ...
+
+    def extract_facts(self, user_id: str, session_id: str | None = None) -> list[str]:
+        """Extract facts from the session's unread messages now; the facts' ids."""
+        ...
+
+    def work_stats(self, user_id: str | None = None) -> WorkStats:
+        """Messages pending, done and failed (one user's, or everyone's)."""
+        ...
+
+    def failed(self, user_id: str, limit: int = 100) -> list[TranscriptRow]:
+        """The user's messages that could not be indexed, with their errors."""
+        ...
+
+    def retry_failed(self, user_id: str) -> int:
+        """Queue the user's failed messages again; how many."""
+        ...
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait for queued and pending work; False on timeout."""
+        ...
+
+    def close(self, timeout: float | None = None) -> None:
+        """Release what this face holds."""
+        ...
+
+
+@runtime_checkable
+class AsyncMemoryAPI(Protocol):
+    """:class:`MemoryAPI`'s operations as coroutines, each named with an ``a`` prefix."""
+
+    async def aadd(
+        self,
+        role: str,
+        content: Content,
+        user_id: str,
+        session_id: str | None = None,
+        timestamp: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        agent_id: str | None = None,
+        **fields: Any,
+    ) -> Message: ...
+
+    async def aadd_messages(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        user_id: str,
+        session_id: str | None = None,
+        *,
+        agent_id: str | None = None,
+    ) -> list[Message]: ...
+
+    async def aremember(
+        self,
+        content: str,
+        user_id: str,
+        memory_type: str = "fact",
+        importance: float = 0.5,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str: ...
+
+    async def aupdate_memory(
+        self,
+        memory_id: str,
+        user_id: str,
+        *,
+        content: str | None = None,
+        memory_type: str | None = None,
+        importance: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> MemoryRecord: ...
+
+    async def aget_context(
+        self,
+        query: str,
+        user_id: str,
+        session_id: str | None = None,
+        max_tokens: int | None = None,
+    ) -> Context: ...
+
+    async def asearch(
+        self,
+        query: str,
+        user_id: str,
+        k: int = 10,
+        filters: Mapping[str, Any] | None = None,
+        *,
+        mode: str = "hybrid",
+    ) -> list[SearchResult]: ...
+
+    async def alist_memories(
+        self,
+        user_id: str,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        memory_type: str | Iterable[str] | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+    ) -> list[MemoryRecord]: ...
+
+    async def aget_memory(self, memory_id: str, user_id: str) -> MemoryRecord | None: ...
+
+    async def ahistory(self, user_id: str, session_id: str | None = None) -> list[Message]: ...
+
+    async def arecent(
+        self, user_id: str, session_id: str | None = None, limit: int = 20
+    ) -> list[Message]: ...
+
+    async def asessions(self, user_id: str) -> list[SessionInfo]: ...
+
+    async def asynopsis(self, user_id: str) -> Synopsis: ...
+
+    async def agenerate_synopsis(self, user_id: str) -> Synopsis: ...
+
+    async def afacts(
+        self, user_id: str, *, current: bool = True, limit: int = 1000
+    ) -> list[MemoryRecord]: ...
+
+    async def afact_history(self, memory_id: str, user_id: str) -> list[MemoryRecord]: ...
+
+    async def astats(self, user_id: str) -> StoreStats: ...
+
+    async def aforget(self, memory_id: str, user_id: str) -> bool: ...
+
+    async def aforget_messages(self, user_id: str, message_ids: Iterable[str]) -> int: ...
+
+    async def aforget_session(self, user_id: str, session_id: str | None = None) -> int: ...
+
+    async def aforget_user(self, user_id: str) -> int: ...
+
+    async def aend_session(self, user_id: str, session_id: str | None = None) -> str | None: ...
+
+    async def aextract_facts(self, user_id: str, session_id: str | None = None) -> list[str]: ...
+
+    async def awork_stats(self, user_id: str | None = None) -> WorkStats: ...
+
+    async def afailed(self, user_id: str, limit: int = 100) -> list[TranscriptRow]: ...
+
+    async def aretry_failed(self, user_id: str) -> int: ...
+
+    async def aflush(self, timeout: float | None = None) -> bool: ...
+
+    async def aclose(self, timeout: float | None = None) -> None: ...
+
+
+def operations(protocol: type) -> list[str]:
+    """The public operation names a Protocol declares (what every face must offer)."""
+    return sorted(
+        name
+        for name, value in vars(protocol).items()
+        if callable(value) and not name.startswith("_")
+    )
+
+
+__all__ = [
+    "MEMORY_TYPES",
+    "AsyncMemoryAPI",
+    "Context",
+    "ContextItem",
+    "MemoryAPI",
+    "MemoryRecord",
+    "Message",
+    "SearchResult",
+    "SessionInfo",
+    "StoreStats",
+    "Synopsis",
+    "TranscriptRow",
+    "WorkStats",
+    "operations",
+]
