@@ -137,7 +137,9 @@ def build_server(resolve: Resolver) -> MCPServer:
             memory_type: only this kind (fact, preference, context, summary, tool).
         """
         size = min(max(limit, 1), 200)
-        records = await run(ctx, lambda m, u: m.list_memories(u, limit=size, memory_type=memory_type))
+        records = await run(
+            ctx, lambda m, u: m.list_memories(u, limit=size, memory_type=memory_type)
+        )
         return {"memories": [_memory_json(r) for r in records]}
 
     @server.tool()
