@@ -26,7 +26,7 @@ import httpx
 from tiermem.errors import InputError, InvalidTypeError, StoreUnavailableError, TiermemError
 from tiermem.messages import Content, Message
 from tiermem.planner import Context
-from tiermem.stores.base import MemoryRecord, SearchResult, StoreStats
+from tiermem.stores.base import MemoryRecord, SearchResult, StoreStats, check_user_id
 from tiermem.stores.transcript import SessionInfo, TranscriptRow, WorkStats
 
 if TYPE_CHECKING:
@@ -393,7 +393,8 @@ def flush(timeout: float | None = None) -> Call[bool]:
 
 
 def _user_path(user_id: str, rest: str = "") -> str:
-    return f"/v1/users/{_segment(user_id, 'user_id')}" + (f"/{rest}" if rest else "")
+    """The path of a user's resource; the id checked as Memory checks it."""
+    return f"/v1/users/{_segment(check_user_id(user_id), 'user_id')}" + (f"/{rest}" if rest else "")
 
 
 def _records(key: str) -> Callable[[Any], builtins.list[MemoryRecord]]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import uuid
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -31,7 +30,6 @@ from tiermem.errors import (
     DimensionMismatchError,
     InputError,
     InvalidTypeError,
-    MissingUserError,
     NotFoundError,
     StoreUnavailableError,
     TiermemError,
@@ -51,6 +49,7 @@ from tiermem.stores.base import (
     check_limit,
     check_text_id,
     check_user_id,
+    check_uuid,
     message_entry,
 )
 from tiermem.stores.transcript import (
@@ -85,10 +84,7 @@ ERASE_TIMEOUT = 30.0
 
 
 def _user(user_id: Any) -> str:
-    if not isinstance(user_id, str) or not user_id.strip():
-        raise MissingUserError(
-            "user_id", "a non-empty string is required", "every memory belongs to one user"
-        )
+    """The one user id check (:func:`~tiermem.stores.base.check_user_id`)."""
     return check_user_id(user_id)
 
 
@@ -1026,12 +1022,8 @@ class Memory:
 
         self._check_open()
         user_id = _user(user_id)
-        if not isinstance(memory_id, (str, uuid.UUID)):
-            raise InvalidTypeError(
-                "memory_id", f"expected a str or UUID, got {type(memory_id).__name__}"
-            )
-        check_text_id(str(memory_id), "memory_id")
-        versions = list(self.store.batch([FactVersionsOp(user_id, str(memory_id))])[0])
+        fact_id = str(check_uuid(memory_id))
+        versions = list(self.store.batch([FactVersionsOp(user_id, fact_id)])[0])
         if not versions:
             raise NotFoundError(f"fact {memory_id} not found for this user_id")
         return versions
@@ -1075,7 +1067,7 @@ class Memory:
         index (an index line another message still says stays); how many went."""
         self._check_open()
         _user(user_id)
-        ids = [message_ids] if isinstance(message_ids, str) else list(message_ids)
+        ids = _message_ids(message_ids)
         if not self._stored:
             gone = set(ids)
             deleted = 0
@@ -1243,6 +1235,20 @@ class Memory:
     aretry_failed = twin(retry_failed)
     aflush = twin(flush)
     aclose = twin(close)
+
+
+def _message_ids(message_ids: Any) -> list[str]:
+    """Message ids given as one id or an iterable of ids, each a valid text id."""
+    if isinstance(message_ids, str):
+        message_ids = [message_ids]
+    if isinstance(message_ids, (bytes, Mapping)) or not isinstance(message_ids, Iterable):
+        raise InvalidTypeError(
+            "message_ids", f"expected a list of ids, got {type(message_ids).__name__}"
+        )
+    ids = list(message_ids)
+    for i, message_id in enumerate(ids):
+        check_text_id(message_id, f"message_ids[{i}]")
+    return ids
 
 
 def _check_dimension(store: Any, embedder: Any) -> None:

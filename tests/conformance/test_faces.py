@@ -1,0 +1,401 @@
+"""One behaviour suite for every face of the contract (:class:`tiermem.api.MemoryAPI`):
+the embedded :class:`Memory` on SQLite and on PostgreSQL, :class:`MemoryClient` and
+:class:`AsyncMemoryClient` against a real server (uvicorn on loopback) serving each engine.
+The same arguments give the same return types, and the same bad input the same typed
+error, on every face."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, closing, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from embedders import HashEmbedder
+from liveserver import live_server
+from tiermem.api import AsyncMemoryAPI, MemoryAPI, operations
+from tiermem.client import AsyncMemoryClient, MemoryClient
+from tiermem.errors import (
+    ContentTooLargeError,
+    InputError,
+    InvalidRoleError,
+    InvalidSizeError,
+    InvalidTypeError,
+    MissingUserError,
+    NotFoundError,
+)
+from tiermem.memory import Memory
+from tiermem.messages import Message
+from tiermem.planner import SECTIONS, Context
+from tiermem.server import create_app
+from tiermem.stores.base import MemoryRecord, SearchResult
+from tiermem.stores.transcript import SessionInfo, WorkStats
+from tiermem.synopsis import Synopsis
+
+CONFIG = {"memory": {"buffer": {"size": 8, "summary_batch": 4}, "facts": {"enabled": True}}}
+DIM = 32
+FACES = ["embedded", "client", "async-client"]
+ENGINES = ["sqlite", "postgres"]
+
+
+class _Blocking:
+    """The async client driven through the sync names, so one test body runs on it:
+    ``face.search(...)`` awaits ``client.asearch(...)`` on a loop of its own."""
+
+    def __init__(self, client: AsyncMemoryClient) -> None:
+        self._client = client
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._client, f"a{name}")
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return asyncio.run_coroutine_threadsafe(method(*args, **kwargs), self._loop).result()
+
+        return run
+
+    def close(self) -> None:
+        self.__getattr__("close")()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+
+@contextmanager
+def embedded(engine: str, path: Path, pg_url: str | None = None) -> Iterator[Memory]:
+    """A Memory on ``engine`` (each PostgreSQL test has its own store over the shared server)."""
+    embedder = HashEmbedder(DIM)
+    if engine == "sqlite":
+        with Memory(str(path / "memory.db"), config=CONFIG, embedder=embedder) as memory:
+            yield memory
+        return
+    from tiermem.stores.postgres import PostgresStore
+
+    with (
+        closing(PostgresStore(pg_url or "", dimension=DIM, embedder=embedder)) as store,
+        Memory(config=CONFIG, store=store, embedder=embedder) as memory,
+    ):
+        yield memory
+
+
+@pytest.fixture(scope="module")
+def servers(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Callable[[str], str]]:
+    """One served Memory per engine, started on first use; its URL by engine."""
+    urls: dict[str, str] = {}
+    with ExitStack() as stack:
+
+        def url(engine: str) -> str:
+            if engine not in urls:
+                pg = request.getfixturevalue("pg_url") if engine == "postgres" else None
+                path = tmp_path_factory.mktemp(f"served-{engine}")
+                memory = stack.enter_context(embedded(engine, path, pg))
+                app = create_app(memory, keys=str(path / "keys.db"))
+                urls[engine] = stack.enter_context(live_server(app))
+            return urls[engine]
+
+        yield url
+
+
+@pytest.fixture(params=[(f, e) for f in FACES for e in ENGINES], ids=lambda p: f"{p[0]}-{p[1]}")
+def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    face, engine = request.param
+    if face == "embedded":
+        pg = request.getfixturevalue("pg_url") if engine == "postgres" else None
+        with embedded(engine, tmp_path, pg) as m:
+            yield m
+        return
+    url = request.getfixturevalue("servers")(engine)
+    m: Any = MemoryClient(url) if face == "client" else _Blocking(AsyncMemoryClient(url))
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def user() -> str:
+    return f"user/{uuid.uuid4().hex[:8]} é"  # a slash, a space and non-ASCII on purpose
+
+
+def test_add_returns_the_message_and_it_is_stored(memory: Any, user: str) -> None:
+    message = memory.add("user", "I adopted a cat called Miso", user, "s1", name="Ann")
+    assert isinstance(message, Message)
+    assert (message.role, message.name, message.metadata["user_id"]) == ("user", "Ann", user)
+    assert memory.flush(10)
+    stored = memory.list_memories(user, memory_type="message")
+    assert [r.metadata["message_id"] for r in stored] == [message.message_id]
+    assert stored[0].user_id == user and stored[0].session_id == "s1"
+    assert isinstance(stored[0], MemoryRecord)
+
+
+def test_add_messages_keeps_order_ids_and_openai_fields(memory: Any, user: str) -> None:
+    history = [
+        {"role": "user", "content": "What is the weather in Oslo?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city": "Oslo"}'},
+                }
+            ],
+        },
+        {"role": "tool", "content": "4 degrees and rain", "tool_call_id": "call_1"},
+        Message("assistant", "It is 4 degrees and raining in Oslo."),
+    ]
+    added = memory.add_messages(history, user, "trip")
+    assert [m.role for m in added] == ["user", "assistant", "tool", "assistant"]
+    assert added[1].tool_calls[0]["function"]["name"] == "weather"
+    assert added[3].message_id == history[3].message_id
+    memory.flush(10)
+    context = memory.get_context("weather in Oslo", user, "trip")
+    recent = [m for m in context.messages if m.get("role") == "tool"]
+    assert recent and recent[0]["tool_call_id"] == "call_1"
+
+
+def test_sessions_history_and_work(memory: Any, user: str) -> None:
+    first = memory.add("user", "the first session starts", user, "a")
+    memory.add_messages(
+        [{"role": "user", "content": "same line"}, {"role": "user", "content": "same line"}],
+        user,
+        "b",
+    )
+    memory.add("assistant", {"answer": 42}, user, "b")
+    memory.flush(10)
+    sessions = memory.sessions(user)
+    assert [(s.session_id, s.messages) for s in sessions] == [("b", 3), ("a", 1)]
+    assert all(isinstance(s, SessionInfo) and s.first <= s.last for s in sessions)
+    history = memory.history(user, "b")
+    assert [m.content for m in history] == ["same line", "same line", {"answer": 42}]
+    assert memory.history(user, "a")[0].message_id == first.message_id
+    assert memory.history(user, "a")[0].metadata["user_id"] == user
+    stats = memory.work_stats(user)
+    assert isinstance(stats, WorkStats) and (stats.pending, stats.done, stats.failed) == (0, 4, 0)
+    assert memory.failed(user) == [] and memory.retry_failed(user) == 0
+
+
+def test_remember_search_and_filters(memory: Any, user: str) -> None:
+    tea = memory.remember("prefers green tea over coffee", user, "preference", 0.9)
+    memory.remember("works as a nurse in Bergen", user, "fact", metadata={"source": "chat"})
+    assert isinstance(tea, str) and uuid.UUID(tea)
+    hits = memory.search("green tea", user, k=5)
+    assert hits and all(isinstance(h, SearchResult) for h in hits)
+    assert str(hits[0].record.id) == tea and hits[0].record.user_id == user
+    assert hits[0].record.importance == 0.9
+    facts = memory.search("nurse tea", user, filters={"memory_type": "fact"}, mode="keyword")
+    assert [h.record.content for h in facts] == ["works as a nurse in Bergen"]
+    assert facts[0].record.metadata == {"source": "chat"}
+
+
+def test_context_is_explained_and_within_budget(memory: Any, user: str) -> None:
+    memory.remember("is allergic to peanuts", user, "fact", 0.9)
+    for i in range(12):
+        memory.add(
+            "user" if i % 2 == 0 else "assistant", f"message number {i} about cooking", user, "s"
+        )
+    memory.flush(10)
+    context = memory.get_context("what food allergy", user, "s", max_tokens=200)
+    assert isinstance(context, Context)
+    assert context.total_tokens <= context.max_tokens == 200
+    assert context.items and {i.section for i in context.items} <= set(SECTIONS)
+    assert all(i.tokens > 0 and isinstance(i.score, float) for i in context.items)
+    assert "peanuts" in context.text()
+    assert "message number 11 about cooking" in context.text()
+    assert context.to_anthropic()[1]
+
+
+def test_synopsis(memory: Any, user: str) -> None:
+    memory.remember("likes hiking in the mountains", user, "preference")
+    synopsis = memory.synopsis(user)
+    assert isinstance(synopsis, Synopsis) and synopsis.user_id == user
+    assert "hiking" in synopsis.render()
+
+
+def test_forget_and_store_editing(memory: Any, user: str) -> None:
+    memory_id = memory.remember("lives in Lyon", user)
+    updated = memory.update_memory(memory_id, user, content="lives in Paris", importance=0.7)
+    assert (updated.content, updated.importance) == ("lives in Paris", 0.7)
+    assert memory.get_memory(memory_id, user).content == "lives in Paris"
+    assert memory.forget(memory_id, "someone else") is False
+    assert memory.forget(memory_id, user) is True
+    assert memory.forget(memory_id, user) is False
+    assert memory.get_memory(memory_id, user) is None
+
+
+def test_forget_user_erases_everything(memory: Any, user: str) -> None:
+    memory.remember("has two children", user)
+    memory.add("user", "my kids love football", user, "s")
+    memory.flush(10)
+    assert memory.forget_user(user) == 2
+    assert memory.search("children football", user) == []
+    assert memory.stats(user).count == 0
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "field"),
+    [
+        (lambda m, u: m.add("robot", "hi", u), InvalidRoleError, "role"),
+        (lambda m, u: m.add("user", "hi", ""), MissingUserError, "user_id"),
+        (lambda m, u: m.add("user", "x" * 1_100_000, u), ContentTooLargeError, "content"),
+        (lambda m, u: m.add_messages({"role": "user"}, u), InvalidTypeError, "messages"),
+        (lambda m, u: m.remember("x", u, importance=2.0), InvalidSizeError, "importance"),
+        (lambda m, u: m.remember("x", u, memory_type="gossip"), InputError, "memory_type"),
+        (lambda m, u: m.remember("   ", u), InputError, "content"),
+        (lambda m, u: m.search("tea", u, k=0), InvalidSizeError, "limit"),
+        (lambda m, u: m.get_context("tea", u, max_tokens=0), InvalidSizeError, "max_tokens"),
+        (lambda m, u: m.forget("not-a-uuid", u), InputError, "memory_id"),
+    ],
+)
+def test_typed_errors(memory: Any, user: str, call: Any, error: type, field: str) -> None:
+    with pytest.raises(error) as raised:
+        call(memory, user)
+    assert raised.value.field.endswith(field)  # the store names memories[0].importance
+
+
+def test_every_operation_of_the_contract_is_on_every_face() -> None:
+    """The figure of issue 19: MemoryAPI's operations on all three implementations."""
+    for face in (Memory, MemoryClient):
+        missing = [
+            name for name in operations(MemoryAPI) if not callable(getattr(face, name, None))
+        ]
+        assert not missing, f"{face.__name__} lacks {missing}"
+    for face in (Memory, AsyncMemoryClient):
+        names = operations(AsyncMemoryAPI)
+        missing = [
+            name for name in names if not asyncio.iscoroutinefunction(getattr(face, name, None))
+        ]
+        assert not missing, f"{face.__name__} lacks {missing}"
+    assert {f"a{name}" for name in operations(MemoryAPI)} == set(operations(AsyncMemoryAPI))
+
+
+def test_recent_and_sessions_end_and_forget(memory: Any, user: str) -> None:
+    for i in range(5):
+        memory.add("user" if i % 2 == 0 else "assistant", f"line {i} about sailing", user, "s")
+    memory.add("user", "another session", user, "t")
+    assert [m.content for m in memory.recent(user, "s", limit=2)] == [
+        "line 3 about sailing",
+        "line 4 about sailing",
+    ]
+    summary = memory.end_session(user, "s")
+    assert isinstance(summary, str) and "sailing" in summary
+    assert memory.forget_session(user, "t") == 1
+    assert memory.history(user, "t") == []
+    assert [s.session_id for s in memory.sessions(user)] == ["s"]
+
+
+def test_forget_messages(memory: Any, user: str) -> None:
+    kept = memory.add("user", "I keep bees on the roof", user, "s")
+    gone = memory.add("user", "my PIN is 4321", user, "s")
+    assert memory.forget_messages(user, [gone.message_id, "no-such-id"]) == 1
+    assert [m.message_id for m in memory.history(user, "s")] == [kept.message_id]
+    memory.flush(10)
+    assert "4321" not in memory.get_context("what is my PIN", user, "s").text()
+
+
+def test_facts_extraction_and_history(memory: Any, user: str) -> None:
+    memory.add("user", "My name is Ines and I live in Porto.", user, "s")
+    ids = memory.extract_facts(user, "s")
+    assert ids and all(isinstance(i, str) for i in ids)
+    facts = memory.facts(user)
+    assert facts and all(isinstance(f, MemoryRecord) for f in facts)
+    assert {str(f.id) for f in facts} >= set(ids)
+    versions = memory.fact_history(ids[0], user)
+    assert [str(v.id) for v in versions][-1] == ids[0]
+    with pytest.raises(NotFoundError):
+        memory.fact_history(str(uuid.uuid4()), user)
+
+
+def test_generate_synopsis_and_stats(memory: Any, user: str) -> None:
+    memory.remember("collects vinyl records", user, "preference")
+    synopsis = memory.generate_synopsis(user)
+    assert isinstance(synopsis, Synopsis) and "vinyl" in synopsis.render()
+    stats = memory.stats(user)
+    assert stats.count == 1 and stats.by_type == {"preference": 1}
+
+
+def test_agent_id_is_kept_and_filtered(memory: Any, user: str) -> None:
+    memory.add("user", "planner agent line", user, "s", agent_id="planner")
+    memory.add_messages(
+        [{"role": "user", "content": "coder agent line"}], user, "s", agent_id="coder"
+    )
+    memory.remember("a planner fact", user, agent_id="planner")
+    memory.flush(10)
+    planner = memory.list_memories(user, agent_id="planner")
+    assert sorted(r.content for r in planner) == ["a planner fact", "user: planner agent line"]
+    assert [r.agent_id for r in memory.list_memories(user, agent_id="coder")] == ["coder"]
+
+
+def test_list_memories_pages_and_filters(memory: Any, user: str) -> None:
+    ids = [memory.remember(f"note {i}", user, "context") for i in range(5)]
+    memory.remember("a preference", user, "preference")
+    first = memory.list_memories(user, limit=2, memory_type="context")
+    rest = memory.list_memories(user, limit=10, offset=2, memory_type="context")
+    assert {str(r.id) for r in first + rest} == set(ids)
+    both = memory.list_memories(user, memory_type=["context", "preference"])
+    assert len(both) == 6
+
+
+@pytest.mark.parametrize("odd", [".", "..", "a/../b", "%2E", "?x=1#y"])
+def test_every_id_a_face_accepts_it_can_address(memory: Any, odd: str) -> None:
+    user = f"{odd}" if odd in (".", "..") else f"{odd}-{uuid.uuid4().hex[:6]}"
+    memory.forget_user(user)  # a user left by an earlier run of a shared server
+    memory_id = memory.remember("reachable", user)
+    assert memory.get_memory(memory_id, user).user_id == user
+    assert memory.synopsis(user).user_id == user
+    assert memory.stats(user).count == 1
+    assert memory.forget_user(user) == 1
+    assert memory.stats(user).count == 0
+
+
+def test_users_are_isolated_on_every_operation(memory: Any, user: str) -> None:
+    other = f"other-{uuid.uuid4().hex[:8]}"
+    secret = memory.remember("the vault code is 9911", user)
+    message = memory.add("user", "my vault is in Bern", user, "s")
+    memory.flush(10)
+    assert memory.get_memory(secret, other) is None
+    with pytest.raises(NotFoundError):
+        memory.update_memory(secret, other, content="hijacked")
+    assert memory.forget(secret, other) is False
+    assert memory.forget_messages(other, [message.message_id]) == 0
+    assert memory.search("vault code", other) == []
+    assert "9911" not in memory.get_context("vault code", other).text()
+    assert memory.list_memories(other) == [] and memory.history(other, "s") == []
+    assert memory.get_memory(secret, user).content == "the vault code is 9911"
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "field"),
+    [
+        (lambda m, u: m.update_memory(str(uuid.uuid4()), u), InputError, "changes"),
+        (lambda m, u: m.update_memory(str(uuid.uuid4()), u, importance=0.5), NotFoundError, None),
+        (lambda m, u: m.update_memory("nope", u, importance=0.5), InputError, "memory_id"),
+        (
+            lambda m, u: m.update_memory(str(uuid.uuid4()), u, importance=7.0),
+            InvalidSizeError,
+            "importance",
+        ),
+        (lambda m, u: m.get_memory("nope", u), InputError, "memory_id"),
+        (lambda m, u: m.list_memories(u, limit=0), InvalidSizeError, "limit"),
+        (lambda m, u: m.list_memories(u, memory_type="gossip"), InputError, "memory_type"),
+        (lambda m, u: m.recent("", None), MissingUserError, "user_id"),
+        (lambda m, u: m.forget_messages(u, 42), InvalidTypeError, "message_ids"),
+        (lambda m, u: m.fact_history("nope", u), InputError, "memory_id"),
+        (lambda m, u: m.facts(u, limit=0), InvalidSizeError, "limit"),
+        (lambda m, u: m.history(u, "x" * 300), InputError, "session_id"),
+    ],
+)
+def test_typed_errors_of_the_new_operations(
+    memory: Any, user: str, call: Any, error: type, field: str | None
+) -> None:
+    with pytest.raises(error) as raised:
+        call(memory, user)
+    if field is not None:  # a list's index is the server's detail: memory_type.0
+        assert (raised.value.field or "").rstrip(".0123456789").endswith(field)
