@@ -27,16 +27,17 @@ from tiermem.buffer import BufferMemory, BufferRegistry
 from tiermem.config import Retention
 from tiermem.embeddings.base import DEFAULT_MAX_CHARS
 from tiermem.errors import (
+    ClosedError,
     ConfigError,
     DimensionMismatchError,
     InputError,
     InvalidTypeError,
-    MissingUserError,
     NotFoundError,
     StoreUnavailableError,
     TiermemError,
 )
 from tiermem.messages import Content, Message, check_fields, transcript_line
+from tiermem.paths import sqlite_file
 from tiermem.planner import Candidate, Context, QueryPlanner, candidate_key
 from tiermem.stores.base import (
     MAX_CONTENT_CHARS,
@@ -69,10 +70,7 @@ ERASE_TIMEOUT = 30.0
 
 
 def _user(user_id: Any) -> str:
-    if not isinstance(user_id, str) or not user_id.strip():
-        raise MissingUserError(
-            "user_id", "a non-empty string is required", "every memory belongs to one user"
-        )
+    """``user_id`` checked: MissingUserError if absent or blank, InvalidTypeError if not a str."""
     return check_user_id(user_id)
 
 
@@ -132,7 +130,7 @@ class Memory:
         settings = self.config.memory
         self.retention: Retention = settings.retention
         self.durability = settings.durability
-        self._path = None if path is None else os.fspath(path)
+        self._path = None if path is None else sqlite_file(path, "path")
         self._store = store
         self._owns_store = store is None  # close() releases only what Memory built
         self._embedder_spec = embedder
@@ -569,7 +567,12 @@ class Memory:
         extra = dict(fields)
         if timestamp is not None:
             extra["timestamp"] = timestamp
-        return Message(role, content, metadata=meta, **extra)
+        try:
+            return Message(role, content, metadata=meta, **extra)
+        except InputError as exc:
+            if name == "message" or exc.field.startswith(name):
+                raise
+            raise exc.relabel(f"{name}.{exc.field}") from None
 
     def _record(
         self,
@@ -1112,7 +1115,7 @@ class Memory:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("this Memory is closed")
+            raise ClosedError("this Memory is closed: make a new Memory (or use `with Memory()`)")
 
     def __enter__(self) -> Memory:
         return self

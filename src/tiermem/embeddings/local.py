@@ -156,13 +156,11 @@ def _quiet_progress_bars() -> None:
 
 
 def _load(name: str, device: str, model_path: str | None) -> Any:
-    try:
+    from tiermem.extras import needs_extra
+
+    feature = f"{name} on PyTorch (the default local/all-MiniLM-L6-v2 needs no torch)"
+    with needs_extra("torch", "embedding_model", feature):
         from sentence_transformers import SentenceTransformer
-    except ImportError as exc:
-        raise ModelLoadError(
-            f"{name} on PyTorch needs sentence-transformers: pip install 'tiermem[torch]' "
-            f"(or use the default local/all-MiniLM-L6-v2, which needs no torch) ({exc})"
-        ) from exc
     _quiet_progress_bars()
     errors = []
     for source, local_only in _sources(name, model_path):

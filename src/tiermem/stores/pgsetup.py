@@ -8,24 +8,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tiermem.errors import ConfigError, MissingExtensionError
+from tiermem.errors import MissingExtensionError
+from tiermem.extras import needs_extra
 
 if TYPE_CHECKING:
     import psycopg
 
 
 def import_driver() -> tuple[Any, Any]:
-    """``(psycopg, psycopg_pool)``, or a ConfigError naming the extra that installs them."""
-    try:
+    """``(psycopg, psycopg_pool)``, or a MissingExtraError naming the extra that installs them."""
+    with needs_extra("postgres", "memory.persistent.provider", "'postgresql'"):
         import pgvector.psycopg  # noqa: F401  (used by _configure)
         import psycopg
         import psycopg_pool
-    except ImportError as exc:
-        raise ConfigError(
-            "memory.persistent.provider",
-            f"'postgresql' needs psycopg, psycopg_pool and pgvector ({exc.name} is missing)",
-            "pip install 'tiermem[postgres]'",
-        ) from exc
     return psycopg, psycopg_pool
 
 
