@@ -959,6 +959,17 @@ class Memory:
         buffer = self.buffers.peek(user_id, session_id)
         return buffer.get_recent(limit) if buffer is not None else []
 
+    def session_summary(self, user_id: str, session_id: str | None = None) -> str | None:
+        """The running summary of the session's messages older than the recent window
+        (what :meth:`get_context` offers as the summary), or None while there is none."""
+        self._check_open()
+        _user(user_id)
+        check_text_id(session_id, "session_id")
+        if not self._stored:
+            buffer = self.buffers.peek(user_id, session_id)
+            return buffer.summary if buffer is not None else None
+        return self._session_state(user_id, session_id, 0)[1]
+
     def history(self, user_id: str, session_id: str | None = None) -> list[Message]:
         """Every message of a session in the order added, whole (tool calls, ids, metadata),
         repeated lines included."""
