@@ -28,7 +28,7 @@ from liveserver import free_port
 
 SRC = str(Path(__file__).parents[1] / "src")
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-BLOCKER = '''
+BLOCKER = """
 import os, sys
 from importlib.abc import MetaPathFinder
 
@@ -43,7 +43,7 @@ class NotInstalled(MetaPathFinder):
 
 
 sys.meta_path.insert(0, NotInstalled())
-'''
+"""
 
 pytestmark = pytest.mark.slow  # every test starts interpreters that load the model
 
@@ -215,7 +215,7 @@ def test_doctor(env: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("argv", [["serve"], ["mcp", "--user", "u"]])
 def test_missing_server_extra(env: dict[str, str], tmp_path: Path, argv: list[str]) -> None:
-    code, out, err = tiermem(without(env, tmp_path, "fastapi", "uvicorn", "mcp"), *argv)
+    code, _, err = tiermem(without(env, tmp_path, "fastapi", "uvicorn", "mcp"), *argv)
     assert code == 1 and "Traceback" not in err, err
     assert "pip install 'tiermem[server]'" in flat(err)
     assert flat(err).startswith("error: tiermem")
