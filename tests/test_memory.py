@@ -56,6 +56,7 @@ THREAD_PREFIXES = (
 
 def make_memory(path: Path, config: Any = None, **parts: Any) -> Memory:
     parts.setdefault("embedder", HashEmbedder(32))
+    path.mkdir(parents=True, exist_ok=True)
     return Memory(str(path / "memory.db"), config=config or SMALL_BUFFER, **parts)
 
 
@@ -692,8 +693,17 @@ def test_closes_the_redis_connection(tmp_path: Path) -> None:
 # -- bad input ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad_user", [None, "", "   ", 7, b"u"])
-def test_missing_user_is_refused_everywhere(memory: Memory, bad_user: Any) -> None:
+@pytest.mark.parametrize(
+    ("bad_user", "error"),
+    [
+        (None, MissingUserError),
+        ("", MissingUserError),
+        ("   ", MissingUserError),
+        (7, InvalidTypeError),  # given, but not a str: a wrong type, not a missing user
+        (b"u", InvalidTypeError),
+    ],
+)
+def test_missing_user_is_refused_everywhere(memory: Memory, bad_user: Any, error: type) -> None:
     for call in (
         lambda: memory.add("user", "x", bad_user),
         lambda: memory.add_messages([{"role": "user", "content": "x"}], bad_user),
@@ -704,7 +714,7 @@ def test_missing_user_is_refused_everywhere(memory: Memory, bad_user: Any) -> No
         lambda: memory.forget(str(uuid.uuid4()), bad_user),
         lambda: memory.forget_user(bad_user),
     ):
-        with pytest.raises(MissingUserError):
+        with pytest.raises(error, match=r"^user_id: "):
             call()
     assert len(memory.buffers) == 0
 
