@@ -119,6 +119,19 @@ def test_add_search_context(env: dict[str, str]) -> None:
     assert (Path(env["XDG_DATA_HOME"]) / "tiermem" / "memory.db").is_file()
 
 
+def test_import(env: dict[str, str], tmp_path: Path) -> None:
+    history = tmp_path / "history.jsonl"
+    history.write_text(
+        '{"role": "user", "content": "My sister Lena lives in Graz"}\n'
+        '{"role": "assistant", "content": "Graz is lovely in spring."}\n'
+    )
+    code, out, err = tiermem(env, "import", str(history), "--user", "ana")
+    assert code == 0 and "imported 2 messages for user 'ana'" in out, err
+    history.write_text('{"role": "user", "content": "ok"}\n{"role": "robot", "content": "x"}\n')
+    code, _, err = tiermem(env, "import", str(history), "--user", "ana")
+    assert code == 1 and flat(err).startswith("error: history.jsonl:2 role: unknown role 'robot'")
+
+
 def test_remember_forget(env: dict[str, str]) -> None:
     code, out, err = tiermem(env, "remember", "Ana is allergic to peanuts", "--user", "ana")
     assert code == 0, err
