@@ -149,7 +149,7 @@ def test_rest_shapes(dev: tuple[str, Memory]) -> None:
             {"user_id": "u", "messages": [{"role": "robot", "content": "x"}]},
             422,
             "InvalidRoleError",
-            "role",
+            "messages[0].role",  # which message of the batch, as for its content
         ),
         (
             "POST",
