@@ -82,6 +82,57 @@ def test_import_rejects_malformed_files(capsys, tmp_path: Path, name: str, text:
     assert code == 1 and name in err
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "where"),
+    [
+        (
+            "h.jsonl",
+            '{"role": "user", "content": "a"}\n\n{"role": "bogus", "content": "b"}',
+            "h.jsonl:3 role",
+        ),
+        (
+            "h.jsonl",
+            '{"role": "user", "content": "a"}\n{"role": "user", "content": ""}',
+            "h.jsonl:2 content",
+        ),
+        (
+            "h.json",
+            '[{"role": "user", "content": "a"},\n {"role": "user", "content": ""}]',
+            "h.json message 2 content",
+        ),
+        ("h.json", '[{"role": "user", "content": "a"},\n {"role": "user",]', "h.json:2"),
+        ("h.jsonl", '{"role": "user", "content": "a"}\n{oops', "h.jsonl:2"),
+    ],
+)
+def test_import_errors_count_lines_and_messages_from_1(
+    capsys, tmp_path: Path, name: str, text: str, where: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    code, _, err = run(capsys, "import", str(path), "--user", "u", "--db", str(tmp_path / "m.db"))
+    assert code == 1 and f"error: {where}" in " ".join(err.split())
+
+
+def test_keys_import_the_key_store_only(tmp_path: Path) -> None:
+    """`tiermem keys` touches one small table: no FastAPI, no server app."""
+    code = (
+        "import sys\n"
+        "from tiermem.cli import main\n"
+        f"assert main(['keys', 'list', '--db', {str(tmp_path / 'k.db')!r}]) == 0\n"
+        "print(sorted(m for m in ('fastapi', 'starlette', 'tiermem.server.app', 'uvicorn')"
+        " if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_migrate_reports_an_unreachable_database(capsys) -> None:
     code, _, err = run(
         capsys,

@@ -208,6 +208,22 @@ def test_base_embedder_validates_its_options() -> None:
         BaseEmbedder("x")  # type: ignore[abstract]
 
 
+@pytest.mark.parametrize("model", ["local/not-a-model", "torch/not-a-model", "local/org/typo"])
+def test_an_unknown_model_name_says_so_and_lists_the_offline_names(
+    model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    (tmp_path / "hub" / "models--BAAI--bge-small-en-v1.5").mkdir(parents=True)
+    with pytest.raises(ConfigError) as caught:
+        get_embedder(model)
+    assert caught.value.field == "model"
+    assert caught.value.problem == f"unknown embedding model {model}"
+    assert "local/all-MiniLM-L6-v2, local/BAAI/bge-small-en-v1.5" in caught.value.hint
+    assert "torch" not in str(caught.value).replace(model, "")  # no "install PyTorch" first
+    assert get_embedder("local/BAAI/bge-small-en-v1.5").dimension == 384  # cached: accepted
+
+
 def test_get_embedder_parses_model_strings_without_loading(tmp_path: Path) -> None:
     emb = get_embedder()
     assert isinstance(emb, OnnxEmbedder)  # the default needs no torch

@@ -24,6 +24,7 @@ from conformance.conftest import _server_url
 from embedders import HashEmbedder, SlowEmbedder, minilm, wait_until
 from tiermem.config import TiermemConfig
 from tiermem.errors import (
+    ClosedError,
     ConfigError,
     ContentTooLargeError,
     DimensionMismatchError,
@@ -33,6 +34,7 @@ from tiermem.errors import (
     InvalidTypeError,
     MissingUserError,
     StoreUnavailableError,
+    TiermemError,
 )
 from tiermem.memory import Memory
 from tiermem.messages import Message
@@ -54,6 +56,7 @@ THREAD_PREFIXES = (
 
 def make_memory(path: Path, config: Any = None, **parts: Any) -> Memory:
     parts.setdefault("embedder", HashEmbedder(32))
+    path.mkdir(parents=True, exist_ok=True)
     return Memory(str(path / "memory.db"), config=config or SMALL_BUFFER, **parts)
 
 
@@ -99,6 +102,57 @@ def test_default_memory_is_embedded(tmp_path: Path) -> None:
         assert m.config.memory.buffer.size == 50
     finally:
         m.close()
+
+
+def test_a_path_in_a_missing_folder_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
+    folder = tmp_path / "no" / "such" / "folder"
+    with pytest.raises(InputError, match="does not exist") as caught:
+        Memory(str(folder / "x.db"), embedder=HashEmbedder(32))
+    assert caught.value.field == "path" and "create the folder" in caught.value.hint
+    assert not (tmp_path / "no").exists()
+    with pytest.raises(InputError, match="is a folder"):
+        Memory(str(tmp_path), embedder=HashEmbedder(32))
+
+
+def test_the_default_path_is_created_in_an_empty_data_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    with Memory(embedder=HashEmbedder(32)) as m:
+        m.add("user", "hello", "u")
+    assert (tmp_path / "data" / "tiermem" / "memory.db").is_file()
+
+
+def test_wrong_types_are_named_as_wrong_types(memory: Memory) -> None:
+    with pytest.raises(InvalidTypeError, match="user_id: must be a str, got int"):
+        memory.add("user", "hi", 42)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="content: must be text"):
+        memory.add("user", None, user())  # type: ignore[arg-type]
+    with pytest.raises(MissingUserError):
+        memory.add("user", "hi", "  ")
+    with pytest.raises(InvalidRoleError, match=r"messages\[1\]\.role"):
+        memory.add_messages([{"role": "user", "content": "a"}, {"role": "x", "content": "b"}], "u")
+
+
+def test_a_closed_memory_raises_a_tiermem_error(tmp_path: Path) -> None:
+    m = make_memory(tmp_path)
+    m.close()
+    with pytest.raises(ClosedError, match="closed") as caught:
+        m.add("user", "late", "u")
+    assert isinstance(caught.value, TiermemError) and isinstance(caught.value, RuntimeError)
+
+
+def test_session_summary_is_the_running_summary_of_the_transcript(tmp_path: Path) -> None:
+    config = {"memory": {"buffer": {"size": 4, "summary_batch": 2}}}
+    with Memory(str(tmp_path / "m.db"), config=config, embedder=HashEmbedder(32)) as m:
+        u = user()
+        assert m.session_summary(u, "s") is None
+        for i in range(8):
+            m.add("user", f"Line number {i} mentions the lighthouse keeper", u, "s")
+        assert m.flush(30)
+        summary = m.session_summary(u, "s")
+        assert summary is not None and "lighthouse" in summary
+        assert m.get_context("lighthouse", u, "s").text().count(summary) == 1
 
 
 def test_one_recent_window_per_user_and_session(memory: Memory) -> None:
@@ -645,7 +699,7 @@ def test_closes_the_redis_connection(tmp_path: Path) -> None:
         (None, MissingUserError),
         ("", MissingUserError),
         ("   ", MissingUserError),
-        (7, InvalidTypeError),  # the wrong type, not a missing user
+        (7, InvalidTypeError),  # given, but not a str: a wrong type, not a missing user
         (b"u", InvalidTypeError),
     ],
 )
@@ -660,9 +714,8 @@ def test_missing_user_is_refused_everywhere(memory: Memory, bad_user: Any, error
         lambda: memory.forget(str(uuid.uuid4()), bad_user),
         lambda: memory.forget_user(bad_user),
     ):
-        with pytest.raises(error) as raised:
+        with pytest.raises(error, match=r"^user_id: "):
             call()
-        assert raised.value.field == "user_id"
     assert len(memory.buffers) == 0
 
 

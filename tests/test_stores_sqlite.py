@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiermem.errors import StoreUnavailableError
+from tiermem.errors import InputError, StoreUnavailableError
 from tiermem.stores.sqlite import SQLiteStore, default_path
 
 DIM = 8
@@ -135,8 +135,11 @@ def test_locked_database_raises_unavailable_and_keeps_nothing(tmp_path: Path) ->
 
 def test_unopenable_path(tmp_path: Path) -> None:
     (tmp_path / "dir.db").mkdir()
-    with pytest.raises(StoreUnavailableError):
+    with pytest.raises(InputError, match="is a folder"):
         SQLiteStore(tmp_path / "dir.db", dimension=DIM)
+    with pytest.raises(InputError, match="does not exist"):
+        SQLiteStore(tmp_path / "missing" / "m.db", dimension=DIM)
+    assert not (tmp_path / "missing").exists()
 
 
 def test_vector_cache_is_bounded(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tiermem.errors import ClosedError
 from tiermem.messages import Message, speaker, transcript_line
 
 if TYPE_CHECKING:
@@ -200,7 +201,7 @@ class Archiver:
         """Queue messages for the store; returns at once."""
         with self._cond:
             if self._closed:
-                raise RuntimeError("the archiver is closed")
+                raise ClosedError("the archiver is closed")
             self._queue.extend(items)
             if self._thread is None:
                 self._thread = threading.Thread(

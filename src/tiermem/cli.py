@@ -44,19 +44,11 @@ def _console(stderr: bool = False) -> Console:
 
 def check_db(path: str | None, field: str = "--db") -> str | None:
     """Refuse a database path whose folder does not exist (a mistyped path would
-    otherwise create a new, empty database) or that is a folder; nothing is created."""
-    if path is None:
-        return None
-    target = Path(path).expanduser()
-    if target.is_dir():
-        raise InputError(field, f"{path} is a folder", "give the path of the SQLite file in it")
-    if not target.parent.is_dir():
-        raise InputError(
-            field,
-            f"the folder {str(target.parent)!r} does not exist",
-            "check the path, or create the folder first",
-        )
-    return path
+    otherwise create a new, empty database) or that is a folder, before anything loads
+    (:func:`tiermem.paths.sqlite_file`, the check ``Memory`` makes too)."""
+    from tiermem.paths import sqlite_file
+
+    return None if path is None else sqlite_file(path, field)
 
 
 @contextmanager
@@ -171,38 +163,55 @@ def pick_id(given: str, ids: Sequence[str], user_id: str) -> str:
     return matches[0]
 
 
-def _read_history(path: Path) -> list[dict[str, Any]]:
-    """Messages from a JSON list (or ``{"messages": [...]}``) or a JSONL file."""
+def _read_history(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Messages from a JSON list (or ``{"messages": [...]}``) or a JSONL file, and where
+    each is (``name:LINE`` for JSONL, ``name message N`` for JSON; both count from 1)."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
-        rows = []
+        rows, places = [], []
         for number, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError as exc:
                     raise SerializationError(f"{path.name}:{number}", exc.msg) from None
-        return rows
+                places.append(f"{path.name}:{number}")
+        return rows, places
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SerializationError(path.name, f"line {exc.lineno}: {exc.msg}") from None
+        raise SerializationError(f"{path.name}:{exc.lineno}", exc.msg) from None
     if isinstance(data, dict):
         data = data.get("messages")
     if not isinstance(data, list):
         raise SerializationError(path.name, "expected a list of messages or {'messages': [...]}")
-    return data
+    return data, [f"{path.name} message {n}" for n in range(1, len(data) + 1)]
+
+
+def _in_file(exc: InputError, places: Sequence[str], start: int) -> InputError:
+    """``exc`` about ``messages[i].x`` of the chunk at ``start`` as an error about the
+    file's line (or message number) of that row; other errors unchanged."""
+    import re
+
+    found = re.match(r"messages\[(\d+)\]\.?(.*)", exc.field)
+    if found is None:
+        return exc
+    where = places[start + int(found.group(1))]
+    return exc.relabel(f"{where} {found.group(2) or 'message'}")
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    rows = _read_history(args.file)
+    rows, places = _read_history(args.file)
     with _memory(args) as memory, Progress(console=_console()) as progress:
         task = progress.add_task("importing", total=len(rows))
         for start in range(0, len(rows), 500):
             chunk = rows[start : start + 500]
-            memory.add_messages(chunk, args.user, args.session)
+            try:
+                memory.add_messages(chunk, args.user, args.session)
+            except InputError as exc:
+                raise _in_file(exc, places, start) from None
             progress.advance(task, len(chunk))
         progress.update(task, description="archiving")
         memory.flush()

@@ -28,7 +28,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
-import platformdirs
 import yaml
 from pydantic import (
     BaseModel,
@@ -45,6 +44,7 @@ from tiermem.embeddings.factory import DEFAULT_MODEL as DEFAULT_EMBEDDING_MODEL
 from tiermem.embeddings.factory import PROVIDERS as EMBEDDING_PROVIDERS
 from tiermem.errors import ConfigError
 from tiermem.llm.factory import PROVIDERS as CHAT_PROVIDERS
+from tiermem.paths import default_sqlite_path
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +63,6 @@ class KeyProblem(ValueError):
     def __init__(self, key: str, problem: str, hint: str = "") -> None:
         super().__init__(problem)
         self.key, self.problem, self.hint = key, problem, hint
-
-
-def default_sqlite_path() -> Path:
-    """Where the embedded store lives unless ``memory.persistent.path`` says otherwise."""
-    return Path(platformdirs.user_data_dir("tiermem", appauthor=False)) / "memory.db"
 
 
 class Section(BaseModel):

@@ -1,8 +1,10 @@
 """The ``tiermem demo`` walk-through: a multi-session conversation written for it.
 
-It imports three sessions of a conversation with their own dates, stores two facts, and
-shows each tier: the buffer and what left it (summaries), the long-term store, the user
-synopsis, and the context the planner builds, explained, for a few questions.
+It imports three sessions of a conversation with their own dates, stores three facts,
+and shows each tier as ``Memory``'s public methods read it: the newest messages and the
+running summary of the older ones (from the transcript), the long-term store, the user
+synopsis, and the context the planner builds, explained, for a few questions. It reads
+well at 80 columns (piped output): long contents end in an ellipsis.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
-from rich.table import Table
+from rich.table import Column, Table
 
 USER = "maya"
 
@@ -65,6 +69,15 @@ QUESTIONS = [
     "What happened in March 2025?",
 ]
 
+LEGEND = (
+    "\nHow to read a context: [bold]section[/] is where an item sits in the prompt (recent: "
+    "the newest messages, always offered; retrieved: memories chosen for the question; "
+    "summary, synopsis). [bold]score[/] ranks the candidates of one question (the best is 1). "
+    "[bold]sim[/] is the cosine similarity of its meaning to the question (-1 to 1), [bold]kw[/] "
+    "the share of the question's keywords it contains (0 to 1); '-' where not measured. "
+    "[bold]tok[/] is what it costs of the budget. Context.explain() prints the same."
+)
+
 CONFIG = {"memory": {"buffer": {"size": 6, "summary_batch": 3}}}
 
 
@@ -86,15 +99,26 @@ def run_demo(db: str | None = None, max_tokens: int = 500, console: Console | No
             _import(memory, console)
             _show_buffer(memory, console)
             _show_store(memory, console)
+            console.print(LEGEND, highlight=False)
             for question in QUESTIONS:
                 _show_context(memory, question, max_tokens, console)
-        console.print(
-            "Next: [bold]tiermem serve[/] puts this memory behind an HTTP API, MCP at /mcp "
-            "and an inspector at /ui (pip install 'tiermem\\[server]'; docs/server.md)."
-        )
+        console.print(_next_step(db), highlight=False)
     finally:
         if folder is not None:
             folder.cleanup()
+
+
+def _next_step(db: str | None) -> str:
+    """What to run next: serve this database if it is kept, else how to keep one."""
+    serve = "puts a memory behind an HTTP API, MCP at /mcp and an inspector at /ui"
+    extra = "pip install 'tiermem\\[server]'; docs/server.md"
+    if db is not None:
+        return f"Next: [bold]tiermem serve --db {escape(db)}[/] {serve} ({extra})."
+    return (
+        "The demo's database was temporary and is deleted now; "
+        "[bold]tiermem demo --db demo.db[/] keeps it. "
+        f"Next: [bold]tiermem serve --db demo.db[/] {serve} ({extra})."
+    )
 
 
 def _import(memory: Any, console: Console) -> None:
@@ -126,18 +150,24 @@ def _import(memory: Any, console: Console) -> None:
 
 
 def _show_buffer(memory: Any, console: Console) -> None:
-    buffer = memory.buffers.get(USER, "s1")
-    table = Table("role", "content", title=f"Buffer: the {len(buffer)} most recent messages")
-    for message in buffer.messages:
-        table.add_row(message.name or message.role, message.text[:80])
-    console.print(table)
-    console.print(
-        Panel(
-            buffer.summary or "-",
-            title=f"Running summary of the {buffer.evicted_count} messages that left the buffer "
-            f"({len(buffer.summaries)} batch summaries in the ring)",
-        )
+    """The session's newest messages and the running summary of the older ones, read
+    from the transcript as every process sharing the store reads them."""
+    size = memory.config.memory.buffer.size
+    recent = memory.recent(USER, "s1", limit=size)
+    total = sum(s.messages for s in memory.sessions(USER) if s.session_id == "s1")
+    table = Table(
+        Column("who", no_wrap=True),
+        Column("content", no_wrap=True, overflow="ellipsis", ratio=1),
+        title=f"Buffer: the {len(recent)} most recent of {total} messages",
+        box=box.SIMPLE,
+        expand=True,
     )
+    for message in recent:
+        table.add_row(message.name or message.role, message.text)
+    console.print(table)
+    summary = memory.session_summary(USER, "s1")
+    title = f"Running summary of the {total - len(recent)} older messages"
+    console.print(Panel(summary or "-", title=title))
 
 
 def _show_store(memory: Any, console: Console) -> None:
@@ -149,14 +179,33 @@ def _show_store(memory: Any, console: Console) -> None:
 
 
 def _show_context(memory: Any, question: str, max_tokens: int, console: Console) -> None:
+    """The context of ``question``, one line per item (``Context.explain()`` in a table
+    that fits the terminal: long contents end in an ellipsis instead of wrapping)."""
     start = time.perf_counter()
     context = memory.get_context(question, USER, "s1", max_tokens=max_tokens)
     took = (time.perf_counter() - start) * 1000
     console.print(
-        Panel(
-            context.explain(),
-            title=f"get_context({question!r}, max_tokens={max_tokens}) in {took:.0f} ms",
-        ),
-        markup=False,
+        f"\n[bold]get_context[/]({escape(repr(question))}, max_tokens={max_tokens}): "
+        f"{context.total_tokens}/{max_tokens} tokens in {took:.0f} ms",
         highlight=False,
     )
+    table = Table(
+        "section",
+        Column("score", justify="right"),
+        Column("sim", justify="right"),
+        Column("kw", justify="right"),
+        Column("tok", justify="right"),
+        Column("content", no_wrap=True, overflow="ellipsis", ratio=1),
+        box=box.SIMPLE,
+        expand=True,
+    )
+    for item in context.items:
+        table.add_row(
+            item.section,
+            f"{item.score:.2f}",
+            "-" if item.similarity is None else f"{item.similarity:.2f}",
+            "-" if item.keywords is None else f"{item.keywords:.2f}",
+            str(item.tokens),
+            escape(item.content),
+        )
+    console.print(table)

@@ -27,6 +27,12 @@ class InputError(TiermemError, ValueError):
         self.hint = hint
         super().__init__(_with_hint(field, problem, hint))
 
+    def relabel(self, field: str) -> InputError:
+        """The same error (same type, problem and hint) about ``field`` instead."""
+        moved = InputError.__new__(type(self))
+        InputError.__init__(moved, field, self.problem, self.hint)
+        return moved
+
 
 class InvalidTypeError(InputError, TypeError):
     """A value has the wrong Python type (metadata that is a str, content that is an int)."""
@@ -82,6 +88,20 @@ class ConfigError(InputError):
             Exception.__init__(self, text)
 
 
+class MissingExtraError(ConfigError, ImportError):
+    """A feature needs an optional extra that is not installed; the hint is the
+    ``pip install 'tiermem[EXTRA]'`` that installs it (see :mod:`tiermem.extras`).
+
+    Attributes:
+        extra: the extra's name (``"server"``, ``"postgres"``...).
+    """
+
+    def __init__(self, field: str, problem: str, extra: str, module: str | None = None) -> None:
+        super().__init__(field, problem, f"pip install 'tiermem[{extra}]'")
+        self.extra = extra
+        self.name = module
+
+
 def _with_hint(field: str, problem: str, hint: str) -> str:
     return f"{field}: {problem}" + (f" ({hint})" if hint else "")
 
@@ -120,6 +140,10 @@ class MalformedAnswerError(ProviderResponseError):
 
 class ModelLoadError(TiermemError):
     """A local model could not be loaded; the message says how to provide it."""
+
+
+class ClosedError(TiermemError, RuntimeError):
+    """A call on a :class:`~tiermem.Memory` (or another resource) after ``close()``."""
 
 
 class StoreError(TiermemError):

@@ -17,11 +17,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
-import anyio
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from starlette.requests import Request
-from starlette.types import Receive, Scope, Send
+from tiermem.extras import needs_extra
+
+with needs_extra("server", "tiermem.mcp", "the MCP server"):
+    import anyio
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from starlette.requests import Request
+    from starlette.types import Receive, Scope, Send
 
 from tiermem import __version__
 from tiermem.errors import TiermemError

@@ -26,6 +26,7 @@ from tiermem.buffer import BufferMemory, BufferRegistry
 from tiermem.config import Retention
 from tiermem.embeddings.base import DEFAULT_MAX_CHARS
 from tiermem.errors import (
+    ClosedError,
     ConfigError,
     DimensionMismatchError,
     InputError,
@@ -35,6 +36,7 @@ from tiermem.errors import (
     TiermemError,
 )
 from tiermem.messages import Content, Message, check_fields, transcript_line
+from tiermem.paths import sqlite_file
 from tiermem.planner import Candidate, Context, QueryPlanner, candidate_key
 from tiermem.stores.base import (
     MAX_CONTENT_CHARS,
@@ -84,7 +86,7 @@ ERASE_TIMEOUT = 30.0
 
 
 def _user(user_id: Any) -> str:
-    """The one user id check (:func:`~tiermem.stores.base.check_user_id`)."""
+    """``user_id`` checked: MissingUserError if absent or blank, InvalidTypeError if not a str."""
     return check_user_id(user_id)
 
 
@@ -144,7 +146,7 @@ class Memory:
         settings = self.config.memory
         self.retention: Retention = settings.retention
         self.durability = settings.durability
-        self._path = None if path is None else os.fspath(path)
+        self._path = None if path is None else sqlite_file(path, "path")
         self._store = store
         self._owns_store = store is None  # close() releases only what Memory built
         self._embedder_spec = embedder
@@ -582,7 +584,12 @@ class Memory:
         extra = dict(fields)
         if timestamp is not None:
             extra["timestamp"] = timestamp
-        return Message(role, content, metadata=meta, **extra)
+        try:
+            return Message(role, content, metadata=meta, **extra)
+        except InputError as exc:
+            if name == "message" or exc.field.startswith(name):
+                raise
+            raise exc.relabel(f"{name}.{exc.field}") from None
 
     def _record(
         self,
@@ -1040,6 +1047,17 @@ class Memory:
         buffer = self.buffers.peek(user_id, session_id)
         return buffer.get_recent(limit) if buffer is not None else []
 
+    def session_summary(self, user_id: str, session_id: str | None = None) -> str | None:
+        """The running summary of the session's messages older than the recent window
+        (what :meth:`get_context` offers as the summary), or None while there is none."""
+        self._check_open()
+        _user(user_id)
+        check_text_id(session_id, "session_id")
+        if not self._stored:
+            buffer = self.buffers.peek(user_id, session_id)
+            return buffer.summary if buffer is not None else None
+        return self._session_state(user_id, session_id, 0)[1]
+
     def history(self, user_id: str, session_id: str | None = None) -> list[Message]:
         """Every message of a session in the order added, whole (tool calls, ids, metadata),
         repeated lines included."""
@@ -1197,7 +1215,7 @@ class Memory:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("this Memory is closed")
+            raise ClosedError("this Memory is closed: make a new Memory (or use `with Memory()`)")
 
     def __enter__(self) -> Memory:
         return self

@@ -481,14 +481,10 @@ class RedisSynopsisCache(SynopsisCache):
         retries: int = 1,
     ) -> None:
         super().__init__(identity_ttl, context_ttl, namespace)
-        try:
+        from tiermem.extras import needs_extra
+
+        with needs_extra("redis", "memory.synopsis.backend", "'redis'"):
             import redis
-        except ImportError as exc:  # pragma: no cover - redis is in the dev extras
-            raise ConfigError(
-                "memory.synopsis.backend",
-                "'redis' needs the redis package",
-                "pip install 'tiermem[redis]'",
-            ) from exc
         if not isinstance(url, str) or not url.startswith(("redis://", "rediss://", "unix://")):
             raise ConfigError(
                 "redis_url",

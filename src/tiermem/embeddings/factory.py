@@ -45,7 +45,10 @@ def get_embedder(model: str | Embedder = DEFAULT_MODEL, **opts: Any) -> Embedder
         from tiermem.embeddings.onnx import OnnxEmbedder
 
         return OnnxEmbedder(name, **opts)
-    from tiermem.embeddings.local import SentenceTransformerEmbedder
+    from tiermem.embeddings.local import SentenceTransformerEmbedder, check_model_name
+
+    if opts.get("model_path") is None:
+        check_model_name(provider, name)
 
     return SentenceTransformerEmbedder(name, provider=provider, **opts)
 

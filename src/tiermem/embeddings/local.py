@@ -114,6 +114,57 @@ def known_dimension(name: str) -> int | None:
     return KNOWN_DIMENSIONS.get(key)
 
 
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache (huggingface_hub's rule, without importing it)."""
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(var):
+            return Path(os.environ[var]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+    return Path(cache).expanduser() / "huggingface" / "hub"
+
+
+def cached_models() -> list[str]:
+    """Hub ids of the models in the Hugging Face cache (``owner/name``), sorted."""
+    try:
+        folders = [p.name for p in hub_cache_dir().iterdir() if p.name.startswith("models--")]
+    except OSError:
+        return []
+    return sorted(f.removeprefix("models--").replace("--", "/") for f in folders)
+
+
+def offline_names() -> list[str]:
+    """The ``local/`` model names that load without a network: the packaged model, then
+    the sentence-transformers models in the Hugging Face cache (these need tiermem[torch])."""
+    cached = [f"local/{m}" for m in cached_models() if m.lower() not in PACKAGED_MODEL_NAMES]
+    return [f"local/{DEFAULT_LOCAL_MODEL}", *cached]
+
+
+def check_model_name(provider: str, name: str) -> None:
+    """Refuse a ``local/`` or ``torch/`` name that is neither well known, nor in the
+    Hugging Face cache, nor (online) a hub id ``owner/name``: most likely a typo, which
+    should not first ask for PyTorch to be installed.
+
+    Raises:
+        ConfigError: on field ``model``, listing the names that work offline.
+    """
+    if known_dimension(name) is not None:
+        return
+    if hub_name(name).lower() in {m.lower() for m in cached_models()}:
+        return
+    if "/" in name and not is_offline():
+        return  # a hub id: sentence-transformers downloads it
+    from tiermem.errors import ConfigError
+
+    raise ConfigError(
+        "model",
+        f"unknown embedding model {provider}/{name}",
+        f"names that work offline: {', '.join(offline_names())}; or pass model_path= a "
+        "model folder (docs/embeddings.md)",
+    )
+
+
 def hub_name(name: str) -> str:
     """``all-MiniLM-L6-v2`` -> ``sentence-transformers/all-MiniLM-L6-v2``; full ids unchanged."""
     return name if "/" in name else f"sentence-transformers/{name}"
@@ -156,13 +207,11 @@ def _quiet_progress_bars() -> None:
 
 
 def _load(name: str, device: str, model_path: str | None) -> Any:
-    try:
+    from tiermem.extras import needs_extra
+
+    feature = f"{name} on PyTorch (the default local/all-MiniLM-L6-v2 needs no torch)"
+    with needs_extra("torch", "embedding_model", feature):
         from sentence_transformers import SentenceTransformer
-    except ImportError as exc:
-        raise ModelLoadError(
-            f"{name} on PyTorch needs sentence-transformers: pip install 'tiermem[torch]' "
-            f"(or use the default local/all-MiniLM-L6-v2, which needs no torch) ({exc})"
-        ) from exc
     _quiet_progress_bars()
     errors = []
     for source, local_only in _sources(name, model_path):

@@ -17,18 +17,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from autogen_core import CancellationToken
-from autogen_core.memory import (
-    Memory,
-    MemoryContent,
-    MemoryMimeType,
-    MemoryQueryResult,
-    UpdateContextResult,
-)
-from autogen_core.model_context import ChatCompletionContext
-from autogen_core.models import SystemMessage, UserMessage
+from tiermem.extras import needs_extra
 
-from tiermem.errors import InputError, InvalidSizeError, InvalidTypeError
+with needs_extra("autogen", "tiermem.integrations.autogen", "the AutoGen adapter"):
+    from autogen_core import CancellationToken
+    from autogen_core.memory import (
+        Memory,
+        MemoryContent,
+        MemoryMimeType,
+        MemoryQueryResult,
+        UpdateContextResult,
+    )
+    from autogen_core.model_context import ChatCompletionContext
+    from autogen_core.models import SystemMessage, UserMessage
+
+from tiermem.errors import ClosedError, InputError, InvalidSizeError, InvalidTypeError
 from tiermem.integrations import _common
 from tiermem.stores.base import MAX_LIMIT, check_importance, check_memory_type
 
@@ -177,7 +180,7 @@ class TiermemAutogenMemory(Memory):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError(f"the AutoGen memory {self.name!r} is closed")
+            raise ClosedError(f"the AutoGen memory {self.name!r} is closed")
 
 
 def _content(record: Any, score: float) -> MemoryContent:

@@ -15,16 +15,19 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-    message_to_dict,
-    messages_from_dict,
-)
+from tiermem.extras import needs_extra
+
+with needs_extra("langchain", "tiermem.integrations.langchain", "the LangChain adapter"):
+    from langchain_core.chat_history import BaseChatMessageHistory
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+        message_to_dict,
+        messages_from_dict,
+    )
 
 from tiermem.errors import InvalidTypeError
 from tiermem.integrations import _common

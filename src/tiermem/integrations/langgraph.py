@@ -28,20 +28,23 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from langgraph.store.base import (
-    BaseStore,
-    GetOp,
-    InvalidNamespaceError,
-    Item,
-    ListNamespacesOp,
-    MatchCondition,
-    Op,
-    PutOp,
-    Result,
-    SearchItem,
-    SearchOp,
-)
-from langgraph.store.base.embed import get_text_at_path
+from tiermem.extras import needs_extra
+
+with needs_extra("langgraph", "tiermem.integrations.langgraph", "the LangGraph store"):
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        InvalidNamespaceError,
+        Item,
+        ListNamespacesOp,
+        MatchCondition,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+    )
+    from langgraph.store.base.embed import get_text_at_path
 
 from tiermem.errors import InputError, InvalidSizeError, InvalidTypeError
 from tiermem.integrations import _common

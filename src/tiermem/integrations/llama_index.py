@@ -19,10 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.bridge.pydantic import Field
-from llama_index.core.memory import BaseMemory
-from llama_index.core.memory.memory import BaseMemoryBlock
+from tiermem.extras import needs_extra
+
+with needs_extra("llama-index", "tiermem.integrations.llama_index", "the LlamaIndex adapter"):
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole
+    from llama_index.core.bridge.pydantic import Field
+    from llama_index.core.memory import BaseMemory
+    from llama_index.core.memory.memory import BaseMemoryBlock
 
 from tiermem.errors import InvalidSizeError, InvalidTypeError
 from tiermem.integrations import _common

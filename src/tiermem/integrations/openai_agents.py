@@ -16,7 +16,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from agents.memory import SessionSettings
+from tiermem.extras import needs_extra
+
+with needs_extra("openai-agents", "tiermem.integrations.openai_agents", "the Agents SDK session"):
+    from agents.memory import SessionSettings
 
 from tiermem.errors import InvalidSizeError, InvalidTypeError
 from tiermem.integrations import _common

@@ -17,13 +17,16 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import unquote
 
-import anyio
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
-from fastapi import Path as PathParam
-from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST
-from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from tiermem.extras import needs_extra
+
+with needs_extra("server", "tiermem.server", "the HTTP server"):
+    import anyio
+    from fastapi import APIRouter, Depends, FastAPI, Query, Request
+    from fastapi import Path as PathParam
+    from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
+    from prometheus_client import CONTENT_TYPE_LATEST
+    from starlette.routing import Route
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tiermem import __version__
 from tiermem.errors import (

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from tiermem.errors import InputError, StoreUnavailableError
+from tiermem.errors import InputError, MissingExtraError, StoreUnavailableError
+from tiermem.extras import needs_extra
+from tiermem.paths import sqlite_file
 from tiermem.server.tenants import check_tenant
 
 PREFIX = "tm_"
@@ -118,17 +120,20 @@ class KeyStore:
         self._conn: Any
         try:
             if self._postgres:
-                from psycopg_pool import ConnectionPool
-
+                with needs_extra("postgres", "memory.persistent.provider", "'postgresql'"):
+                    from psycopg_pool import ConnectionPool
                 self._conn = ConnectionPool(
                     location, min_size=1, max_size=8, kwargs={"autocommit": True}, open=True
                 )
             else:
+                location = sqlite_file(location, "db")
                 self._conn = sqlite3.connect(
                     location, isolation_level=None, check_same_thread=False, timeout=30
                 )
                 if location != ":memory:":
                     self._conn.execute("PRAGMA journal_mode=WAL")
+        except (MissingExtraError, InputError):
+            raise
         except Exception as exc:
             raise StoreUnavailableError(f"cannot open the key database: {exc}") from exc
         with self._cursor() as cur:

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from tiermem.errors import ConfigError
+from tiermem.extras import needs_extra
 
 CONFIG_ENV = "TIERMEM_SERVE_CONFIG"
 DB_ENV = "TIERMEM_SERVE_DB"
@@ -54,7 +55,8 @@ def serve(
     Raises:
         ConfigError: a non-loopback ``host`` while no key exists (development mode).
     """
-    import uvicorn
+    with needs_extra("server", "tiermem serve", "the HTTP server"):
+        import uvicorn
 
     from tiermem.server.app import ADMIN_KEY_ENV, create_app
     from tiermem.server.keys import KeyStore, keys_location

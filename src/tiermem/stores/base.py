@@ -511,6 +511,12 @@ def message_entry(
         if not (
             message.tool_calls or message.images or message.structured_data or message.agent_calls
         ):
+            if message.content is None:
+                raise InvalidTypeError(
+                    f"{name}.content",
+                    "must be text (a str or a list of parts), got None",
+                    "pass the message's text",
+                )
             raise InputError(f"{name}.content", "is empty", "add text, or do not add the message")
         line = None
     else:

