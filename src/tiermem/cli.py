@@ -97,7 +97,7 @@ def stored_id(memory: Memory, user_id: str, message: Message) -> str | None:
 def _user_ids(memory: Memory, user_id: str) -> list[str]:
     """Every memory id of ``user_id``, sorted."""
     ids: list[str] = []
-    while page := memory.store.list(user_id, limit=1000, offset=len(ids)):
+    while page := memory.list_memories(user_id, limit=1000, offset=len(ids)):
         ids += [str(record.id) for record in page]
     return sorted(ids)
 
@@ -285,7 +285,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     with _memory(args) as memory:
-        stats = memory.store.stats(args.user)
+        stats = memory.stats(args.user)
     table = Table("figure", "value", title=f"memories of {args.user!r}")
     table.add_row("count", str(stats.count))
     for memory_type, count in sorted(stats.by_type.items()):

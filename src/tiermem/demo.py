@@ -123,7 +123,7 @@ def _next_step(db: str | None) -> str:
 
 def _import(memory: Any, console: Console) -> None:
     with console.status("loading the local embedding model..."):
-        memory.embedder.embed(["warm up"])
+        memory.search("warm up", USER, k=1)  # the first query loads the model
     start = time.perf_counter()
     added = 0
     for when, turns in SESSIONS:
@@ -171,7 +171,7 @@ def _show_buffer(memory: Any, console: Console) -> None:
 
 
 def _show_store(memory: Any, console: Console) -> None:
-    stats = memory.store.stats(USER)
+    stats = memory.stats(USER)
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(stats.by_type.items()))
     console.print(f"Long-term store: {stats.count} memories ({kinds}) - nothing said is lost.")
     synopsis = memory.synopsis(USER)
