@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -229,6 +230,41 @@ def test_a_stopped_database_refuses_writes_and_erasure_then_has_everything(own_p
         assert memory.flush(10) and memory.store.count(u) == 0  # nothing comes back
     finally:
         memory.close()
+
+
+def crash(pgdata: Path) -> None:
+    """A crash of PostgreSQL itself: the postmaster and every process it started die at
+    once with SIGKILL (frozen first, so none flushes anything on its way out)."""
+    import psutil
+
+    postmaster = psutil.Process(int((pgdata / "postmaster.pid").read_text().split()[0]))
+    postmaster.send_signal(signal.SIGSTOP)  # it starts no new process meanwhile
+    processes = [postmaster, *postmaster.children(recursive=True)]
+    for process in processes[1:]:
+        process.send_signal(signal.SIGSTOP)
+    for process in processes:
+        process.send_signal(signal.SIGKILL)
+    psutil.wait_procs(processes, timeout=10)
+
+
+def test_a_crash_of_postgresql_loses_no_acknowledged_message(own_pg: Any) -> None:
+    """The default durability: every message a writer process was told is saved is there
+    after PostgreSQL is SIGKILLed mid-load and restarted on the same data folder."""
+    url = str(own_pg.get_uri())
+    writer = Writer(url, f"c{uuid.uuid4().hex[:8]}", 100_000, "--users", "4")
+    started = time.monotonic()
+    assert wait_until(lambda: len(writer.acks) >= 300 and time.monotonic() - started > 2, 120)
+    crash(Path(own_pg.pgdata))
+    writer.wait(60)  # its next add fails: the database is gone
+    acks = list(writer.acks)
+    own_pg.start()  # crash recovery replays the WAL
+    store = open_store(url)
+    try:
+        stored = set(transcript_ids(store, {u for u, _, _ in acks}))
+        lost = {m for _, _, m in acks} - stored
+        assert not lost, f"{len(lost)} of {len(acks)} acknowledged messages lost"
+    finally:
+        store.close()
 
 
 def _answers(memory: Memory) -> bool:

@@ -584,8 +584,10 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
-DURABILITY = {"committed": "NORMAL", "synced": "FULL"}
-"""Store durability levels, with SQLite's ``synchronous`` setting for each."""
+DURABILITY = {"async_commit": "NORMAL", "committed": "NORMAL", "synced": "FULL"}
+"""Store durability levels, with SQLite's ``synchronous`` setting for each (docs/stores.md,
+"Durability"). SQLite's engine runs in the writing process, so ``async_commit`` is
+``committed`` there; on PostgreSQL it is ``synchronous_commit = off``."""
 
 
 def check_durability(value: object) -> str:
