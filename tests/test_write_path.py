@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 
 from conformance.conftest import _server_url
 from embedders import HashEmbedder, wait_until
+from fakeserver import FakeServer, Refusal
+from tiermem.embeddings.openai import OpenAIEmbedder
 from tiermem.errors import InputError, MissingUserError, StoreUnavailableError
 from tiermem.memory import Memory
 from tiermem.stores.base import MemoryStore
@@ -309,6 +311,56 @@ def test_a_poison_message_costs_other_users_nothing(tmp_path: Path) -> None:
         assert memory.forget_user("victim") == 1 and memory.failed("victim") == []
     finally:
         memory.close()
+
+
+def refuse_poison(texts: list[str]) -> list[list[float]]:
+    """The embedding service's model: a 400 for any input holding POISON."""
+    if any("POISON" in t for t in texts):
+        raise Refusal(400, "input rejected by the model")
+    return HashEmbedder(32, cache_size=0).embed(texts).tolist()
+
+
+def test_an_embedder_outage_fails_no_message_and_a_refused_one_fails_alone(
+    tmp_path: Path,
+) -> None:
+    """An OpenAI-protocol embedding service goes down (connection refused, then 503)
+    while messages arrive: none is marked failed, all are embedded once it is back; a
+    message its model refuses (400) is the only one failed. The worker's rounds run here,
+    each claiming every row, so each row meets the outage more often than max_attempts."""
+    worker = {"background": False, "retry_backoff": 0, "max_attempts": 2}
+    with FakeServer(embed=refuse_poison) as service:
+        embedder = OpenAIEmbedder(
+            "m", base_url=service.openai_url, dimensions=32, max_retries=1, backoff=0.01
+        )
+        memory = Memory(
+            str(tmp_path / "m.db"), config={"memory": {"worker": worker}}, embedder=embedder
+        )
+        try:
+            memory.add("user", "before the outage", "ana", "s")
+            assert memory.flush(30)
+            service.stop()  # connection refused
+            said = [
+                memory.add("user", f"line {i} said while it is down", "ana", "s") for i in range(30)
+            ]
+            for _ in range(3):
+                memory.worker.run_once()
+            service.outage_status = 503
+            service.start()
+            asked = len(service.requests)
+            for _ in range(3):
+                memory.worker.run_once()
+            assert len(service.requests) > asked and memory.work_stats().failed == 0
+            service.outage_status = None  # back
+            memory.add("user", "this one is POISON for the model", "ana", "s")
+            assert memory.flush(60)
+            stats = memory.work_stats()
+            assert stats.failed == 1 and stats.pending == 0
+            (failed,) = memory.failed("ana")
+            assert "POISON" in failed.message.text and "400" in (failed.error or "")
+            indexed = {r.content for r in memory.store.list("ana", limit=100)}
+            assert {f"user: {m.text}" for m in said} <= indexed
+        finally:
+            memory.close()
 
 
 @pytest.mark.parametrize(

@@ -288,6 +288,7 @@ Op = (
     | tr.ClaimOp
     | tr.CompleteOp
     | tr.FailOp
+    | tr.ReleaseOp
     | tr.RetryOp
     | tr.WorkStatsOp
     | tr.SummaryOp
