@@ -290,13 +290,18 @@ class RejectingEmbedder(HashEmbedder):
 
 
 def test_a_poison_message_costs_other_users_nothing(tmp_path: Path) -> None:
-    config = {"memory": {"worker": {"retry_backoff": 0.01, "max_attempts": 3}}}
+    """The worker's rounds run here (no background thread), so the poison row is claimed
+    in one batch with 63 good rows every time: they are indexed in that same round."""
+    worker = {"retry_backoff": 0, "max_attempts": 3, "background": False, "batch_size": 64}
+    config = {"memory": {"worker": worker}}
     memory = Memory(str(tmp_path / "m.db"), config=config, embedder=RejectingEmbedder(32))
     try:
         memory.add("user", "this one is POISON for the model", "victim", "s")
         users = [f"user-{i}" for i in range(100)]
         for u in users:
             memory.add("user", f"{u} talks about gardening", u, "s")
+        assert memory.worker.run_once() == 64  # the oldest rows: the poison and 63 others
+        assert memory.work_stats().done == 63  # all of its batch but the poison, at once
         assert memory.flush(60)
         for u in users:
             (record,) = memory.store.list(u)
