@@ -5,12 +5,13 @@
 
 One run prints, on this machine:
 
-1. ``Memory.add`` p50 / p99 for each durability (committed, synced, memory) on SQLite and
-   PostgreSQL, beside the floor: a bare INSERT + COMMIT of the same row (the message's
-   JSON, user and session) by the same driver with the same durability. Goal: committed
-   within 2x of its floor at p50 and p99. A second floor inserts the transcript row add
-   writes into a table made by tiermem's own DDL, bare (what the engine charges for the
-   row and its indexes), so the ratio to it is what tiermem's own code adds.
+1. ``Memory.add`` p50 / p99 for each durability (committed, synced, async_commit, memory)
+   on SQLite and PostgreSQL, beside the floor: a bare INSERT + COMMIT of the same row (the
+   message's JSON, user and session) by the same driver with the same durability. Goal:
+   committed within 2x of its floor at p50 and p99. A second floor inserts the transcript
+   row add writes into a table made by tiermem's own DDL, bare (what the engine charges for
+   the row and its indexes), so the ratio to it is what tiermem's own code adds. Beside
+   them, what each durability costs: its add p50 / p99 over ``async_commit``'s.
 2. Ingest throughput: LoCoMo turns added and indexed end to end (transcript, index,
    vectors) over the raw embedder's throughput on the same turns. Goal: >= 0.9. Beside
    it, the same ratio in process CPU time, which other jobs on a shared machine disturb
@@ -42,7 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import nearest_rank, reproduce_command, rich_table, write_json
 
 RESULTS = Path(__file__).resolve().parent / "results"
-DURABILITIES = ("committed", "synced", "memory")
+DURABILITIES = ("committed", "synced", "async_commit", "memory")
+BASELINE = "async_commit"
+"""The durability the others' cost is measured against: the fastest that writes at once."""
 PARTS = ("add", "ingest", "findable")
 ADD_ONLY = "committed, add-only"
 """``committed`` in a process whose worker does not run (``memory.worker.background:
@@ -179,7 +182,7 @@ def add_latency(folder: Path, pg_url: str, n: int) -> list[dict[str, Any]]:
                 floors = [sqlite_floor(run, n, sync, same) for same in (False, True)]
             else:
                 persistent = {"provider": "postgresql", "connection_string": pg_url}
-                sync = "on" if durability == "synced" else "off"
+                sync = "off" if durability == BASELINE else "on"
                 floors = [pg_floor(pg_url, n, sync, same) for same in (False, True)]
                 _reset_pg(pg_url)
             config: dict[str, Any] = {"memory": {"persistent": persistent}}
@@ -316,6 +319,7 @@ def report(result: dict[str, Any], command: str) -> None:
     console = Console(width=160)
     if "add_latency" in result:
         console.print(add_table(result["add_latency"]))
+        console.print(cost_table(result["add_latency"]))
     if "ingest" in result:
         ing = result["ingest"]
         console.print(
@@ -368,6 +372,39 @@ def add_table(rows: list[dict[str, Any]]) -> Any:
     return table
 
 
+def durability_cost(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each durability's add p50 / p99 over :data:`BASELINE`'s on the same engine."""
+    base = {row["engine"]: row["add_us"] for row in rows if row["durability"] == BASELINE}
+    return [
+        {
+            "engine": row["engine"],
+            "durability": row["durability"],
+            "add_us": row["add_us"],
+            "x_baseline": {q: row["add_us"][q] / base[row["engine"]][q] for q in ("p50", "p99")},
+        }
+        for row in rows
+        if row["engine"] in base
+    ]
+
+
+def cost_table(rows: list[dict[str, Any]]) -> Any:
+    """What each durability costs, as a table."""
+    table = rich_table(
+        f"What each durability costs: Memory.add (µs) and its ratio to {BASELINE}",
+        ["engine", "durability", "add p50 / p99", f"x {BASELINE} p50 / p99"],
+        2,
+    )
+    for row in durability_cost(rows):
+        a, x = row["add_us"], row["x_baseline"]
+        table.add_row(
+            row["engine"],
+            row["durability"],
+            f"{a['p50']:.0f} / {a['p99']:.0f}",
+            f"{x['p50']:.2f} / {x['p99']:.2f}",
+        )
+    return table
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data_dir", type=Path)
@@ -391,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "add" in args.parts:
             result["add_latency"] = add_latency(folder, url, args.adds)
+            result["durability_cost"] = durability_cost(result["add_latency"])
         if "ingest" in args.parts:
             result["ingest"] = ingest(args.data_dir, folder, args.conversations)
         if "findable" in args.parts:

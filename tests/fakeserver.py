@@ -16,6 +16,11 @@ at the same time, ``hold_until(n)`` holds every request until ``n`` are in fligh
 together (calls that do not overlap never get there: they are let go after ``timeout``),
 and ``pause(after)`` holds every request after the first ``after`` until ``resume()``.
 
+Outages: ``stop()`` then ``start()`` again serves on the same port (connection refused in
+between); ``outage_status = 503`` answers every request with that status until set back
+to None. An ``embed`` callable that raises :class:`Refusal` answers with its status, as an
+API refuses one input (400).
+
 Usage::
 
     with FakeServer() as server:
@@ -28,7 +33,9 @@ Usage::
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import socket
 import struct
 import threading
 from collections import deque
@@ -39,6 +46,14 @@ from typing import Any
 
 ChatReply = Callable[[dict[str, Any]], str]
 EmbedFn = Callable[[list[str]], list[list[float]]]
+
+
+class Refusal(Exception):
+    """Raised by an ``embed`` or ``chat_reply`` callable: answer ``status`` (e.g. 400)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass
@@ -108,6 +123,9 @@ class FakeServer:
         self.answered = 0
         self.in_flight = 0
         self.max_in_flight = 0
+        self.outage_status: int | None = None
+        self._port = 0  # the first start picks one; a restart keeps it
+        self._connections: set[socket.socket] = set()
         self._hold = 0
         self._hold_timeout = 0.0
         self._paused = False
@@ -123,7 +141,9 @@ class FakeServer:
 
     def start(self) -> FakeServer:
         handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._stopping.clear()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
+        self._port = self._httpd.server_address[1]
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
@@ -138,6 +158,10 @@ class FakeServer:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+        with self._lock:  # kept-alive connections go down with the server
+            for connection in self._connections:
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
         if self._thread is not None:
             self._thread.join(timeout=5)
 
@@ -195,7 +219,9 @@ class FakeServer:
 
     def _next_reply(self) -> Reply:
         with self._lock:
-            return self._replies.popleft() if self._replies else Reply()
+            if self._replies:
+                return self._replies.popleft()
+            return Reply() if self.outage_status is None else Reply(self.outage_status)
 
     def _record(self, request: Recorded) -> int:
         """Record ``request``; its position among all requests."""
@@ -238,6 +264,17 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # silence stderr
         pass
 
+    def handle(self) -> None:
+        with self.fake._lock:
+            self.fake._connections.add(self.connection)
+        try:
+            super().handle()
+        except OSError:
+            pass  # stop() cut the connection
+        finally:
+            with self.fake._lock:
+                self.fake._connections.discard(self.connection)
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -264,7 +301,13 @@ class _Handler(BaseHTTPRequestHandler):
         protocol, build = route
         status, payload = self._check(protocol, headers, body)
         if status == 200 and reply.status == 200 and reply.body is None:
-            payload = build(self.fake, body)
+            try:
+                payload = build(self.fake, body)
+            except Refusal as refusal:
+                status, payload = (
+                    refusal.status,
+                    _error_body(protocol, refusal.status, str(refusal)),
+                )
         elif status == 200:
             status = reply.status
             payload = _error_body(protocol, status, f"scripted status {status}")

@@ -25,8 +25,11 @@ def test_ingest_quick_run_times_every_figure(
     assert {(r["engine"], r["durability"]) for r in rows} == {
         (engine, durability)
         for engine in ("sqlite", "postgresql")
-        for durability in ("committed", "synced", "memory", "committed, add-only")
+        for durability in ("committed", "synced", "async_commit", "memory", "committed, add-only")
     }
+    costs = {(r["engine"], r["durability"]): r["x_baseline"] for r in result["durability_cost"]}
+    assert costs.keys() == {(r["engine"], r["durability"]) for r in rows}
+    assert costs["postgresql", "async_commit"] == {"p50": 1.0, "p99": 1.0}
     for row in rows:
         for key in ("add_us", "floor_us", "same_table_floor_us"):
             assert 0 < row[key]["p50"] <= row[key]["p99"]
@@ -34,3 +37,4 @@ def test_ingest_quick_run_times_every_figure(
     assert ingest["messages"] == 6 and ingest["ratio"] > 0
     assert 0 < result["findable"]["keyword_ms"]["p50"] <= result["findable"]["vector_ms"]["p95"]
     assert "ratio" in proc.stdout and "same-table floor" in proc.stdout
+    assert "What each durability costs" in proc.stdout

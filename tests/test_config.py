@@ -390,3 +390,10 @@ def test_docs_yaml_examples_load() -> None:
     synopsis_doc = (Path(__file__).parents[1] / "docs" / "synopsis.md").read_text()
     for block in re.findall(r"```yaml\n(.*?)```", synopsis_doc, re.S):
         assert load(block, REDIS_URL="redis://127.0.0.1:6379/0").memory.synopsis.backend == "redis"
+
+
+def test_durability_names_its_choices() -> None:
+    for durability in ("committed", "synced", "async_commit", "memory"):
+        assert load({"memory": {"durability": durability}}).memory.durability == durability
+    exc = error({"memory": {"durability": "async"}})
+    assert exc.field == "memory.durability" and "'async_commit'" in str(exc)

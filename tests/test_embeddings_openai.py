@@ -175,3 +175,23 @@ def test_working_memory_over_http_with_a_slow_server(server: FakeServer) -> None
             memory.add("failing item", user_id="u")
         assert [i.content for i in memory.search("item", k=5, user_id="u")] == ["fast item"]
     assert math.isclose(float(np.linalg.norm(emb.embed(["fast item"]))), 1.0, rel_tol=1e-6)
+
+
+def test_errors_say_whether_the_service_or_the_input_is_at_fault(server: FakeServer) -> None:
+    """Unavailable (refused, 5xx, 429, timeout: background work waits) or refused input."""
+    from tiermem.errors import ProviderServerError, ProviderUnavailableError
+
+    emb = make(server, max_retries=0)
+    server.fail_next(503)
+    with pytest.raises(ProviderServerError, match="HTTP 503") as down:
+        emb.embed(["overloaded"])
+    assert isinstance(down.value, ProviderResponseError)
+    server.fail_next(400)
+    with pytest.raises(ProviderResponseError, match="HTTP 400") as refused:
+        emb.embed(["refused input"])
+    assert not isinstance(refused.value, ProviderUnavailableError)
+    assert issubclass(RateLimitError, ProviderUnavailableError)
+    assert issubclass(ProviderTimeoutError, ProviderUnavailableError)
+    server.stop()
+    with pytest.raises(ProviderUnavailableError, match="cannot reach"):
+        emb.embed(["nobody listens"])

@@ -205,20 +205,28 @@ def test_answers_without_usable_json_are_a_typed_error(answer: str) -> None:
 
 
 def test_one_call_per_batch_with_a_json_schema_and_never_on_add(tmp_path: Path) -> None:
+    """The model answers only once the test releases it, which it does after both adds
+    returned; an add that waited for extraction would get the model's answer first (it
+    gives up waiting after 4 s, before the client's 5 s timeout)."""
     release = threading.Event()
+    events: list[str] = []
 
     def slow_model(body: dict[str, Any]) -> str:
-        release.wait(30)
+        release.wait(4)
+        events.append("answered")
         return scripted_model(body)
 
     with FakeServer(chat_reply=slow_model) as server, open_memory(tmp_path, server, batch=20) as m:
         lines = [message(f"I like {w}.") for w in ["tea", "jazz", "chess", "cats", "rain"]] * 5
         m.add_messages(lines[:25], "ana", "s1")
-        wait_until(lambda: len(chat_requests(server)) == 1)  # extraction under way, blocked
-        m.add_messages([message("I like Porto.")], "ana", "s1")  # add does not wait for it
+        events.append("added")
+        assert wait_until(lambda: len(chat_requests(server)) == 1, 30)  # extraction blocked
+        m.add_messages([message("I like Porto.")], "ana", "s1")
+        events.append("added again")
         assert m.recent("ana", "s1", 1)[0].text == "I like Porto."
         release.set()
         m.flush()
+        assert events == ["added", "added again", "answered"]  # no add waited for the model
         request = chat_requests(server)[0].json
         assert request["response_format"]["type"] == "json_schema"
         assert request["temperature"] == 0

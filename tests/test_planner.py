@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tiermem.buffer import summary_message
 from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message
@@ -395,12 +397,36 @@ def test_diversity_is_validated(diversity: object) -> None:
 
 # -- never over budget -------------------------------------------------------------
 
-texts = st.text(min_size=1, max_size=300)
+words = st.text("abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=9)
+texts = st.one_of(
+    st.lists(words, min_size=1, max_size=6).map(" ".join),  # short lines: a few tokens each
+    st.text(min_size=1, max_size=300),
+)
+shares = st.fixed_dictionaries({s: st.sampled_from([0.0, 0.1, 0.5, 1.0]) for s in SECTIONS})
 
 
-@settings(max_examples=150, deadline=None)
+def edges(recent: list[Message], summary: str | None, synopsis: str | None) -> list[int]:
+    """The budgets at which the notes and the newest messages just fit, in the order the
+    planner fills them: the reply's priming plus each running sum of their sizes."""
+    notes = [
+        {"role": "system", "content": f"{SYNOPSIS_HEADER}\n{synopsis}"} if synopsis else None,
+        summary_message(summary) if summary else None,
+    ]
+    sizes = [COUNTER.count_message(Message.from_openai(n)) for n in notes if n]
+    sizes += [COUNTER.count_message(m) for m in reversed(recent)]
+    return list(accumulate(sizes, initial=3))[1:]
+
+
+def budgets(edges: list[int]) -> st.SearchStrategy[int]:
+    """A budget a token either side of an edge (where a fit off by one shows), a small
+    one, or any."""
+    near = [st.integers(max(1, edge - 1), edge + 1) for edge in edges]
+    return st.one_of(*near, st.integers(1, 60), st.integers(1, 2500))
+
+
+@settings(max_examples=300, deadline=None)
 @given(
-    budget=st.integers(1, 2500),
+    data=st.data(),
     recent=st.lists(
         st.tuples(st.sampled_from(["user", "assistant", "system"]), texts), max_size=12
     ),
@@ -417,17 +443,23 @@ texts = st.text(min_size=1, max_size=300)
     summary=st.none() | texts,
     synopsis=st.none() | texts,
     order=st.permutations(list(SECTIONS)),
+    share=shares,
     query=st.text(max_size=80),
+    floor=st.booleans(),
 )
 def test_plan_never_exceeds_the_budget(
-    budget: int,
+    data: st.DataObject,
     recent: list[tuple[str, str]],
     memories: list[tuple[str, float | None, float | None, int | None, str | None]],
     summary: str | None,
     synopsis: str | None,
     order: list[str],
+    share: dict[str, float],
     query: str,
+    floor: bool,
 ) -> None:
+    messages = [Message(role, text) for role, text in recent]
+    budget = data.draw(budgets(edges(messages, summary, synopsis)), "budget")
     candidates = [
         cand(
             text,
@@ -438,10 +470,10 @@ def test_plan_never_exceeds_the_budget(
         )
         for text, sim, kw, day, sid in memories
     ]
-    ctx = planner(order=order).plan(
+    ctx = planner(order=order, shares=share, floor={"enabled": floor}).plan(
         query,
         max_tokens=budget,
-        recent=[Message(role, text) for role, text in recent],
+        recent=messages,
         candidates=candidates,
         summary=summary,
         synopsis=synopsis,

@@ -180,3 +180,45 @@ async def test_concurrent_http_requests_are_all_acknowledged_and_stored(
     assert len(set(acknowledged)) == 80
     assert sorted(stored_ids(memory, user, ["s0", "s1", "s2"])) == sorted(acknowledged)
     assert 'route="/v1/messages",status="201"} 80.0' in metrics
+
+
+def refuse_in_the_database(path: Path, word: str) -> None:
+    """A real SQLite error for any message holding ``word``: a trigger that aborts."""
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON tiermem_transcript"
+            f" WHEN NEW.message LIKE '%{word}%' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        )
+
+
+async def test_a_lone_request_whose_commit_fails_is_refused_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """At low load a request is alone in its group: a failed commit is its error (not a
+    201), and nothing of it is stored; the next request of the session is written."""
+    path = tmp_path / "lone.db"
+    with Memory(str(path), embedder=HashEmbedder(32)) as memory:
+        assert memory.store.count("u") == 0  # the store and its tables exist
+        refuse_in_the_database(path, "UNWRITABLE")
+        commits = GroupCommit(memory.commit_staged)
+        _, op = memory.stage_messages([{"role": "user", "content": "UNWRITABLE one"}], "u", "s")
+        with pytest.raises(StoreError, match="refused"):
+            await commits.write(op)
+        assert commits.groups == 1 and memory.history("u", "s") == []
+        commits.close()
+        with live_server(create_app(memory)) as url:
+            async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+
+                async def post(text: str) -> httpx.Response:
+                    message = {"role": "user", "content": text}
+                    body = {"user_id": "u", "session_id": "s", "messages": [message]}
+                    return await http.post("/v1/messages", json=body)
+
+                refused = await post("UNWRITABLE two")
+                assert refused.status_code == 503 and "refused" in refused.text
+                assert memory.history("u", "s") == []
+                kept = await post("a writable message")
+                assert kept.status_code == 201, kept.text
+        assert [m.text for m in memory.history("u", "s")] == ["a writable message"]

@@ -112,3 +112,25 @@ def test_server_settings_are_not_frozen_by_prepared_statements(pg: PostgresStore
         assert len(pg.search(user, vector=q, limit=10)) == 10
     with pg._pool.connection() as conn:
         assert conn.prepare_threshold is None
+
+
+@pytest.mark.parametrize(
+    ("durability", "writes"), [("committed", "on"), ("synced", "on"), ("async_commit", "off")]
+)
+def test_only_async_commit_acknowledges_before_the_wal_flush(
+    pg_url: str,  # noqa: F811
+    durability: str,
+    writes: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whatever the environment's default (libpq's PGOPTIONS here), a write waits for its
+    WAL flush unless the store was opened with ``async_commit`` (tests/test_write_path.py
+    crashes the server)."""
+    monkeypatch.setenv("PGOPTIONS", "-c synchronous_commit=off")
+    store = PostgresStore(pg_url, dimension=DIM, durability=durability)
+    try:
+        with store._transaction() as conn:
+            row = conn.execute("SHOW synchronous_commit").fetchone()
+            assert row is not None and row["synchronous_commit"] == writes
+    finally:
+        store.close()

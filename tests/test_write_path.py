@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,8 @@ from hypothesis import strategies as st
 
 from conformance.conftest import _server_url
 from embedders import HashEmbedder, wait_until
+from fakeserver import FakeServer, Refusal
+from tiermem.embeddings.openai import OpenAIEmbedder
 from tiermem.errors import InputError, MissingUserError, StoreUnavailableError
 from tiermem.memory import Memory
 from tiermem.stores.base import MemoryStore
@@ -231,6 +234,41 @@ def test_a_stopped_database_refuses_writes_and_erasure_then_has_everything(own_p
         memory.close()
 
 
+def crash(pgdata: Path) -> None:
+    """A crash of PostgreSQL itself: the postmaster and every process it started die at
+    once with SIGKILL (frozen first, so none flushes anything on its way out)."""
+    import psutil
+
+    postmaster = psutil.Process(int((pgdata / "postmaster.pid").read_text().split()[0]))
+    postmaster.send_signal(signal.SIGSTOP)  # it starts no new process meanwhile
+    processes = [postmaster, *postmaster.children(recursive=True)]
+    for process in processes[1:]:
+        process.send_signal(signal.SIGSTOP)
+    for process in processes:
+        process.send_signal(signal.SIGKILL)
+    psutil.wait_procs(processes, timeout=10)
+
+
+def test_a_crash_of_postgresql_loses_no_acknowledged_message(own_pg: Any) -> None:
+    """The default durability: every message a writer process was told is saved is there
+    after PostgreSQL is SIGKILLed mid-load and restarted on the same data folder."""
+    url = str(own_pg.get_uri())
+    writer = Writer(url, f"c{uuid.uuid4().hex[:8]}", 100_000, "--users", "4")
+    started = time.monotonic()
+    assert wait_until(lambda: len(writer.acks) >= 300 and time.monotonic() - started > 2, 120)
+    crash(Path(own_pg.pgdata))
+    writer.wait(60)  # its next add fails: the database is gone
+    acks = list(writer.acks)
+    own_pg.start()  # crash recovery replays the WAL
+    store = open_store(url)
+    try:
+        stored = set(transcript_ids(store, {u for u, _, _ in acks}))
+        lost = {m for _, _, m in acks} - stored
+        assert not lost, f"{len(lost)} of {len(acks)} acknowledged messages lost"
+    finally:
+        store.close()
+
+
 def _answers(memory: Memory) -> bool:
     try:
         memory.store.count("probe")
@@ -252,13 +290,18 @@ class RejectingEmbedder(HashEmbedder):
 
 
 def test_a_poison_message_costs_other_users_nothing(tmp_path: Path) -> None:
-    config = {"memory": {"worker": {"retry_backoff": 0.01, "max_attempts": 3}}}
+    """The worker's rounds run here (no background thread), so the poison row is claimed
+    in one batch with 63 good rows every time: they are indexed in that same round."""
+    worker = {"retry_backoff": 0, "max_attempts": 3, "background": False, "batch_size": 64}
+    config = {"memory": {"worker": worker}}
     memory = Memory(str(tmp_path / "m.db"), config=config, embedder=RejectingEmbedder(32))
     try:
         memory.add("user", "this one is POISON for the model", "victim", "s")
         users = [f"user-{i}" for i in range(100)]
         for u in users:
             memory.add("user", f"{u} talks about gardening", u, "s")
+        assert memory.worker.run_once() == 64  # the oldest rows: the poison and 63 others
+        assert memory.work_stats().done == 63  # all of its batch but the poison, at once
         assert memory.flush(60)
         for u in users:
             (record,) = memory.store.list(u)
@@ -273,6 +316,56 @@ def test_a_poison_message_costs_other_users_nothing(tmp_path: Path) -> None:
         assert memory.forget_user("victim") == 1 and memory.failed("victim") == []
     finally:
         memory.close()
+
+
+def refuse_poison(texts: list[str]) -> list[list[float]]:
+    """The embedding service's model: a 400 for any input holding POISON."""
+    if any("POISON" in t for t in texts):
+        raise Refusal(400, "input rejected by the model")
+    return HashEmbedder(32, cache_size=0).embed(texts).tolist()
+
+
+def test_an_embedder_outage_fails_no_message_and_a_refused_one_fails_alone(
+    tmp_path: Path,
+) -> None:
+    """An OpenAI-protocol embedding service goes down (connection refused, then 503)
+    while messages arrive: none is marked failed, all are embedded once it is back; a
+    message its model refuses (400) is the only one failed. The worker's rounds run here,
+    each claiming every row, so each row meets the outage more often than max_attempts."""
+    worker = {"background": False, "retry_backoff": 0, "max_attempts": 2}
+    with FakeServer(embed=refuse_poison) as service:
+        embedder = OpenAIEmbedder(
+            "m", base_url=service.openai_url, dimensions=32, max_retries=1, backoff=0.01
+        )
+        memory = Memory(
+            str(tmp_path / "m.db"), config={"memory": {"worker": worker}}, embedder=embedder
+        )
+        try:
+            memory.add("user", "before the outage", "ana", "s")
+            assert memory.flush(30)
+            service.stop()  # connection refused
+            said = [
+                memory.add("user", f"line {i} said while it is down", "ana", "s") for i in range(30)
+            ]
+            for _ in range(3):
+                memory.worker.run_once()
+            service.outage_status = 503
+            service.start()
+            asked = len(service.requests)
+            for _ in range(3):
+                memory.worker.run_once()
+            assert len(service.requests) > asked and memory.work_stats().failed == 0
+            service.outage_status = None  # back
+            memory.add("user", "this one is POISON for the model", "ana", "s")
+            assert memory.flush(60)
+            stats = memory.work_stats()
+            assert stats.failed == 1 and stats.pending == 0
+            (failed,) = memory.failed("ana")
+            assert "POISON" in failed.message.text and "400" in (failed.error or "")
+            indexed = {r.content for r in memory.store.list("ana", limit=100)}
+            assert {f"user: {m.text}" for m in said} <= indexed
+        finally:
+            memory.close()
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,9 @@ from tiermem.errors import (
     InvalidSizeError,
     ProviderError,
     ProviderResponseError,
+    ProviderServerError,
     ProviderTimeoutError,
+    ProviderUnavailableError,
     RateLimitError,
 )
 
@@ -216,10 +218,12 @@ class HttpClient:
                 f"after {self.max_retries} retries ({type(exc).__name__}); "
                 "raise timeout= or check the server"
             ), True
-        return ProviderError(
+        transient = isinstance(exc, httpx.TransportError)  # refused, reset, DNS, ...
+        kind = ProviderUnavailableError if transient else ProviderError
+        return kind(
             f"{self.provider}: cannot reach {url} ({type(exc).__name__}: {exc}); "
             "check base_url and that the server is running"
-        ), isinstance(exc, httpx.TransportError)
+        ), transient
 
     def _status_error(self, response: httpx.Response, url: str) -> tuple[ProviderError, bool]:
         status = response.status_code
@@ -234,9 +238,8 @@ class HttpClient:
             return RateLimitError(
                 f"{self.provider}: HTTP 429 from {url} after {self.max_retries} retries: {excerpt}"
             ), retryable
-        return ProviderResponseError(
-            f"{self.provider}: HTTP {status} from {url}: {excerpt}"
-        ), retryable
+        kind = ProviderServerError if retryable else ProviderResponseError
+        return kind(f"{self.provider}: HTTP {status} from {url}: {excerpt}"), retryable
 
     def _decode(self, response: httpx.Response, url: str) -> dict[str, Any]:
         try:

@@ -53,7 +53,7 @@ MASK = "**********"
 
 PlannerSection = Literal["synopsis", "summary", "retrieved", "recent"]
 Retention = Literal["single_run", "session", "persistent"]
-Durability = Literal["committed", "synced", "memory"]
+Durability = Literal["committed", "synced", "async_commit", "memory"]
 DEFAULT_ORDER: tuple[PlannerSection, ...] = ("synopsis", "summary", "retrieved", "recent")
 
 
@@ -367,8 +367,11 @@ class MemoryConfig(Section):
         default="committed",
         description=(
             "committed: add() returns once the message is committed (survives the death of "
-            "the process); synced: once it is on disk (survives a power loss); memory: "
-            "queued in process and written in batches (bulk loads; a crash loses the queue)."
+            "any process, the database server's included); synced: once it is on disk "
+            "(survives a power loss too); async_commit: before PostgreSQL flushed it (a crash "
+            "of the database server may lose the last moments; on SQLite, committed); "
+            "memory: queued in process and written in batches (bulk loads; a crash loses "
+            "the queue)."
         ),
     )
 

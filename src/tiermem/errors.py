@@ -117,11 +117,16 @@ class ProviderError(TiermemError):
     """An LLM or embedding provider failed; the work that needed it is kept for retry."""
 
 
-class ProviderTimeoutError(ProviderError, TimeoutError):
+class ProviderUnavailableError(ProviderError):
+    """The provider cannot serve now, whatever the input: unreachable, too slow, rate
+    limited or failing (5xx). Background work waits for it with backoff; no row is at fault."""
+
+
+class ProviderTimeoutError(ProviderUnavailableError, TimeoutError):
     """The provider did not answer within the configured timeout."""
 
 
-class RateLimitError(ProviderError):
+class RateLimitError(ProviderUnavailableError):
     """The provider answered 429 and retries were exhausted."""
 
 
@@ -131,6 +136,10 @@ class AuthenticationError(ProviderError):
 
 class ProviderResponseError(ProviderError):
     """The provider answered with an error status or a body tiermem cannot read."""
+
+
+class ProviderServerError(ProviderUnavailableError, ProviderResponseError):
+    """The provider answered a server error (5xx, 408, 409, 425) and retries were exhausted."""
 
 
 class MalformedAnswerError(ProviderResponseError):

@@ -112,11 +112,13 @@ class Memory:
     ``session`` keeps messages only in this process's buffers (facts from ``remember`` are
     still stored); ``single_run`` also clears the buffers at :meth:`end_run`.
 
-    Durability (``memory.durability``, persistent retention): ``committed`` (default) —
-    ``add`` returns once the message is committed, so it survives the death of the
-    process; ``synced`` — once it is on disk, so it survives a power loss too; ``memory`` —
-    messages are queued in process and written in batches (bulk loads: a crash loses what
-    is queued, :attr:`pending` of them).
+    Durability (``memory.durability``, persistent retention; docs/stores.md, "Durability"):
+    ``committed`` (default) — ``add`` returns once the message is committed, so it survives
+    the death of any process, the database server's included; ``synced`` — once it is on
+    disk, so it survives a power loss too; ``async_commit`` — before PostgreSQL flushed it
+    (a crash of the database server may lose the last moments; on SQLite, ``committed``);
+    ``memory`` — messages are queued in process and written in batches (bulk loads: a crash
+    loses what is queued, :attr:`pending` of them).
     """
 
     def __init__(
@@ -264,7 +266,7 @@ class Memory:
 
     @property
     def _store_durability(self) -> str:
-        return "synced" if self.durability == "synced" else "committed"
+        return "committed" if self.durability == "memory" else self.durability
 
     @property
     def _stored(self) -> bool:

@@ -11,7 +11,10 @@ completes it (one index row per line of a user), so nothing is indexed twice.
 A batch whose embedding fails is retried row by row, so one bad row (a text the
 embedder rejects) never holds up another; a row that keeps failing is retried with
 backoff, then marked ``failed`` with its reason (``Memory.failed``), where it can be
-retried or erased.
+retried or erased. An embedder that is down rather than refusing a row (unreachable, a
+timeout, 429, 5xx, rejected credentials: :func:`embedder_down`) fails no row: the claimed
+rows go back uncounted and are claimed again after a backoff that doubles while the
+outage lasts (up to :data:`MAX_OUTAGE_WAIT`).
 """
 
 from __future__ import annotations
@@ -25,12 +28,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tiermem.archive import ContextVectors, embed_messages
-from tiermem.errors import StoreError
+from tiermem.errors import AuthenticationError, ProviderUnavailableError, StoreError
 from tiermem.stores.base import check_vector, index_row, message_entry
 from tiermem.stores.transcript import (
     ClaimOp,
     CompleteOp,
     FailOp,
+    ReleaseOp,
     SaveSummaryOp,
     SummaryDueOp,
     WorkItem,
@@ -49,6 +53,15 @@ COMPLETE_ROWS = 8
 """Messages indexed per transaction. An add waits for the write transaction in progress
 (SQLite has one writer), so the worker keeps its transactions short: indexing a message
 (its line, sentences, vectors and keyword rows) takes about half a millisecond."""
+
+MAX_OUTAGE_WAIT = 30.0
+"""Seconds at most between two tries of an embedder that is down."""
+
+
+def embedder_down(exc: BaseException) -> bool:
+    """Whether an embedding error is the embedder's state rather than the row's: it would
+    fail any row alike, so no row is marked failed for it."""
+    return isinstance(exc, (ProviderUnavailableError, AuthenticationError))
 
 
 class StoreWorker:
@@ -108,6 +121,9 @@ class StoreWorker:
         self.last_error: BaseException | None = None
         self.failures = 0
         """Rows whose embedding failed (each retried alone) since start."""
+        self.outages = 0
+        """Batches given back because the embedder was down, since start."""
+        self._outage_streak = 0  # batches given back since the embedder last answered
         self._cond = threading.Condition()
         self._wanted = False
         self._closed = False
@@ -210,6 +226,9 @@ class StoreWorker:
         try:
             vectors = self._embed(items)
         except Exception as exc:
+            if embedder_down(exc):
+                self._give_back(items, exc)
+                return 0
             log.warning("embedding %d messages failed (%s); retrying each alone", len(items), exc)
             vectors = self._embed_alone(items)
         by_user: dict[str, list[tuple[int, Any]]] = {}
@@ -230,18 +249,23 @@ class StoreWorker:
 
     def _embed(self, items: list[WorkItem]) -> list[Any]:
         own = embed_messages(self.embedder, [i.message for i in items])
+        self._outage_streak = 0  # it answered
         for row in own:
             check_vector(row, self.store.dimension)
         keys = [(i.user_id, i.session_id, i.message.message_id, i.previous_id) for i in items]
         return list(self.context.mix(keys, own))
 
     def _embed_alone(self, items: list[WorkItem]) -> list[Any]:
-        """Embed each row on its own; a row that fails is recorded and left out."""
+        """Embed each row on its own; a row that fails is recorded and left out (and, if
+        the embedder went down meanwhile, the rows not embedded yet are given back)."""
         vectors: list[Any] = []
-        for item in items:
+        for position, item in enumerate(items):
             try:
                 vectors.append(self._embed([item])[0])
             except Exception as exc:
+                if embedder_down(exc):
+                    self._give_back(items[position:], exc)
+                    return vectors + [None] * (len(items) - position)
                 self.failures += 1
                 self.last_error = exc
                 retry_in = self.retry_backoff * 2 ** (item.attempts - 1)
@@ -250,6 +274,20 @@ class StoreWorker:
                 self.store.batch([op])
                 vectors.append(None)
         return vectors
+
+    def _give_back(self, items: list[WorkItem], exc: BaseException) -> None:
+        """The embedder is down: release ``items`` uncounted, due after the backoff."""
+        self.outages += 1
+        self.last_error = exc
+        wait = min(self.retry_backoff * 2**self._outage_streak, MAX_OUTAGE_WAIT)
+        self._outage_streak += 1
+        log.warning("the embedder is down (%s); %d messages wait %.1fs", exc, len(items), wait)
+        by_user: dict[str, list[int]] = {}
+        for item in items:
+            by_user.setdefault(item.user_id, []).append(item.seq)
+        self.store.batch(
+            [ReleaseOp(self.owner, user, tuple(seqs), wait) for user, seqs in by_user.items()]
+        )
 
     # -- summaries --
 

@@ -17,6 +17,7 @@ from tiermem.stores.transcript import (
     ClaimOp,
     CompleteOp,
     FailOp,
+    ReleaseOp,
     SaveSummaryOp,
     SummaryDueOp,
     WorkItem,
@@ -199,6 +200,26 @@ def test_a_row_waits_for_its_backoff(store: MemoryStore, new_user: Users) -> Non
     store.batch([FailOp("w", u, item.seq, "busy", 30.0, 3)])
     assert claim_mine(store, "w", u) == []  # not before 30 s
     assert store.work_stats(u).pending == 1
+    store.delete_user(u)  # a shared database: no row waiting 30 s for other tests' flush()
+
+
+def test_rows_given_back_for_an_outage_keep_their_attempts(
+    store: MemoryStore, new_user: Users
+) -> None:
+    """ReleaseOp (the embedder is down): only the holder gives rows back, uncounted, due
+    after ``retry_in``; they never turn failed however often it happens."""
+    u = new_user()
+    store.append(u, "s", [Message("user", "a"), Message("user", "b")])
+    for _ in range(5):  # more outages than any max_attempts below
+        items = claim_mine(store, "w", u)
+        assert [i.attempts for i in items] == [1, 1]
+        seqs = tuple(i.seq for i in items)
+        assert store.batch([ReleaseOp("thief", u, seqs, 0.0)])[0] == 0  # not its rows
+        assert store.batch([ReleaseOp("w", u, seqs, 0.0)])[0] == 2
+    items = claim_mine(store, "w", u)
+    store.batch([ReleaseOp("w", u, tuple(i.seq for i in items), 30.0)])
+    assert claim_mine(store, "w", u) == []  # not before 30 s
+    assert store.work_stats(u).pending == 2 and store.work_stats(u).failed == 0
     store.delete_user(u)  # a shared database: no row waiting 30 s for other tests' flush()
 
 

@@ -3,7 +3,7 @@ several-process tests: it adds messages (printing the id of each one acknowledge
 flushed at once), reads contexts, lets its worker embed, and may be killed any time.
 
     python tests/procs/writer.py STORE NAME COUNT [--model hash|default] [--rate N]
-        [--users N] [--read-every N] [--flush]
+        [--users N] [--read-every N] [--flush] [--durability committed|synced|async_commit]
 
 STORE is a SQLite path or a postgresql:// URI. Prints "ack <user> <session> <message_id>"
 per acknowledged message and "done" at the end.
@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: embedders
 
 
-def build(store: str, model: str, lease: float) -> object:
+def build(store: str, model: str, lease: float, durability: str) -> object:
     from tiermem.memory import Memory
 
     embedder: object = None
@@ -38,6 +38,7 @@ def build(store: str, model: str, lease: float) -> object:
             "persistent": persistent,
             "buffer": {"size": 8, "summary_batch": 4},
             "worker": {"lease_seconds": lease},
+            "durability": durability,
         }
     }
     return Memory(config=config, embedder=embedder)
@@ -55,8 +56,9 @@ def main() -> int:
     parser.add_argument("--read-every", type=int, default=0)
     parser.add_argument("--flush", action="store_true", help="finish the store's work at the end")
     parser.add_argument("--lease", type=float, default=60.0)
+    parser.add_argument("--durability", default="committed")
     args = parser.parse_args()
-    memory = build(args.store, args.model, args.lease)
+    memory = build(args.store, args.model, args.lease, args.durability)
     print("ready", flush=True)
     for i in range(args.count):
         user = f"{args.name}-u{i % args.users}"

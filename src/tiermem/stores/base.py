@@ -288,6 +288,7 @@ Op = (
     | tr.ClaimOp
     | tr.CompleteOp
     | tr.FailOp
+    | tr.ReleaseOp
     | tr.RetryOp
     | tr.WorkStatsOp
     | tr.SummaryOp
@@ -590,8 +591,10 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
-DURABILITY = {"committed": "NORMAL", "synced": "FULL"}
-"""Store durability levels, with SQLite's ``synchronous`` setting for each."""
+DURABILITY = {"async_commit": "NORMAL", "committed": "NORMAL", "synced": "FULL"}
+"""Store durability levels, with SQLite's ``synchronous`` setting for each (docs/stores.md,
+"Durability"). SQLite's engine runs in the writing process, so ``async_commit`` is
+``committed`` there; on PostgreSQL it is ``synchronous_commit = off``."""
 
 
 def check_durability(value: object) -> str:

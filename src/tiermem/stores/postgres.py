@@ -219,6 +219,12 @@ def _unavailable(exc: BaseException) -> bool:
     return isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout))
 
 
+def _commit_mode(durability: str) -> str:
+    """PostgreSQL's ``synchronous_commit`` for a store durability: only ``async_commit``
+    acknowledges a write before its WAL is on disk."""
+    return "off" if durability == "async_commit" else "on"
+
+
 class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
     """Long-term memory in PostgreSQL with pgvector.
 
@@ -230,10 +236,10 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         timeout: seconds to wait for a connection before :class:`StoreUnavailableError`.
         exact_max_rows: users with at most this many rows are searched exactly.
         ef_search: HNSW candidate list size for bigger users (recall vs speed).
-        durability: ``"committed"`` (a write returns once PostgreSQL has it; it survives
-            the death of this process, and a server crash may lose the last fraction of a
-            second: ``synchronous_commit = off``) or ``"synced"`` (a write returns once the
-            server flushed it to disk: it survives a power loss too).
+        durability: ``"committed"`` and ``"synced"`` (a write returns once the server
+            flushed its WAL: ``synchronous_commit = on``; it survives a crash of this process,
+            of the server, and a power loss) or ``"async_commit"`` (``synchronous_commit =
+            off``: faster, and a crash of the server may lose the writes of its last moments).
     """
 
     p = "%s"
@@ -265,9 +271,8 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
             "prepare_threshold": None,
             "connect_timeout": max(1, int(timeout)),
         }
-        pool_args = dict(connect_args)
-        if durability == "committed":  # the session default: no SET per transaction
-            pool_args["options"] = "-c synchronous_commit=off"
+        # The session default, whatever the server's own: no SET per transaction.
+        pool_args = {**connect_args, "options": f"-c synchronous_commit={_commit_mode(durability)}"}
         try:
             with psycopg.connect(connection_string, autocommit=True, **connect_args) as conn:
                 ensure_vector(conn)
@@ -315,9 +320,8 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
     def batch(self, ops: Iterable[Op]) -> list[Any]:
         ops = list(ops)
         with self._transaction() as conn:
-            if self.durability == "synced" and all(isinstance(op, _READS) for op in ops):
-                # Reads write only access counts: no need to wait for the WAL flush. (With
-                # "committed" durability no write waits for it: the connections' default.)
+            if self.durability != "async_commit" and all(isinstance(op, _READS) for op in ops):
+                # Reads write only access counts: no need to wait for the WAL flush.
                 conn.execute("SET LOCAL synchronous_commit = off")
             return self._run_all(conn, ops)
 

@@ -60,6 +60,7 @@ _TRANSCRIPT_HANDLERS: dict[type, str] = {
     tr.ClaimOp: "_claim",
     tr.CompleteOp: "_complete",
     tr.FailOp: "_fail",
+    tr.ReleaseOp: "_release",
     tr.RetryOp: "_retry",
     tr.WorkStatsOp: "_work_stats",
     tr.SummaryOp: "_summary",

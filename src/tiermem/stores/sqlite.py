@@ -218,8 +218,9 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         timeout: seconds to wait for another writer before :class:`StoreUnavailableError`.
         cache_bytes: memory for cached per-user vector matrices (least recently used go first).
         durability: ``"committed"`` (a commit is in the WAL file: it survives the death of
-            the process, not a power loss) or ``"synced"`` (every commit is fsynced: it
-            survives a power loss too).
+            the process, not a power loss; ``"async_commit"`` is the same here: the engine
+            runs in the process) or ``"synced"`` (every commit is fsynced: it survives a
+            power loss too).
     """
 
     user_filter = "+user_id"

@@ -8,7 +8,8 @@ index (``memories_{dim}``) is derived from it: a row's work state (``pending`` /
 then its line is found by :class:`UnindexedOp` (the planner's keyword search reads it).
 Workers in any process claim pending rows with a lease (:class:`ClaimOp`), embed them,
 and complete them (:class:`CompleteOp`: the index row, with its vector, in the same
-transaction) or record the failure (:class:`FailOp`); a row whose claimant died is
+transaction) or record the failure (:class:`FailOp`), or, when the embedder is down rather
+than refusing the row, give it back uncounted (:class:`ReleaseOp`); a row whose claimant died is
 claimed again when its lease expires. ``tiermem_summaries`` keeps each session's running
 summary with the last transcript position it covers.
 
@@ -196,6 +197,16 @@ class UnindexedOp(NamedTuple):
     limit: int = 500
 
 
+class ReleaseOp(NamedTuple):
+    """The claimed rows ``seqs`` of ``user_id`` wait for a dependency that is down: give
+    them back, due in ``retry_in`` seconds, without counting the try. Result: rows given back."""
+
+    owner: str
+    user_id: str
+    seqs: tuple[int, ...]
+    retry_in: float
+
+
 class RetryOp(NamedTuple):
     """Put a user's failed rows (all, or ``seqs``) back to pending; result: how many."""
 
@@ -262,6 +273,7 @@ TRANSCRIPT_OPS = (
     ClaimOp,
     CompleteOp,
     FailOp,
+    ReleaseOp,
     RetryOp,
     WorkStatsOp,
     SummaryOp,

@@ -24,6 +24,7 @@ from tiermem.stores.transcript import (
     FailOp,
     ForgetMessagesOp,
     RecentOp,
+    ReleaseOp,
     RetryOp,
     SaveSummaryOp,
     SessionInfo,
@@ -254,6 +255,18 @@ class TranscriptSQL:
             ),
         )
         return bool(cur.rowcount)
+
+    def _release(self, c: Any, op: ReleaseOp) -> int:
+        if not op.seqs:
+            return 0
+        p = self.p
+        cur = c.execute(
+            f"UPDATE {TRANSCRIPT} SET lease_owner = NULL, lease_until = {p},"
+            f" attempts = attempts - 1 WHERE user_id = {p} AND lease_owner = {p}"
+            f" AND state = 'pending' AND seq IN ({seqs_marks(p, op.seqs)})",
+            (time.time() + op.retry_in, op.user_id, op.owner, *op.seqs),
+        )
+        return int(cur.rowcount)
 
     def _retry(self, c: Any, op: RetryOp) -> int:
         p = self.p
