@@ -295,6 +295,8 @@ Op = (
     | tr.SaveSummaryOp
     | tr.ForgetMessagesOp
     | tr.UnindexedOp
+    | tr.GenerationOp
+    | tr.RestoreOp
     | facts.DueSessionsOp
     | facts.FactsDueOp
     | facts.SaveFactsOp

@@ -48,6 +48,9 @@ from tiermem.stores.facts import FACT_OPS
 from tiermem.stores.facts_sql import FactsSQL
 from tiermem.stores.transcript_sql import TranscriptSQL
 
+UNPROFILED = ("message", "tool")
+"""Memory types no synopsis is written from (adding them leaves the generation as is)."""
+
 C = TypeVar("C")
 """The engine's connection type."""
 
@@ -67,6 +70,8 @@ _TRANSCRIPT_HANDLERS: dict[type, str] = {
     tr.SaveSummaryOp: "_save_summary",
     tr.ForgetMessagesOp: "_forget_messages",
     tr.UnindexedOp: "_unindexed",
+    tr.GenerationOp: "_generation",
+    tr.RestoreOp: "_restore",
 }
 """The method of :class:`TranscriptSQL` that runs each transcript operation."""
 
@@ -97,6 +102,8 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
     def _run(self, c: C, op: Op) -> Any:
         """Run one operation inside the current transaction."""
         if isinstance(op, AddOp):
+            if any(m.memory_type not in UNPROFILED for m in op.memories):
+                self._changed(c, op.user_id)  # a profile memory: cached synopses are stale
             return self._add(c, op)
         if isinstance(op, GetOp):
             return self._touch(c, self._by_ids(c, op.user_id, op.ids))
@@ -105,13 +112,16 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         if isinstance(op, AccessOp):
             return self._count_access(c, op.user_id, op.ids, utcnow(), op.times)
         if isinstance(op, UpdateOp):
+            self._changed(c, op.user_id)
             return self._update(c, op)
         if isinstance(op, DeleteOp):
             self._lock_user(c, op.user_id)  # a worker indexing the user finishes first
+            self._changed(c, op.user_id)
             self._forget_transcript(c, op.user_id, [str(i) for i in op.ids])
             return self._delete(c, op.user_id, op.ids)
         if isinstance(op, DeleteUserOp):  # messages not indexed yet count as memories too
             self._lock_user(c, op.user_id)
+            self._changed(c, op.user_id)
             self._forget_fact_marks(c, op.user_id)
             return self._forget_transcript(c, op.user_id, None) + self._delete(c, op.user_id, None)
         if isinstance(op, ListOp):
@@ -181,6 +191,7 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         inserted = 0
         for user_id, rows in by_user.items():
             self._lock_user(c, user_id)
+            self._changed(c, user_id)
             known = self._existing_hashes(c, user_id, [r.content_hash for r in rows])
             fresh: dict[str, MemoryRecord] = {}
             for r in rows:
@@ -230,6 +241,15 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         now = utcnow()
         self._count_access(c, records[0].user_id, [r.id for r in records], now)
         return [bump_access(r, now) for r in records]
+
+    def _changed(self, c: C, user_id: str) -> None:
+        """Advance the user's change generation (see :data:`tr.GENERATIONS`)."""
+        c.execute(  # type: ignore[attr-defined]
+            f"INSERT INTO {tr.GENERATIONS} (user_id, generation) VALUES ({self.p}, 1)"
+            " ON CONFLICT (user_id) DO UPDATE"
+            f" SET generation = {tr.GENERATIONS}.generation + 1",
+            (user_id,),
+        )
 
     # -- what each engine writes in its SQL --
 

@@ -123,12 +123,18 @@ def _v4_facts(t: str, dim: int) -> list[str]:
     return facts.tables()
 
 
+def _v5_generations(t: str, dim: int) -> list[str]:
+    """Per-user change generations (shared by every dimension's table)."""
+    return transcript.generation_tables()
+
+
 #: Schema history of a ``memories_{dim}`` table; append, never edit.
 MIGRATIONS = [
     schema.Migration("001_create", _v1),
     schema.Migration("002_stemmed_keywords", _v2_stemmed_keywords),
     schema.Migration("003_transcript", _v3_transcript),
     schema.Migration("004_facts", _v4_facts),
+    schema.Migration("005_generations", _v5_generations),
 ]
 
 
