@@ -24,6 +24,7 @@ from typing import Any
 from tiermem.access import AccessLog
 from tiermem.archive import ArchivedMessage, Archiver, transcript_sink, working_sink
 from tiermem.buffer import BufferMemory, BufferRegistry
+from tiermem.changes import Changes
 from tiermem.config import Retention
 from tiermem.embeddings.base import DEFAULT_MAX_CHARS
 from tiermem.errors import (
@@ -50,7 +51,7 @@ from tiermem.stores.base import (
     check_user_id,
     message_entry,
 )
-from tiermem.stores.transcript import AppendOp, RecentOp, SummaryOp, UnindexedOp
+from tiermem.stores.transcript import AppendOp, GenerationOp, RecentOp, SummaryOp, UnindexedOp
 from tiermem.tokens import TokenCounter, get_token_counter
 
 log = logging.getLogger(__name__)
@@ -152,6 +153,8 @@ class Memory:
         self._lock = threading.RLock()
         self._closed = False
         self.buffers = BufferRegistry(self._new_buffer)
+        self.changes = Changes(self._cached_parts)
+        """Where every write reports a change of a user's data (see :mod:`tiermem.changes`)."""
         self.unarchived: list[Message] = []
         """Messages a failing store never accepted before :meth:`close` (normally empty)."""
         self._preload_model()
@@ -294,6 +297,21 @@ class Memory:
                         fetch_memories=self._profile_memories,
                     )
         return self._synopsis
+
+    def _cached_parts(self) -> dict[str, Any]:
+        """What :attr:`changes` invalidates: the caches built so far (the synopsis service
+        is built, so a shared cache's entries are deleted even if this process read none)."""
+        return {
+            "synopses": self.synopses,
+            "working": self._working,
+            "accesses": self._accesses,
+            "buffers": self.buffers,
+            "context": self._worker.context if self._worker is not None else None,
+        }
+
+    def _generation(self, user_id: str) -> int:
+        """The user's change generation in the store (see :mod:`tiermem.changes`)."""
+        return int(self.store.batch([GenerationOp(user_id)])[0])
 
     def _profile_memories(self, user_id: str) -> list[Any]:
         """What a synopsis is written from: the user's facts, preferences and context
@@ -583,6 +601,7 @@ class Memory:
         limit = self._max_chars()
         if self.commits_messages:
             self.commit_staged([append_op(user_id, session_id, messages, agent_id, None, limit)])
+            self.changes.changed(user_id, "messages")
             return
         entries = []
         previous: str | None = None
@@ -600,6 +619,7 @@ class Memory:
             ArchivedMessage(user_id, e.message, session_id, agent_id, e.previous_id)
             for e in entries
         )
+        self.changes.changed(user_id, "messages")
 
     def _max_chars(self) -> int:
         """The longest line (speaker and text) a message may have: what the embedder takes."""
@@ -631,23 +651,52 @@ class Memory:
             agent_id=agent_id,
             metadata=metadata,
         )
-        if self.synopses is not None:
-            self.synopses.memory_added(user_id, memory_type)
+        self.changes.changed(user_id, "memories", memory_type)
         return str(memory_id)
 
+    def update(self, memory_id: str, user_id: str, **changes: Any) -> Any:
+        """Change a memory's ``content`` (embedded again), ``memory_type``, ``importance``
+        or ``metadata``; the updated record.
+
+        Raises:
+            NotFoundError: the user has no memory ``memory_id``.
+            InputError: nothing to change, or a value the store refuses.
+        """
+        self._check_open()
+        user_id = _user(user_id)
+        if not changes:
+            raise InputError("changes", "is empty", "give content, memory_type, ...")
+        unknown = sorted(set(changes) - {"content", "memory_type", "importance", "metadata"})
+        if unknown:
+            raise InvalidTypeError(unknown[0], "is not a field a memory update changes")
+        if "content" in changes:
+            changes["embedding"] = self._embed(check_content(changes["content"]))
+        record = self.store.update(user_id, memory_id, **changes)
+        self.changes.changed(user_id, "memories")
+        return record
+
     def synopsis(self, user_id: str) -> Any:
-        """The user's :class:`~tiermem.synopsis.Synopsis` (cached; generated on a miss)."""
+        """The user's :class:`~tiermem.synopsis.Synopsis` (cached at the user's current
+        change generation; generated on a miss)."""
         self._check_open()
         if self.synopses is None:
             raise ConfigError("memory.synopsis.enabled", "is false", "enable it to use synopses")
-        return self.synopses.get(_user(user_id))
+        user_id = _user(user_id)
+        return self.synopses.get(user_id, generation=self._generation(user_id))
 
     def generate_synopsis(self, user_id: str) -> Any:
         """Regenerate and cache the user's synopsis now (seed 001's ``generate_synopsis``)."""
         self._check_open()
         if self.synopses is None:
             raise ConfigError("memory.synopsis.enabled", "is false", "enable it to use synopses")
-        return self.synopses.generate_synopsis(_user(user_id))
+        user_id = _user(user_id)
+        return self.synopses.generate_synopsis(user_id, generation=self._generation(user_id))
+
+    def _synopsis_text(self, user_id: str) -> str | None:
+        """The synopsis for a context (None when synopses are disabled)."""
+        if self.synopses is None:
+            return None
+        return str(self.synopses.get(user_id, generation=self._generation(user_id)).render())
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -710,7 +759,7 @@ class Memory:
             recent=recent,
             candidates=candidates,
             summary=summary,
-            synopsis=self.synopses.get(user_id).render() if self.synopses is not None else None,
+            synopsis=self._synopsis_text(user_id),
         )
         used = [i.memory_id for i in context.items if i.memory_id is not None]
         if used and not self._closed:
@@ -811,7 +860,11 @@ class Memory:
     def forget(self, memory_id: str, user_id: str) -> bool:
         """Delete one memory of ``user_id``; False if it does not exist (or is another's)."""
         self._check_open()
-        return bool(self.store.delete(_user(user_id), memory_id))
+        user_id = _user(user_id)
+        deleted = bool(self.store.delete(user_id, memory_id))
+        if deleted:
+            self.changes.changed(user_id, "forgotten")
+        return deleted
 
     def forget_user(self, user_id: str) -> int:
         """Erase everything of ``user_id``: transcript, summaries, index, pending work,
@@ -839,15 +892,7 @@ class Memory:
                 f"cannot erase user {user_id!r}: {exc}; nothing was erased, retry when the "
                 "store is back"
             ) from exc
-        if self._accesses is not None:
-            self._accesses.discard_user(user_id)
-        if self._worker is not None:
-            self._worker.context.drop_user(user_id)
-        self.buffers.drop_user(user_id, drain=False)
-        if self._working is not None:
-            self._working.clear(user_id)
-        if self.synopses is not None:
-            self.synopses.invalidate(user_id)
+        self.changes.changed(user_id, "erased")
         return deleted
 
     def end_session(self, user_id: str, session_id: str | None = None) -> str | None:
@@ -998,8 +1043,13 @@ class Memory:
                     buffer.clear()
                     buffer.extend(kept)
                     buffer.summary = summary
+            self.changes.changed(user_id, "forgotten")
             return deleted
-        return int(self.store.forget_messages(user_id, ids))
+        if self._archiver is not None:
+            self._archiver.flush(ERASE_TIMEOUT)
+        deleted = int(self.store.forget_messages(user_id, ids))
+        self.changes.changed(user_id, "forgotten")
+        return deleted
 
     def forget_session(self, user_id: str, session_id: str | None = None) -> int:
         """Delete a session: its messages, its summary and the index lines only it said."""
@@ -1009,8 +1059,13 @@ class Memory:
         buffer = self.buffers.peek(user_id, session_id)
         self.buffers.drop(user_id, session_id, drain=False)
         if not self._stored:
+            self.changes.changed(user_id, "forgotten")
             return len(buffer) if buffer is not None else 0
-        return int(self.store.forget_session(user_id, session_id))
+        if self._archiver is not None:
+            self._archiver.flush(ERASE_TIMEOUT)
+        deleted = int(self.store.forget_session(user_id, session_id))
+        self.changes.changed(user_id, "forgotten")
+        return deleted
 
     def sessions(self, user_id: str) -> list[Any]:
         """The user's sessions in the store, most recently active first."""
