@@ -17,8 +17,9 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from tiermem.access import AccessLog
@@ -49,6 +50,7 @@ from tiermem.stores.base import (
     check_limit,
     check_text_id,
     check_user_id,
+    check_vector,
     message_entry,
 )
 from tiermem.stores.transcript import AppendOp, GenerationOp, RecentOp, SummaryOp, UnindexedOp
@@ -697,6 +699,76 @@ class Memory:
         if self.synopses is None:
             return None
         return str(self.synopses.get(user_id, generation=self._generation(user_id)).render())
+
+    # -- export and import ---------------------------------------------------------------
+
+    def export(self, user_id: str, *, include_vectors: bool = False) -> Iterator[dict[str, Any]]:
+        """The user's archive (docs/export.md), one dict per JSON line, read from the
+        store page by page: transcript, summaries, fact marks, memories (facts with every
+        version), with their vectors when ``include_vectors``."""
+        from tiermem.export import archive_lines
+
+        self._check_open()
+        user_id = _user(user_id)
+        if not isinstance(include_vectors, bool):
+            raise InvalidTypeError("include_vectors", "must be a bool")
+        if self._archiver is not None:
+            self._archiver.flush(ERASE_TIMEOUT)
+        embedder = self.embedder
+        return archive_lines(
+            self.store,
+            user_id,
+            model=str(embedder.model_id),
+            dimension=int(embedder.dimension),
+            include_vectors=include_vectors,
+        )
+
+    def import_archive(
+        self, archive: Iterable[str | bytes | Mapping[str, Any]], user_id: str | None = None
+    ) -> dict[str, int]:
+        """Restore an archive of :meth:`export` (JSON lines, as text or dicts), as its own
+        user or as ``user_id``; what was added, by kind. Importing it again adds nothing.
+
+        Every line is checked before anything is written, and everything is written in
+        one transaction: a damaged or foreign archive raises an InputError naming the line
+        (``line 7.content``) and leaves the store as it was. Vectors of another model
+        than this Memory's embedder are not used: the memories are embedded again.
+        """
+        from tiermem.export import read_archive
+        from tiermem.stores.base import ImportOp
+        from tiermem.stores.transcript import RestoreOp
+
+        self._check_open()
+        if isinstance(archive, (str, bytes, Mapping)) or not isinstance(archive, Iterable):
+            raise InvalidTypeError(
+                "archive", "expected an iterable of lines", "pass open(path) or a list of lines"
+            )
+        restore = read_archive(archive, None if user_id is None else _user(user_id))
+        owner = restore.user_id
+        embedder = self.embedder
+        same = (
+            restore.header["embedding"]["model"] == embedder.model_id
+            and restore.header["embedding"]["dimension"] == embedder.dimension
+        )
+        missing = [i for i, v in enumerate(restore.vectors) if v is None or not same]
+        vectors = list(restore.vectors)
+        for start in range(0, len(missing), 256):
+            part = missing[start : start + 256]
+            found = embedder.embed([restore.records[i].content for i in part])
+            for i, vector in zip(part, found, strict=True):
+                vectors[i] = vector
+        records = tuple(
+            replace(r, embedding=check_vector(v, self.store.dimension, f"memories[{i}]"))
+            for i, (r, v) in enumerate(zip(restore.records, vectors, strict=True))
+        )
+        restore_op = RestoreOp(
+            owner, tuple(restore.rows), tuple(restore.summaries), tuple(restore.marks)
+        )
+        added, rows = self.store.batch([ImportOp(records), restore_op])
+        self.changes.changed(owner, "imported")
+        if rows:
+            self.worker.wake()
+        return {"messages": int(rows), "memories": int(added)}
 
     # -- reading ---------------------------------------------------------------------------
 

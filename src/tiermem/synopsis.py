@@ -1025,9 +1025,7 @@ class SynopsisService:
         """
         user_id = check_user_id(user_id)
         fetch = self._fetch(fetch_memories)
-        cached = _current(
-            self.cache.get_tiers(user_id, refresh=self.refresh_on_access), generation
-        )
+        cached = _current(self.cache.get_tiers(user_id, refresh=self.refresh_on_access), generation)
         if len(cached) == len(TIERS):
             return Synopsis.from_tiers(user_id, cached)
         with self._locks.get(user_id):

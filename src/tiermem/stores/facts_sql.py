@@ -275,9 +275,7 @@ class FactsSQL:
                 break
             page = page._replace(offset=page.offset + page.limit)
         dropped = {
-            r.id
-            for r in facts
-            if r.metadata.get("sources") and set(r.metadata["sources"]) <= gone
+            r.id for r in facts if r.metadata.get("sources") and set(r.metadata["sources"]) <= gone
         }
         for record in facts:
             metadata = dict(record.metadata)

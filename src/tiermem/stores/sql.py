@@ -131,7 +131,7 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         if isinstance(op, StatsOp):
             return self._stats(c, op.user_id)
         if isinstance(op, ScanOp):
-            return self._scan(c, op.after, op.limit)
+            return self._scan(c, op.after, op.limit, op.user_id)
         if isinstance(op, ImportOp):
             return self._import(c, op.records)
         if isinstance(op, ExistingIdsOp):
@@ -300,8 +300,11 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         """Aggregate figures about the user's records."""
 
     @abstractmethod
-    def _scan(self, c: C, after: uuid.UUID | None, limit: int) -> list[MemoryRecord]:
-        """Up to ``limit`` records of every user with ids above ``after``, by id."""
+    def _scan(
+        self, c: C, after: uuid.UUID | None, limit: int, user_id: str | None = None
+    ) -> list[MemoryRecord]:
+        """Up to ``limit`` records of every user (or ``user_id``'s) with ids above
+        ``after``, by id."""
 
     @abstractmethod
     def _table_size(self, c: C) -> int:

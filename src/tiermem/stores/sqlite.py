@@ -437,10 +437,16 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         return int(c.execute(sql, params).fetchone()[0])
 
     def _scan(
-        self, c: sqlite3.Connection, after: uuid.UUID | None, limit: int
+        self,
+        c: sqlite3.Connection,
+        after: uuid.UUID | None,
+        limit: int,
+        user_id: str | None = None,
     ) -> list[MemoryRecord]:
-        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE id > ? ORDER BY id LIMIT ?"
-        return [_record(r) for r in c.execute(sql, (str(after or ""), limit))]
+        mine = "" if user_id is None else " AND user_id = ?"
+        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE id > ?{mine} ORDER BY id LIMIT ?"
+        params = (str(after or ""), *(() if user_id is None else (user_id,)), limit)
+        return [_record(r) for r in c.execute(sql, params)]
 
     def _table_size(self, c: sqlite3.Connection) -> int:
         return int(c.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])

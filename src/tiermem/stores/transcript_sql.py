@@ -22,14 +22,14 @@ from tiermem.stores.transcript import (
     NO_SESSION,
     SUMMARIES,
     TRANSCRIPT,
-    GenerationOp,
-    RestoreOp,
     AppendOp,
     ClaimOp,
     CompleteOp,
     FailOp,
     ForgetMessagesOp,
+    GenerationOp,
     RecentOp,
+    RestoreOp,
     RetryOp,
     SaveSummaryOp,
     SessionInfo,
@@ -437,8 +437,7 @@ class TranscriptSQL:
             first[r["session_id"]] = min(int(r["seq"]), first.get(r["session_id"], 2**62))
         for session, seq in first.items():
             c.execute(
-                f"DELETE FROM {SUMMARIES} WHERE user_id = {p} AND session_id = {p}"
-                f" AND upto >= {p}",
+                f"DELETE FROM {SUMMARIES} WHERE user_id = {p} AND session_id = {p} AND upto >= {p}",
                 (user_id, session, seq),
             )
             summaries = c.execute(
