@@ -54,9 +54,9 @@ class Reader:
 
     def __init__(self, store: str, memory_settings: dict[str, Any], user: str) -> None:
         env = {**os.environ, "PYTHONPATH": str(SRC), "HF_HUB_OFFLINE": "1"}
+        script = str(TESTS / "procs" / "reader.py")
         self.proc = subprocess.Popen(
-            [sys.executable, str(TESTS / "procs" / "reader.py"), store]
-            + [json.dumps(memory_settings), user],
+            [sys.executable, script, store, json.dumps(memory_settings), user],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

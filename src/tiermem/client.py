@@ -15,7 +15,8 @@ answer, and the sync or async client only sends it.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Mapping
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -258,6 +259,47 @@ class Calls:
         return Call("POST", path, lambda d: int(d["retried"]))
 
 
+NDJSON = "application/x-ndjson"
+
+
+def _export_request(user_id: str, include_vectors: bool) -> tuple[str, dict[str, Any]]:
+    if not isinstance(include_vectors, bool):
+        raise InvalidTypeError("include_vectors", "must be a bool")
+    path = f"/v1/users/{_segment(user_id)}/export"
+    return path, {"include_vectors": "true" if include_vectors else "false"}
+
+
+def _import_request(
+    archive: Iterable[str | bytes | Mapping[str, Any]], user_id: str | None
+) -> tuple[str, bytes]:
+    """The import route of the archive's user (or ``user_id``) and the archive as NDJSON."""
+    if isinstance(archive, (str, bytes, Mapping)) or not isinstance(archive, Iterable):
+        raise InvalidTypeError(
+            "archive", "expected an iterable of lines", "pass open(path) or a list of lines"
+        )
+    lines = []
+    for line in archive:
+        if isinstance(line, Mapping):
+            line = json.dumps(dict(line), ensure_ascii=False)
+        elif isinstance(line, bytes):
+            line = line.decode("utf-8", errors="replace")
+        if not isinstance(line, str):
+            raise InvalidTypeError("archive", f"holds a {type(line).__name__}, not a line")
+        if line.strip():
+            lines.append(line.rstrip("\n"))
+    if user_id is None:
+        try:
+            header = json.loads(lines[0]) if lines else {}
+        except ValueError:
+            header = {}
+        user_id = header.get("user_id") if isinstance(header, dict) else None
+        if not isinstance(user_id, str):
+            from tiermem.errors import InputError
+
+            raise InputError("line 1", "is not a tiermem-archive header", "pass user_id=")
+    return f"/v1/users/{_segment(user_id)}/import", "\n".join(lines).encode("utf-8")
+
+
 def _segment(value: Any) -> str:
     """A path segment, percent-encoded (a user id may hold '/', '?' or spaces)."""
     if not isinstance(value, str):
@@ -398,6 +440,31 @@ class MemoryClient:
     def forget_user(self, user_id: str) -> int:
         """Erase everything of ``user_id``; the number of long-term memories deleted."""
         return self.call(Calls.forget_user(user_id))
+
+    def export(self, user_id: str, *, include_vectors: bool = False) -> Iterator[dict[str, Any]]:
+        """The user's archive (see :meth:`tiermem.Memory.export`), streamed line by line."""
+        path, params = _export_request(user_id, include_vectors)
+        try:
+            with self._http.stream("GET", path, params=params) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _answer(response)
+                for line in response.iter_lines():
+                    if line.strip():
+                        yield json.loads(line)
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+
+    def import_archive(
+        self, archive: Iterable[str | bytes | Mapping[str, Any]], user_id: str | None = None
+    ) -> dict[str, int]:
+        """Restore an archive of this user (see :meth:`tiermem.Memory.import_archive`)."""
+        path, body = _import_request(archive, user_id)
+        try:
+            response = self._http.post(path, content=body, headers={"content-type": NDJSON})
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+        return {k: int(v) for k, v in _answer(response).items()}
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the server's pending work (embedding, summaries) is done (<= 60 s)."""
@@ -566,6 +633,33 @@ class AsyncMemoryClient:
 
     async def aforget_user(self, user_id: str) -> int:
         return await self.call(Calls.forget_user(user_id))
+
+    async def aexport(
+        self, user_id: str, *, include_vectors: bool = False
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Async twin of :meth:`MemoryClient.export`."""
+        path, params = _export_request(user_id, include_vectors)
+        try:
+            async with self._http.stream("GET", path, params=params) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    _answer(response)
+                async for line in response.aiter_lines():
+                    if line.strip():
+                        yield json.loads(line)
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+
+    async def aimport_archive(
+        self, archive: Iterable[str | bytes | Mapping[str, Any]], user_id: str | None = None
+    ) -> dict[str, int]:
+        """Async twin of :meth:`MemoryClient.import_archive`."""
+        path, body = _import_request(archive, user_id)
+        try:
+            response = await self._http.post(path, content=body, headers={"content-type": NDJSON})
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+        return {k: int(v) for k, v in _answer(response).items()}
 
     async def aflush(self, timeout: float | None = None) -> bool:
         return await self.call(Calls.flush(timeout))

@@ -310,6 +310,9 @@ def _record(
     from tiermem.stores.base import check_uuid
 
     content = check_content(data.get("content"))
+    metadata = check_metadata(data.get("metadata"))
+    if metadata.get("user_id") == header["user_id"]:  # a message's copy names its new owner
+        metadata["user_id"] = user_id
     count = data.get("access_count", 0)
     if type(count) is not int or count < 0:
         raise InputError("access_count", f"{count!r} is not a count")
@@ -321,7 +324,7 @@ def _record(
         agent_id=check_text_id(data.get("agent_id"), "agent_id"),
         session_id=check_text_id(data.get("session_id"), "session_id"),
         importance=check_importance(data.get("importance")),
-        metadata=check_metadata(data.get("metadata")),
+        metadata=metadata,
         created_at=_stamp(data.get("created_at"), "created_at"),
         accessed_at=_stamp(data.get("accessed_at"), "accessed_at"),
         access_count=count,
