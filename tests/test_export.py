@@ -200,3 +200,73 @@ def test_export_of_a_user_holds_nobody_else(tmp_path: Path) -> None:
         assert isinstance(memory.store, SQLiteStore)
     finally:
         memory.close()
+
+
+# -- through the real server --------------------------------------------------------
+
+
+def test_server_export_import_and_forget_through_rest_and_both_clients(tmp_path: Path) -> None:
+    import asyncio
+
+    import httpx
+
+    from liveserver import live_server
+    from tiermem.client import AsyncMemoryClient, MemoryClient
+    from tiermem.server import create_app
+
+    memory = sqlite_memory(tmp_path)
+    who = user()
+    with live_server(create_app(memory, own_memory=True)) as url:
+        client = MemoryClient(url)
+        fill(memory, who)
+        lines = [dumps(x) for x in client.export(who, include_vectors=True)]
+        assert json.loads(lines[0])["user_id"] == who and json.loads(lines[-1])["kind"] == "end"
+        raw = httpx.get(f"{url}/v1/users/{who}/export")
+        assert raw.headers["content-type"].startswith("application/x-ndjson")
+        assert client.import_archive(lines) == {"messages": 0, "memories": 0}  # twice: nothing
+        client.forget_user(who)
+        assert client.import_archive(lines)["messages"] == 9
+        again = [dumps(x) for x in client.export(who, include_vectors=True)]
+        assert again[1:] == lines[1:]
+
+        async def twin() -> list[dict[str, Any]]:
+            async with AsyncMemoryClient(url) as aclient:
+                assert await aclient.aimport_archive(lines) == {"messages": 0, "memories": 0}
+                return [x async for x in aclient.aexport(who)]
+
+        assert len(asyncio.run(twin())) == len(lines)
+        # bad input: the same typed errors as Memory, nothing written
+        other = user()
+        with pytest.raises(InputError, match="line 1.user_id"):
+            client.import_archive(lines, user_id=other)  # another user's archive
+        with pytest.raises(InputError, match="line 2"):
+            client.import_archive([lines[0], "{oops", *lines[2:]])
+        with pytest.raises(InputError):
+            client.import_archive([], user_id=other)
+        with pytest.raises(InvalidTypeError):
+            client.import_archive("one string")  # type: ignore[arg-type]
+        with pytest.raises(InvalidTypeError):
+            list(client.export(who, include_vectors="yes"))  # type: ignore[arg-type]
+        huge = httpx.post(f"{url}/v1/users/{other}/import", content=b"x" * 3_000_000)
+        assert huge.status_code == 422 and huge.json()["field"] == "line 1"
+        assert client.sessions(other) == []
+        # forgetting through REST: the context, search and synopsis lose the text
+        secret = [r for r in memory.store.list(who, limit=100) if "sencha" in r.content.lower()]
+        assert client.get_context("favourite tea", who, "s1").text().count("sencha")
+        for record in secret:
+            if record.memory_type == "fact":
+                patched = httpx.patch(
+                    f"{url}/v1/memories/{record.id}",
+                    params={"user_id": who},
+                    json={"content": "Ana drinks water."},
+                )
+                assert patched.status_code == 200, patched.text
+            else:
+                assert client.forget(str(record.id), who)
+        assert client.flush(30)
+        for query in ("favourite tea", "sencha", "what do I drink"):
+            seen = client.get_context(query, who, "s1").text()
+            seen += json.dumps([h.record.content for h in client.search(query, who)])
+            seen += client.synopsis(who).render()
+            assert "sencha" not in seen.lower(), seen
+        client.close()
