@@ -237,7 +237,7 @@ def test_server_export_import_and_forget_through_rest_and_both_clients(tmp_path:
         assert len(asyncio.run(twin())) == len(lines)
         # bad input: the same typed errors as Memory, nothing written
         other = user()
-        with pytest.raises(InputError, match="line 1.user_id"):
+        with pytest.raises(InputError, match=r"line 1\.user_id"):
             client.import_archive(lines, user_id=other)  # another user's archive
         with pytest.raises(InputError, match="line 2"):
             client.import_archive([lines[0], "{oops", *lines[2:]])
