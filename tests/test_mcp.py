@@ -118,7 +118,7 @@ async def test_tools_over_stdio(tmp_path: Path) -> None:
 async def test_forget_memory_takes_the_fact_out_of_every_context(
     served: tuple[str, Memory],
 ) -> None:
-    url, memory = served
+    url, _memory = served
     async with http_client(url, "cleo") as cleo:
         added = await call(cleo, "add_memory", content="Cleo's PIN is 4321", importance=0.9)
         await call(cleo, "add_memory", content="Cleo likes jazz", memory_type="preference")
