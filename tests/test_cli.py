@@ -328,3 +328,26 @@ def test_bad_numbers_are_refused_before_anything_heavy_loads(
     assert out.stdout.strip() == "1 []", out.stderr
     assert f"{option}: must be" in out.stderr
     assert not (tmp_path / "m.db").exists()
+
+
+def test_export_then_import_restores_the_user_and_refuses_a_damaged_archive(
+    capsys, tmp_path: Path
+) -> None:
+    import json
+
+    first, second = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    assert run(capsys, "add", "I adopted a greyhound.", "--user", "u", "--db", first)[0] == 0
+    archive = tmp_path / "u.jsonl"
+    code, _, _ = run(capsys, "export", "--user", "u", "--db", first, "-o", str(archive))
+    assert code == 0
+    lines = archive.read_text().splitlines()
+    assert json.loads(lines[0])["format"] == "tiermem-archive"
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join([lines[0], '{"kind": "message"}', *lines[1:]]))
+    code, _, err = run(capsys, "import", str(broken), "--user", "u", "--db", second)
+    assert code == 1 and "line 2" in err
+    code, out, _ = run(capsys, "import", str(archive), "--user", "u", "--db", second)
+    assert code == 0 and "restored 1 messages" in out
+    code, out, _ = run(capsys, "export", "--user", "u", "--db", second)
+    again = out.splitlines()
+    assert code == 0 and again[1:] == lines[1:]

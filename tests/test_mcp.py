@@ -113,3 +113,23 @@ async def test_tools_over_stdio(tmp_path: Path) -> None:
         assert found["results"][0]["id"] == added["id"]
     with Memory(db) as memory:
         assert [r.content for r in memory.store.list("carol")] == ["Carol's daughter is called Mia"]
+
+
+async def test_forget_memory_takes_the_fact_out_of_every_context(
+    served: tuple[str, Memory],
+) -> None:
+    url, _memory = served
+    async with http_client(url, "cleo") as cleo:
+        added = await call(cleo, "add_memory", content="Cleo's PIN is 4321", importance=0.9)
+        await call(cleo, "add_memory", content="Cleo likes jazz", memory_type="preference")
+        for query in ("what is my PIN", "tell me about me"):  # the synopsis caches it
+            assert "4321" in (await call(cleo, "get_context", query=query))["context"]
+        assert (await call(cleo, "forget_memory", memory_id=added["id"]))["deleted"] is True
+        held = [
+            query
+            for query in ("what is my PIN", "tell me about me", "4321", "Cleo")
+            if "4321" in (await call(cleo, "get_context", query=query))["context"]
+            or "4321" in str(await call(cleo, "search_memory", query=query))
+        ]
+        assert held == []
+        assert "jazz" in (await call(cleo, "get_context", query="music"))["context"]

@@ -45,6 +45,7 @@ def test_wal_schema_version_and_reopen(tmp_path: Path) -> None:
         ("memories_8", "002_stemmed_keywords"),
         ("memories_8", "003_transcript"),
         ("memories_8", "004_facts"),
+        ("memories_8", "005_generations"),
     ]
     raw.close()
     with SQLiteStore(path, dimension=DIM) as store, SQLiteStore(path, dimension=4) as other:
@@ -160,7 +161,9 @@ def test_an_old_file_is_migrated_and_keywords_are_stemmed(tmp_path: Path, monkey
     with monkeypatch.context() as patch:
         patch.setattr(sqlite_store, "MIGRATIONS", first)
         with SQLiteStore(path, dimension=DIM) as store:
-            store.add("u", "She paints landscapes every weekend.", embedding=vecs(1)[0])
+            # a message: a profile memory advances the generation, a later schema's table
+            text = "She paints landscapes every weekend."
+            store.add("u", text, embedding=vecs(1)[0], memory_type="message")
             assert store.search("u", "painting", mode="keyword") == []
     with SQLiteStore(path, dimension=DIM) as store:
         hits = store.search("u", "painting", mode="keyword")

@@ -13,7 +13,7 @@ The same bad input raises the same :mod:`tiermem.errors` class on every face.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -35,9 +35,10 @@ class MemoryAPI(Protocol):
     Reads: :meth:`get_context`, :meth:`search`, :meth:`list_memories`, :meth:`get_memory`,
     :meth:`history`, :meth:`recent`, :meth:`sessions`, :meth:`synopsis`, :meth:`facts`,
     :meth:`fact_history`, :meth:`stats`. Forgetting: :meth:`forget`,
-    :meth:`forget_messages`, :meth:`forget_session`, :meth:`forget_user`. Lifecycle and
-    work: :meth:`end_session`, :meth:`extract_facts`, :meth:`generate_synopsis`,
-    :meth:`work_stats`, :meth:`failed`, :meth:`retry_failed`, :meth:`flush`, :meth:`close`.
+    :meth:`forget_messages`, :meth:`forget_session`, :meth:`forget_user`. Moving data:
+    :meth:`export`, :meth:`import_archive`. Lifecycle and work: :meth:`end_session`,
+    :meth:`extract_facts`, :meth:`generate_synopsis`, :meth:`work_stats`, :meth:`failed`,
+    :meth:`retry_failed`, :meth:`flush`, :meth:`close`.
     """
 
     # -- writing --
@@ -210,6 +211,18 @@ class MemoryAPI(Protocol):
         """Queue the user's failed messages again; how many."""
         ...
 
+    # -- moving a user's data --
+
+    def export(self, user_id: str, *, include_vectors: bool = False) -> Iterator[dict[str, Any]]:
+        """The user's archive (docs/export.md), one dict per JSON line."""
+        ...
+
+    def import_archive(
+        self, archive: Iterable[str | bytes | Mapping[str, Any]], user_id: str | None = None
+    ) -> dict[str, int]:
+        """Restore an archive, all or nothing; what was added, by kind."""
+        ...
+
     def flush(self, timeout: float | None = None) -> bool:
         """Wait for queued and pending work; False on timeout."""
         ...
@@ -338,6 +351,14 @@ class AsyncMemoryAPI(Protocol):
     async def afailed(self, user_id: str, limit: int = 100) -> list[TranscriptRow]: ...
 
     async def aretry_failed(self, user_id: str) -> int: ...
+
+    def aexport(
+        self, user_id: str, *, include_vectors: bool = False
+    ) -> AsyncIterator[dict[str, Any]]: ...
+
+    async def aimport_archive(
+        self, archive: Iterable[str | bytes | Mapping[str, Any]], user_id: str | None = None
+    ) -> dict[str, int]: ...
 
     async def aflush(self, timeout: float | None = None) -> bool: ...
 

@@ -200,9 +200,48 @@ def _in_file(exc: InputError, places: Sequence[str], start: int) -> InputError:
     return exc.relabel(f"{where} {found.group(2) or 'message'}")
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    """``tiermem export``: the user's archive (docs/export.md) to a file or stdout."""
+    from tiermem.export import dumps
+
+    with _memory(args) as memory:
+        lines = memory.export(args.user, include_vectors=args.vectors)
+        out = sys.stdout if args.output is None else args.output.open("w", encoding="utf-8")
+        try:
+            for line in lines:
+                out.write(dumps(line) + "\n")
+        finally:
+            if out is not sys.stdout:
+                out.close()
+    if args.output is not None:
+        _console().print(f"exported user {args.user!r} to {args.output}")
+    return 0
+
+
+def _is_archive(path: Path) -> bool:
+    """Whether a file is a tiermem archive (its first line is the archive's header)."""
+    from tiermem.export import FORMAT
+
+    with path.open(encoding="utf-8", errors="replace") as f:
+        first = f.readline(4096)
+    try:
+        header = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(header, dict) and header.get("format") == FORMAT
+
+
 def _cmd_import(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
+    if _is_archive(args.file):  # an archive of `tiermem export`, restored as --user
+        with _memory(args) as memory, args.file.open(encoding="utf-8") as lines:
+            added = memory.import_archive(lines, args.user)
+        _console().print(
+            f"restored {added['messages']} messages and {added['memories']} memories "
+            f"for user {args.user!r}"
+        )
+        return 0
     rows, places = _read_history(args.file)
     with _memory(args) as memory, Progress(console=_console()) as progress:
         task = progress.add_task("importing", total=len(rows))
@@ -446,9 +485,15 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--name", help="speaker name")
     add.add_argument("--session")
 
-    imp = _command(commands, "import", _cmd_import, "import a JSON or JSONL history")
+    imp = _command(
+        commands, "import", _cmd_import, "import a JSON or JSONL history, or restore an archive"
+    )
     imp.add_argument("file", type=Path)
     imp.add_argument("--session")
+
+    export = _command(commands, "export", _cmd_export, "write a user's archive (JSON Lines)")
+    export.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
+    export.add_argument("--vectors", action="store_true", help="include the embeddings")
 
     remember = _command(commands, "remember", _cmd_remember, "store a fact or preference")
     remember.add_argument("text")

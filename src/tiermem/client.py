@@ -15,8 +15,9 @@ answer, and the sync or async client only sends it.
 from __future__ import annotations
 
 import builtins
+import json
 import uuid
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
@@ -43,6 +44,7 @@ from tiermem.wire import (
 )
 
 DEFAULT_URL = "http://127.0.0.1:8765"
+NDJSON = "application/x-ndjson"
 T = TypeVar("T")
 P = ParamSpec("P")
 
@@ -57,6 +59,7 @@ class Call(Generic[T]):
     json: Any = None
     params: Mapping[str, Any] | None = None
     missing_ok: bool = False
+    ndjson: bytes | None = None
 
 
 def _jsonable(value: Any) -> Any:
@@ -384,6 +387,50 @@ def retry_failed(user_id: str) -> Call[int]:
     return Call("POST", _user_path(user_id, "work/retry"), lambda d: int(d["retried"]))
 
 
+def import_archive(
+    archive: Iterable[str | bytes | Mapping[str, Any]], user_id: str | None = None
+) -> Call[dict[str, int]]:
+    """Restore an archive of :meth:`tiermem.Memory.export` as its own user or as
+    ``user_id``; what was added, by kind (all or nothing; again adds nothing)."""
+    if isinstance(archive, (str, bytes, Mapping)) or not isinstance(archive, Iterable):
+        raise InvalidTypeError(
+            "archive", "expected an iterable of lines", "pass open(path) or a list of lines"
+        )
+    lines = []
+    for line in archive:
+        if isinstance(line, Mapping):
+            line = json.dumps(dict(line), ensure_ascii=False)
+        elif isinstance(line, bytes):
+            line = line.decode("utf-8", errors="replace")
+        if not isinstance(line, str):
+            raise InvalidTypeError("archive", f"holds a {type(line).__name__}, not a line")
+        if line.strip():
+            lines.append(line.rstrip("\n"))
+    if user_id is None:
+        user_id = _archive_user(lines[0] if lines else "")
+    read = lambda d: {k: int(v) for k, v in d.items()}  # noqa: E731
+    ndjson = "\n".join(lines).encode("utf-8")
+    return Call("POST", _user_path(user_id, "import"), read, ndjson=ndjson)
+
+
+def _archive_user(header: str) -> str:
+    """The user an archive's header names."""
+    try:
+        data = json.loads(header)
+    except ValueError:
+        data = {}
+    user_id = data.get("user_id") if isinstance(data, dict) else None
+    if not isinstance(user_id, str):
+        raise InputError("line 1", "is not a tiermem-archive header", "pass user_id=")
+    return user_id
+
+
+def _export_path(user_id: str, include_vectors: bool) -> tuple[str, dict[str, str]]:
+    if not isinstance(include_vectors, bool):
+        raise InvalidTypeError("include_vectors", "must be a bool")
+    return _user_path(user_id, "export"), {"include_vectors": str(include_vectors).lower()}
+
+
 def flush(timeout: float | None = None) -> Call[bool]:
     """Wait until the server's pending work is done (at most 60 s); False on timeout."""
     if not isinstance(timeout, (int, float, type(None))) or isinstance(timeout, bool):
@@ -543,7 +590,22 @@ class MemoryClient:
     work_stats = _sends(work_stats)
     failed = _sends(failed)
     retry_failed = _sends(retry_failed)
+    import_archive = _sends(import_archive)
     flush = _sends(flush)
+
+    def export(self, user_id: str, *, include_vectors: bool = False) -> Iterator[dict[str, Any]]:
+        """The user's archive (see :meth:`tiermem.Memory.export`), streamed line by line."""
+        path, params = _export_path(user_id, include_vectors)
+        try:
+            with self._http.stream("GET", path, params=params) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _answer(response)
+                for line in response.iter_lines():
+                    if line.strip():
+                        yield json.loads(line)
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
 
     def close(self, timeout: float | None = None) -> None:
         """Close the connections (the server keeps everything it acknowledged)."""
@@ -606,7 +668,24 @@ class AsyncMemoryClient:
     awork_stats = _asends(work_stats)
     afailed = _asends(failed)
     aretry_failed = _asends(retry_failed)
+    aimport_archive = _asends(import_archive)
     aflush = _asends(flush)
+
+    async def aexport(
+        self, user_id: str, *, include_vectors: bool = False
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The user's archive (see :meth:`tiermem.Memory.export`), streamed line by line."""
+        path, params = _export_path(user_id, include_vectors)
+        try:
+            async with self._http.stream("GET", path, params=params) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    _answer(response)
+                async for line in response.aiter_lines():
+                    if line.strip():
+                        yield json.loads(line)
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
 
     async def aclose(self, timeout: float | None = None) -> None:
         """Close the connections (the server keeps everything it acknowledged)."""
@@ -623,6 +702,8 @@ def _request(call: Call[Any]) -> dict[str, Any]:
     """httpx's arguments of a call: JSON bodies as JSON, and only the parameters given
     (a None is left out, not sent as an empty value)."""
     params = {k: v for k, v in (call.params or {}).items() if v is not None}
+    if call.ndjson is not None:
+        return {"content": call.ndjson, "headers": {"content-type": NDJSON}, "params": params}
     return {"json": _jsonable(call.json), "params": _jsonable(params) or None}
 
 

@@ -12,17 +12,21 @@ the store: per-session buffers in process hold the conversation.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tiermem.access import AccessLog
 from tiermem.archive import ArchivedMessage, Archiver, transcript_sink, working_sink
 from tiermem.buffer import BufferMemory, BufferRegistry
+from tiermem.changes import Changes
 from tiermem.config import Retention
 from tiermem.embeddings.base import DEFAULT_MAX_CHARS
 from tiermem.errors import (
@@ -52,10 +56,12 @@ from tiermem.stores.base import (
     check_text_id,
     check_user_id,
     check_uuid,
+    check_vector,
     message_entry,
 )
 from tiermem.stores.transcript import (
     AppendOp,
+    GenerationOp,
     RecentOp,
     SessionInfo,
     SummaryOp,
@@ -168,6 +174,8 @@ class Memory:
         self._lock = threading.RLock()
         self._closed = False
         self.buffers = BufferRegistry(self._new_buffer)
+        self.changes = Changes(self._cached_parts)
+        """Where every write reports a change of a user's data (see :mod:`tiermem.changes`)."""
         self.unarchived: list[Message] = []
         """Messages a failing store never accepted before :meth:`close` (normally empty)."""
         self._preload_model()
@@ -310,6 +318,21 @@ class Memory:
                         fetch_memories=self._profile_memories,
                     )
         return self._synopsis
+
+    def _cached_parts(self) -> dict[str, Any]:
+        """What :attr:`changes` invalidates: the caches built so far (the synopsis service
+        is built, so a shared cache's entries are deleted even if this process read none)."""
+        return {
+            "synopses": self.synopses,
+            "working": self._working,
+            "accesses": self._accesses,
+            "buffers": self.buffers,
+            "context": self._worker.context if self._worker is not None else None,
+        }
+
+    def _generation(self, user_id: str) -> int:
+        """The user's change generation in the store (see :mod:`tiermem.changes`)."""
+        return int(self.store.batch([GenerationOp(user_id)])[0])
 
     def _profile_memories(self, user_id: str) -> list[Any]:
         """What a synopsis is written from: the user's facts, preferences and context
@@ -605,6 +628,7 @@ class Memory:
         limit = self._max_chars()
         if self.commits_messages:
             self.commit_staged([append_op(user_id, session_id, messages, agent_id, None, limit)])
+            self.changes.changed(user_id, "messages")
             return
         entries = []
         previous: str | None = None
@@ -622,6 +646,7 @@ class Memory:
             ArchivedMessage(user_id, e.message, session_id, agent_id, e.previous_id)
             for e in entries
         )
+        self.changes.changed(user_id, "messages")
 
     def _max_chars(self) -> int:
         """The longest line (speaker and text) a message may have: what the embedder takes."""
@@ -653,16 +678,17 @@ class Memory:
             agent_id=agent_id,
             metadata=metadata,
         )
-        if self.synopses is not None:
-            self.synopses.memory_added(user_id, memory_type)
+        self.changes.changed(user_id, "memories", memory_type)
         return str(memory_id)
 
     def synopsis(self, user_id: str) -> Synopsis:
-        """The user's :class:`~tiermem.synopsis.Synopsis` (cached; generated on a miss)."""
+        """The user's :class:`~tiermem.synopsis.Synopsis` (cached at the user's current
+        change generation; generated on a miss)."""
         self._check_open()
         if self.synopses is None:
             raise ConfigError("memory.synopsis.enabled", "is false", "enable it to use synopses")
-        found: Synopsis = self.synopses.get(_user(user_id))
+        user_id = _user(user_id)
+        found: Synopsis = self.synopses.get(user_id, generation=self._generation(user_id))
         return found
 
     def generate_synopsis(self, user_id: str) -> Synopsis:
@@ -670,8 +696,87 @@ class Memory:
         self._check_open()
         if self.synopses is None:
             raise ConfigError("memory.synopsis.enabled", "is false", "enable it to use synopses")
-        made: Synopsis = self.synopses.generate_synopsis(_user(user_id))
+        user_id = _user(user_id)
+        made: Synopsis = self.synopses.generate_synopsis(
+            user_id, generation=self._generation(user_id)
+        )
         return made
+
+    def _synopsis_text(self, user_id: str) -> str | None:
+        """The synopsis for a context (None when synopses are disabled)."""
+        if self.synopses is None:
+            return None
+        return str(self.synopses.get(user_id, generation=self._generation(user_id)).render())
+
+    # -- export and import ---------------------------------------------------------------
+
+    def export(self, user_id: str, *, include_vectors: bool = False) -> Iterator[dict[str, Any]]:
+        """The user's archive (docs/export.md), one dict per JSON line, read from the
+        store page by page: transcript, summaries, fact marks, memories (facts with every
+        version), with their vectors when ``include_vectors``."""
+        from tiermem.export import archive_lines
+
+        self._check_open()
+        user_id = _user(user_id)
+        if not isinstance(include_vectors, bool):
+            raise InvalidTypeError("include_vectors", "must be a bool")
+        if self._archiver is not None:
+            self._archiver.flush(ERASE_TIMEOUT)
+        embedder = self.embedder
+        return archive_lines(
+            self.store,
+            user_id,
+            model=str(embedder.model_id),
+            dimension=int(embedder.dimension),
+            include_vectors=include_vectors,
+        )
+
+    def import_archive(
+        self, archive: Iterable[str | bytes | Mapping[str, Any]], user_id: str | None = None
+    ) -> dict[str, int]:
+        """Restore an archive of :meth:`export` (JSON lines, as text or dicts), as its own
+        user or as ``user_id``; what was added, by kind. Importing it again adds nothing.
+
+        Every line is checked before anything is written, and everything is written in
+        one transaction: a damaged or foreign archive raises an InputError naming the line
+        (``line 7.content``) and leaves the store as it was. Vectors of another model
+        than this Memory's embedder are not used: the memories are embedded again.
+        """
+        from tiermem.export import read_archive
+        from tiermem.stores.base import ImportOp
+        from tiermem.stores.transcript import RestoreOp
+
+        self._check_open()
+        if isinstance(archive, (str, bytes, Mapping)) or not isinstance(archive, Iterable):
+            raise InvalidTypeError(
+                "archive", "expected an iterable of lines", "pass open(path) or a list of lines"
+            )
+        restore = read_archive(archive, None if user_id is None else _user(user_id))
+        owner = restore.user_id
+        embedder = self.embedder
+        same = (
+            restore.header["embedding"]["model"] == embedder.model_id
+            and restore.header["embedding"]["dimension"] == embedder.dimension
+        )
+        missing = [i for i, v in enumerate(restore.vectors) if v is None or not same]
+        vectors = list(restore.vectors)
+        for start in range(0, len(missing), 256):
+            part = missing[start : start + 256]
+            found = embedder.embed([restore.records[i].content for i in part])
+            for i, vector in zip(part, found, strict=True):
+                vectors[i] = vector
+        records = tuple(
+            replace(r, embedding=check_vector(v, self.store.dimension, f"memories[{i}]"))
+            for i, (r, v) in enumerate(zip(restore.records, vectors, strict=True))
+        )
+        restore_op = RestoreOp(
+            owner, tuple(restore.rows), tuple(restore.summaries), tuple(restore.marks)
+        )
+        added, rows = self.store.batch([ImportOp(records), restore_op])
+        self.changes.changed(owner, "imported")
+        if rows:
+            self.worker.wake()
+        return {"messages": int(rows), "memories": int(added)}
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -734,7 +839,7 @@ class Memory:
             recent=recent,
             candidates=candidates,
             summary=summary,
-            synopsis=self.synopses.get(user_id).render() if self.synopses is not None else None,
+            synopsis=self._synopsis_text(user_id),
         )
         used = [i.memory_id for i in context.items if i.memory_id is not None]
         if used and not self._closed:
@@ -894,8 +999,7 @@ class Memory:
         if content is not None:
             changes["embedding"] = self._embed(check_content(content))
         record: MemoryRecord = self.store.update(user_id, memory_id, **changes)
-        if self.synopses is not None:
-            self.synopses.invalidate(user_id)
+        self.changes.changed(user_id, "memories")
         return record
 
     def stats(self, user_id: str) -> StoreStats:
@@ -908,7 +1012,11 @@ class Memory:
     def forget(self, memory_id: str, user_id: str) -> bool:
         """Delete one memory of ``user_id``; False if it does not exist (or is another's)."""
         self._check_open()
-        return bool(self.store.delete(_user(user_id), memory_id))
+        user_id = _user(user_id)
+        deleted = bool(self.store.delete(user_id, memory_id))
+        if deleted:
+            self.changes.changed(user_id, "forgotten")
+        return deleted
 
     def forget_user(self, user_id: str) -> int:
         """Erase everything of ``user_id``: transcript, summaries, index, pending work,
@@ -936,15 +1044,7 @@ class Memory:
                 f"cannot erase user {user_id!r}: {exc}; nothing was erased, retry when the "
                 "store is back"
             ) from exc
-        if self._accesses is not None:
-            self._accesses.discard_user(user_id)
-        if self._worker is not None:
-            self._worker.context.drop_user(user_id)
-        self.buffers.drop_user(user_id, drain=False)
-        if self._working is not None:
-            self._working.clear(user_id)
-        if self.synopses is not None:
-            self.synopses.invalidate(user_id)
+        self.changes.changed(user_id, "erased")
         return deleted
 
     def end_session(self, user_id: str, session_id: str | None = None) -> str | None:
@@ -1102,8 +1202,13 @@ class Memory:
                     buffer.clear()
                     buffer.extend(kept)
                     buffer.summary = summary
+            self.changes.changed(user_id, "forgotten")
             return deleted
-        return int(self.store.forget_messages(user_id, ids))
+        if self._archiver is not None:
+            self._archiver.flush(ERASE_TIMEOUT)
+        deleted = int(self.store.forget_messages(user_id, ids))
+        self.changes.changed(user_id, "forgotten")
+        return deleted
 
     def forget_session(self, user_id: str, session_id: str | None = None) -> int:
         """Delete a session: its messages, its summary and the index lines only it said."""
@@ -1113,8 +1218,13 @@ class Memory:
         buffer = self.buffers.peek(user_id, session_id)
         self.buffers.drop(user_id, session_id, drain=False)
         if not self._stored:
+            self.changes.changed(user_id, "forgotten")
             return len(buffer) if buffer is not None else 0
-        return int(self.store.forget_session(user_id, session_id))
+        if self._archiver is not None:
+            self._archiver.flush(ERASE_TIMEOUT)
+        deleted = int(self.store.forget_session(user_id, session_id))
+        self.changes.changed(user_id, "forgotten")
+        return deleted
 
     def sessions(self, user_id: str) -> list[SessionInfo]:
         """The user's sessions in the store, most recently active first."""
@@ -1253,8 +1363,18 @@ class Memory:
     awork_stats = twin(work_stats)
     afailed = twin(failed)
     aretry_failed = twin(retry_failed)
+    aimport_archive = twin(import_archive)
     aflush = twin(flush)
     aclose = twin(close)
+
+    async def aexport(
+        self, user_id: str, *, include_vectors: bool = False
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Async twin of :meth:`export`: the archive's lines read in threads, a page at a time."""
+        lines = await asyncio.to_thread(self.export, user_id, include_vectors=include_vectors)
+        while page := await asyncio.to_thread(list, itertools.islice(lines, 256)):
+            for line in page:
+                yield line
 
 
 def _message_ids(message_ids: Any) -> list[str]:

@@ -30,7 +30,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 from urllib.parse import urlsplit, urlunsplit
@@ -67,20 +67,23 @@ AsyncFetchMemories = Callable[[str], Sequence[MemoryRecord] | Awaitable[Sequence
 
 @dataclass(frozen=True)
 class SynopsisTier:
-    """The text of one tier, when and how it was written."""
+    """The text of one tier, when and how it was written, and the user's change
+    generation it was written at (None: unknown; see :meth:`SynopsisService.get`)."""
 
     text: str
     generated_at: datetime
     source: Source
+    generation: int | None = None
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "text": self.text,
-                "generated_at": self.generated_at.isoformat(),
-                "source": self.source,
-            }
-        )
+        data: dict[str, Any] = {
+            "text": self.text,
+            "generated_at": self.generated_at.isoformat(),
+            "source": self.source,
+        }
+        if self.generation is not None:
+            data["generation"] = self.generation
+        return json.dumps(data)
 
     @classmethod
     def from_json(cls, raw: str) -> SynopsisTier | None:
@@ -88,9 +91,12 @@ class SynopsisTier:
         try:
             data = json.loads(raw)
             source = data["source"]
+            generation = data.get("generation")
             if not isinstance(data["text"], str) or source not in get_args(Source):
                 return None
-            return cls(data["text"], _parse_time(data["generated_at"]), source)
+            if generation is not None and type(generation) is not int:
+                return None
+            return cls(data["text"], _parse_time(data["generated_at"]), source, generation)
         except (ValueError, TypeError, KeyError):
             return None
 
@@ -1001,43 +1007,63 @@ class SynopsisService:
         self._locks = _KeyedLocks(threading.Lock)
         self._alocks = _KeyedLocks(asyncio.Lock)
 
-    def get(self, user_id: str, fetch_memories: FetchMemories | None = None) -> Synopsis:
-        """The user's synopsis: cached tiers where present, the rest generated and cached."""
+    def get(
+        self,
+        user_id: str,
+        fetch_memories: FetchMemories | None = None,
+        *,
+        generation: int | None = None,
+    ) -> Synopsis:
+        """The user's synopsis: cached tiers where present, the rest generated and cached.
+
+        ``generation``: the user's change generation, read before the memories; a tier
+        cached at another one is stale (the user's data changed since) and written again.
+        """
         user_id = check_user_id(user_id)
         fetch = self._fetch(fetch_memories)
-        cached = self.cache.get_tiers(user_id, refresh=self.refresh_on_access)
+        cached = _current(self.cache.get_tiers(user_id, refresh=self.refresh_on_access), generation)
         if len(cached) == len(TIERS):
             return Synopsis.from_tiers(user_id, cached)
         with self._locks.get(user_id):
-            cached = self.cache.get_tiers(user_id)  # another thread may have filled it
+            cached = _current(self.cache.get_tiers(user_id), generation)  # filled meanwhile?
             if len(cached) == len(TIERS):
                 return Synopsis.from_tiers(user_id, cached)
             fresh = self.generator.generate(user_id, _sync_fetch(fetch, user_id))
-            return self._save(user_id, self._parts(cached, fresh))
+            return self._save(user_id, self._parts(cached, fresh, generation))
 
     async def aget(
-        self, user_id: str, fetch_memories: AsyncFetchMemories | None = None
+        self,
+        user_id: str,
+        fetch_memories: AsyncFetchMemories | None = None,
+        *,
+        generation: int | None = None,
     ) -> Synopsis:
         """Async twin of :meth:`get`; ``fetch_memories`` may be a coroutine function."""
         user_id = check_user_id(user_id)
         fetch = self._fetch(fetch_memories)
-        cached = await self.cache.aget_tiers(user_id, refresh=self.refresh_on_access)
+        cached = _current(
+            await self.cache.aget_tiers(user_id, refresh=self.refresh_on_access), generation
+        )
         if len(cached) == len(TIERS):
             return Synopsis.from_tiers(user_id, cached)
         async with self._alocks.get(user_id):
-            cached = await self.cache.aget_tiers(user_id)
+            cached = _current(await self.cache.aget_tiers(user_id), generation)
             if len(cached) == len(TIERS):
                 return Synopsis.from_tiers(user_id, cached)
             fresh = await self.generator.agenerate(user_id, await _async_fetch(fetch, user_id))
-            return await self._asave(user_id, self._parts(cached, fresh))
+            return await self._asave(user_id, self._parts(cached, fresh, generation))
 
     def generate_synopsis(
-        self, user_id: str, fetch_memories: FetchMemories | None = None
+        self,
+        user_id: str,
+        fetch_memories: FetchMemories | None = None,
+        *,
+        generation: int | None = None,
     ) -> Synopsis:
         """Seed 001's ``generate_synopsis``: regenerate from all memories and cache both tiers."""
         user_id = check_user_id(user_id)
         fresh = self.generator.generate(user_id, _sync_fetch(self._fetch(fetch_memories), user_id))
-        return self._save(user_id, self._parts({}, fresh))
+        return self._save(user_id, self._parts({}, fresh, generation))
 
     async def agenerate_synopsis(
         self, user_id: str, fetch_memories: AsyncFetchMemories | None = None
@@ -1085,9 +1111,13 @@ class SynopsisService:
         await self.cache.aset_tiers(user_id, parts.missing, ttl=parts.ttl)
         return parts.synopsis(user_id)
 
-    def _parts(self, cached: dict[Tier, SynopsisTier], fresh: Synopsis) -> _Parts:
+    def _parts(
+        self, cached: dict[Tier, SynopsisTier], fresh: Synopsis, generation: int | None = None
+    ) -> _Parts:
         fell_back = self.generator.llm is not None and fresh.source == "offline"
-        missing = {t: fresh.tier(t) for t in TIERS if t not in cached}
+        missing = {
+            t: replace(fresh.tier(t), generation=generation) for t in TIERS if t not in cached
+        }
         return _Parts(cached, missing, self.cache.ttls["context"] if fell_back else None)
 
 
@@ -1101,6 +1131,13 @@ class _Parts:
 
     def synopsis(self, user_id: str) -> Synopsis:
         return Synopsis.from_tiers(user_id, {**self.cached, **self.missing})
+
+
+def _current(tiers: dict[Tier, SynopsisTier], generation: int | None) -> dict[Tier, SynopsisTier]:
+    """The tiers written at ``generation`` (all of them when it is None)."""
+    if generation is None:
+        return tiers
+    return {t: e for t, e in tiers.items() if e.generation == generation}
 
 
 def stale_tier(memory_type: str) -> Tier | None:

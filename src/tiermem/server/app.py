@@ -23,7 +23,13 @@ with needs_extra("server", "tiermem.server", "the HTTP server"):
     import anyio
     from fastapi import APIRouter, Depends, FastAPI, Query, Request
     from fastapi import Path as PathParam
-    from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
+    from fastapi.responses import (
+        FileResponse,
+        JSONResponse,
+        RedirectResponse,
+        Response,
+        StreamingResponse,
+    )
     from prometheus_client import CONTENT_TYPE_LATEST
     from starlette.routing import Route
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -251,6 +257,7 @@ def create_app(
     app.include_router(_routes(service))
     app.include_router(_admin_routes(service))
     app.include_router(_ops_routes(service, metrics))
+    app.include_router(_archive_routes(service))
     if endpoint is not None:
         app.router.routes.append(Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]))
     app.add_middleware(RawUserPaths)
@@ -526,6 +533,66 @@ def _routes(service: Service) -> APIRouter:
         return {"ids": memory.extract_facts(tenant.scope(user_id), body.session_id)}
 
     return router
+
+
+def _archive_routes(service: Service) -> APIRouter:
+    """A user's archive (docs/export.md): exported as a stream, restored in one go."""
+    router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES, tags=["users"])
+    memory = service.memory
+
+    @router.get(
+        "/users/{user_id}/export",
+        response_class=StreamingResponse,
+        responses={200: {"content": {NDJSON: {}}}},
+    )
+    def export(user_id: PathUser, tenant: Caller, include_vectors: bool = False) -> Response:
+        """The user's archive as JSON Lines, streamed (Memory.export)."""
+        from tiermem.export import dumps
+
+        scoped = tenant.scope(user_id)
+        lines = memory.export(scoped, include_vectors=include_vectors)
+        body = (dumps(_renamed(line, scoped, user_id)) + "\n" for line in lines)
+        return StreamingResponse(body, media_type=NDJSON)
+
+    @router.post("/users/{user_id}/import", response_model=models.ImportedOut)
+    async def import_archive(user_id: PathUser, tenant: Caller, request: Request) -> Any:
+        """Restore an archive of this user (JSON Lines in the body; Memory.import_archive):
+        all or nothing, and nothing twice."""
+        from tiermem.export import read_archive
+
+        scoped = tenant.scope(user_id)
+        text = (await request.body()).decode("utf-8", errors="replace")
+        lines = [line for line in text.splitlines() if line.strip()]
+        owner = read_archive(lines).header["user_id"]  # checked whole before any write
+        if owner != user_id:
+            raise InputError(
+                "line 1.user_id", f"the archive is user {owner!r}'s, not {user_id!r}'s"
+            )
+        added = await anyio.to_thread.run_sync(memory.import_archive, lines, scoped)
+        service.note_user(tenant, user_id)
+        return added
+
+    return router
+
+
+NDJSON = "application/x-ndjson"
+
+
+def _renamed(line: dict[str, Any], scoped: str, user_id: str) -> dict[str, Any]:
+    """An archive line naming the caller's ``user_id`` where the store says ``scoped``."""
+
+    def own(metadata: Any) -> Any:
+        if isinstance(metadata, dict) and metadata.get("user_id") == scoped:
+            return {**metadata, "user_id": user_id}
+        return metadata
+
+    line = {**line, "metadata": own(line["metadata"])} if "metadata" in line else dict(line)
+    if line.get("user_id") == scoped:
+        line["user_id"] = user_id
+    message = line.get("message")
+    if isinstance(message, dict):
+        line["message"] = {**message, "metadata": own(message.get("metadata"))}
+    return line
 
 
 def _admin_routes(service: Service) -> APIRouter:

@@ -306,3 +306,10 @@ class KeyCreatedOut(KeyOut):
 
 class KeysOut(BaseModel):
     keys: list[KeyOut]
+
+
+class ImportedOut(BaseModel):
+    """What an archive added (nothing when it was imported before)."""
+
+    messages: int
+    memories: int

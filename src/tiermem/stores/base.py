@@ -243,10 +243,12 @@ class StatsOp(NamedTuple):
 
 
 class ScanOp(NamedTuple):
-    """Admin: every record of the table (all users) with id > ``after``, by id, with vectors."""
+    """Admin: every record of the table (all users, or ``user_id``'s) with id > ``after``,
+    by id, with vectors."""
 
     after: uuid.UUID | None
     limit: int
+    user_id: str | None = None
 
 
 class ImportOp(NamedTuple):
@@ -296,6 +298,8 @@ Op = (
     | tr.SaveSummaryOp
     | tr.ForgetMessagesOp
     | tr.UnindexedOp
+    | tr.GenerationOp
+    | tr.RestoreOp
     | facts.DueSessionsOp
     | facts.FactsDueOp
     | facts.SaveFactsOp
@@ -623,6 +627,8 @@ def check_vector(value: object, dimension: int, name: str = "embedding") -> np.n
     norm = float(np.linalg.norm(vec))
     if norm == 0.0:
         raise InputError(name, "is the zero vector, which has no direction")
+    if abs(norm - 1.0) <= 1e-6:  # already unit length: kept bit for bit (an import)
+        return vec
     normalized: np.ndarray = (vec / norm).astype(np.float32)
     return normalized
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tiermem.embeddings.cache import content_hash
-from tiermem.stores.base import AddOp, MemoryRecord, UpdateOp
+from tiermem.stores.base import AddOp, ListOp, MemoryFilter, MemoryRecord, UpdateOp
 from tiermem.stores.facts import (
     LEASES,
     MARKS,
@@ -57,6 +57,15 @@ class FactsSQL:
         raise NotImplementedError
 
     def _write_update(self, c: Any, op: UpdateOp, digest: str | None) -> None:
+        raise NotImplementedError
+
+    def _delete(self, c: Any, user_id: str, ids: Sequence[uuid.UUID] | None) -> int:
+        raise NotImplementedError
+
+    def _list(self, c: Any, op: ListOp) -> list[MemoryRecord]:
+        raise NotImplementedError
+
+    def _changed(self, c: Any, user_id: str) -> None:
         raise NotImplementedError
 
     def _run_facts(self, c: Any, op: Any) -> Any:
@@ -146,6 +155,8 @@ class FactsSQL:
         if mark is None or int(mark["upto"]) != op.previous:
             return None
         ids = [self._write_fact(c, op.user_id, w) for w in op.writes]
+        if op.writes:
+            self._changed(c, op.user_id)
         c.execute(
             f"UPDATE {MARKS} SET upto = {p}, attempts = 0, error = NULL, retry_at = 0,"
             f" updated_at = {p} WHERE user_id = {p} AND session_id = {p}",
@@ -248,6 +259,50 @@ class FactsSQL:
         """Erase a user's extraction marks and lease (with the user's memories)."""
         c.execute(f"DELETE FROM {MARKS} WHERE user_id = {self.p}", (user_id,))
         c.execute(f"DELETE FROM {LEASES} WHERE user_id = {self.p}", (user_id,))
+
+    def _forget_facts_of(self, c: Any, user_id: str, lines: dict[str, str | None]) -> None:
+        """Undo what forgotten messages (``lines``: message id -> line) taught: a fact read
+        only from them goes (the version it had closed is current again); a fact also
+        read from others loses their ids and evidence."""
+        gone = set(lines)
+        said = [line for line in lines.values() if line]
+        facts: list[MemoryRecord] = []
+        page = ListOp(user_id, MemoryFilter(memory_types=("fact",)), 1000, 0)
+        while True:
+            found = self._list(c, page)
+            facts += found
+            if len(found) < page.limit:
+                break
+            page = page._replace(offset=page.offset + page.limit)
+        dropped = {
+            r.id for r in facts if r.metadata.get("sources") and set(r.metadata["sources"]) <= gone
+        }
+        for record in facts:
+            metadata = dict(record.metadata)
+            sources = metadata.get("sources") or []
+            if record.id in dropped or not gone.intersection(sources):
+                continue
+            metadata["sources"] = [s for s in sources if s not in gone]
+            metadata["evidence"] = [
+                e
+                for e in metadata.get("evidence") or []
+                if not any(str(line).startswith(str(e)) for line in said)
+            ]
+            self._write_update(c, UpdateOp(user_id, record.id, metadata=metadata), None)
+        for record in facts:
+            older = record.metadata.get("replaces")
+            if record.id not in dropped or not older:
+                continue
+            previous = self._fact(c, user_id, str(older))
+            if previous is None or previous.id in dropped:
+                continue
+            if str(previous.metadata.get("superseded_by")) == str(record.id):
+                metadata = {**previous.metadata, "valid_until": None}
+                for key in ("superseded_by", "change"):
+                    metadata.pop(key, None)
+                self._write_update(c, UpdateOp(user_id, previous.id, metadata=metadata), None)
+        if dropped:
+            self._delete(c, user_id, sorted(dropped))
 
     # -- reading --
 

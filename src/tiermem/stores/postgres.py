@@ -139,12 +139,18 @@ def _v4_facts(t: str, dim: int) -> list[str]:
     return facts.tables()
 
 
+def _v5_generations(t: str, dim: int) -> list[str]:
+    """Per-user change generations (shared by every dimension's table)."""
+    return transcript.generation_tables()
+
+
 #: Schema history of a ``memories_{dim}`` table; append, never edit.
 MIGRATIONS = [
     schema.Migration("001_create", _v1),
     schema.Migration("002_stemmed_keywords", _v2_stemmed_keywords),
     schema.Migration("003_transcript", _v3_transcript),
     schema.Migration("004_facts", _v4_facts),
+    schema.Migration("005_generations", _v5_generations),
 ]
 
 
@@ -452,10 +458,17 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         return _scalar(c, f"SELECT count(*) AS n FROM {self.table} WHERE {where}", params)
 
     def _scan(
-        self, c: psycopg.Connection[Any], after: uuid.UUID | None, limit: int
+        self,
+        c: psycopg.Connection[Any],
+        after: uuid.UUID | None,
+        limit: int,
+        user_id: str | None = None,
     ) -> list[MemoryRecord]:
-        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE id > %s ORDER BY id LIMIT %s"
-        return [_record(r) for r in c.execute(sql, (after or uuid.UUID(int=0), limit))]
+        mine = "" if user_id is None else " AND user_id = %s"
+        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE id > %s{mine} ORDER BY id LIMIT %s"
+        start = after or uuid.UUID(int=0)
+        params = (start, *(() if user_id is None else (user_id,)), limit)
+        return [_record(r) for r in c.execute(sql, params)]
 
     def _table_size(self, c: psycopg.Connection[Any]) -> int:
         return _scalar(c, f"SELECT count(*) AS n FROM {self.table}", [])

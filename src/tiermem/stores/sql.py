@@ -48,6 +48,9 @@ from tiermem.stores.facts import FACT_OPS
 from tiermem.stores.facts_sql import FactsSQL
 from tiermem.stores.transcript_sql import TranscriptSQL
 
+UNPROFILED = ("message", "tool")
+"""Memory types no synopsis is written from (adding them leaves the generation as is)."""
+
 C = TypeVar("C")
 """The engine's connection type."""
 
@@ -68,6 +71,8 @@ _TRANSCRIPT_HANDLERS: dict[type, str] = {
     tr.SaveSummaryOp: "_save_summary",
     tr.ForgetMessagesOp: "_forget_messages",
     tr.UnindexedOp: "_unindexed",
+    tr.GenerationOp: "_generation",
+    tr.RestoreOp: "_restore",
 }
 """The method of :class:`TranscriptSQL` that runs each transcript operation."""
 
@@ -98,6 +103,8 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
     def _run(self, c: C, op: Op) -> Any:
         """Run one operation inside the current transaction."""
         if isinstance(op, AddOp):
+            if any(m.memory_type not in UNPROFILED for m in op.memories):
+                self._changed(c, op.user_id)  # a profile memory: cached synopses are stale
             return self._add(c, op)
         if isinstance(op, GetOp):
             return self._touch(c, self._by_ids(c, op.user_id, op.ids))
@@ -106,13 +113,16 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         if isinstance(op, AccessOp):
             return self._count_access(c, op.user_id, op.ids, utcnow(), op.times)
         if isinstance(op, UpdateOp):
+            self._changed(c, op.user_id)
             return self._update(c, op)
         if isinstance(op, DeleteOp):
             self._lock_user(c, op.user_id)  # a worker indexing the user finishes first
+            self._changed(c, op.user_id)
             self._forget_transcript(c, op.user_id, [str(i) for i in op.ids])
             return self._delete(c, op.user_id, op.ids)
         if isinstance(op, DeleteUserOp):  # messages not indexed yet count as memories too
             self._lock_user(c, op.user_id)
+            self._changed(c, op.user_id)
             self._forget_fact_marks(c, op.user_id)
             return self._forget_transcript(c, op.user_id, None) + self._delete(c, op.user_id, None)
         if isinstance(op, ListOp):
@@ -122,7 +132,7 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         if isinstance(op, StatsOp):
             return self._stats(c, op.user_id)
         if isinstance(op, ScanOp):
-            return self._scan(c, op.after, op.limit)
+            return self._scan(c, op.after, op.limit, op.user_id)
         if isinstance(op, ImportOp):
             return self._import(c, op.records)
         if isinstance(op, ExistingIdsOp):
@@ -182,6 +192,7 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         inserted = 0
         for user_id, rows in by_user.items():
             self._lock_user(c, user_id)
+            self._changed(c, user_id)
             known = self._existing_hashes(c, user_id, [r.content_hash for r in rows])
             fresh: dict[str, MemoryRecord] = {}
             for r in rows:
@@ -232,6 +243,15 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         self._count_access(c, records[0].user_id, [r.id for r in records], now)
         return [bump_access(r, now) for r in records]
 
+    def _changed(self, c: C, user_id: str) -> None:
+        """Advance the user's change generation (see :data:`tr.GENERATIONS`)."""
+        c.execute(  # type: ignore[attr-defined]
+            f"INSERT INTO {tr.GENERATIONS} (user_id, generation) VALUES ({self.p}, 1)"
+            " ON CONFLICT (user_id) DO UPDATE"
+            f" SET generation = {tr.GENERATIONS}.generation + 1",
+            (user_id,),
+        )
+
     # -- what each engine writes in its SQL --
 
     def _lock_user(self, c: C, user_id: str) -> None:
@@ -281,8 +301,11 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         """Aggregate figures about the user's records."""
 
     @abstractmethod
-    def _scan(self, c: C, after: uuid.UUID | None, limit: int) -> list[MemoryRecord]:
-        """Up to ``limit`` records of every user with ids above ``after``, by id."""
+    def _scan(
+        self, c: C, after: uuid.UUID | None, limit: int, user_id: str | None = None
+    ) -> list[MemoryRecord]:
+        """Up to ``limit`` records of every user (or ``user_id``'s) with ids above
+        ``after``, by id."""
 
     @abstractmethod
     def _table_size(self, c: C) -> int:

@@ -125,12 +125,18 @@ def _v4_facts(t: str, dim: int) -> list[str]:
     return facts.tables()
 
 
+def _v5_generations(t: str, dim: int) -> list[str]:
+    """Per-user change generations (shared by every dimension's table)."""
+    return transcript.generation_tables()
+
+
 #: Schema history of a ``memories_{dim}`` table; append, never edit.
 MIGRATIONS = [
     schema.Migration("001_create", _v1),
     schema.Migration("002_stemmed_keywords", _v2_stemmed_keywords),
     schema.Migration("003_transcript", _v3_transcript),
     schema.Migration("004_facts", _v4_facts),
+    schema.Migration("005_generations", _v5_generations),
 ]
 
 
@@ -425,10 +431,16 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         return int(c.execute(sql, params).fetchone()[0])
 
     def _scan(
-        self, c: sqlite3.Connection, after: uuid.UUID | None, limit: int
+        self,
+        c: sqlite3.Connection,
+        after: uuid.UUID | None,
+        limit: int,
+        user_id: str | None = None,
     ) -> list[MemoryRecord]:
-        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE id > ? ORDER BY id LIMIT ?"
-        return [_record(r) for r in c.execute(sql, (str(after or ""), limit))]
+        mine = "" if user_id is None else " AND user_id = ?"
+        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE id > ?{mine} ORDER BY id LIMIT ?"
+        params = (str(after or ""), *(() if user_id is None else (user_id,)), limit)
+        return [_record(r) for r in c.execute(sql, params)]
 
     def _table_size(self, c: sqlite3.Connection) -> int:
         return int(c.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])

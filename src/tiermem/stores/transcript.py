@@ -29,6 +29,10 @@ from tiermem.messages import Message
 
 TRANSCRIPT = "tiermem_transcript"
 SUMMARIES = "tiermem_summaries"
+GENERATIONS = "tiermem_generations"
+"""Per user, a number every write that changes what a cache may hold advances (in the
+write's transaction): a cached synopsis remembers the generation it was made at, so a
+process never serves one made before a change, whichever process made the change."""
 NO_SESSION = ""
 """The session column of messages added without a session (NULL cannot be a key)."""
 
@@ -91,6 +95,7 @@ class TranscriptRow:
     error: str | None
     memory_id: str | None
     previous_id: str | None = None
+    agent_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -264,7 +269,38 @@ class ForgetMessagesOp(NamedTuple):
     session_id: str | None = None
 
 
+class GenerationOp(NamedTuple):
+    """The user's change generation (0 before any change; see :data:`GENERATIONS`)."""
+
+    user_id: str
+
+
+class RestoredRow(NamedTuple):
+    """A transcript row to restore as it was (an archive's ``message`` line): the entry,
+    its session, and its work state, attempts and error."""
+
+    entry: Entry
+    session_id: str | None
+    state: str
+    attempts: int
+    error: str | None
+
+
+class RestoreOp(NamedTuple):
+    """Restore a user's transcript rows (in order; a message id the user has is skipped),
+    the sessions' summaries and fact marks (each covering up to a message id; a session
+    that has one keeps it). A done row is linked to the index row holding its line, or
+    queued again. Result: how many rows were added."""
+
+    user_id: str
+    rows: tuple[RestoredRow, ...]
+    summaries: tuple[tuple[str | None, str, str], ...] = ()
+    marks: tuple[tuple[str | None, str], ...] = ()
+
+
 TRANSCRIPT_OPS = (
+    GenerationOp,
+    RestoreOp,
     ForgetMessagesOp,
     AppendOp,
     RecentOp,
@@ -281,7 +317,15 @@ TRANSCRIPT_OPS = (
     SaveSummaryOp,
     UnindexedOp,
 )
-READ_ONLY_OPS = (RecentOp, TranscriptOp, SessionsOp, WorkStatsOp, SummaryOp, UnindexedOp)
+READ_ONLY_OPS = (
+    RecentOp,
+    TranscriptOp,
+    SessionsOp,
+    WorkStatsOp,
+    SummaryOp,
+    UnindexedOp,
+    GenerationOp,
+)
 
 
 # -- schema --------------------------------------------------------------------------
@@ -333,6 +377,15 @@ def tables(seq_column: str, primary_key: str) -> list[str]:
     ]
 
 
+def generation_tables() -> list[str]:
+    """The statement creating the generations table (same SQL on both engines)."""
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {GENERATIONS} (
+            user_id TEXT NOT NULL PRIMARY KEY,
+            generation BIGINT NOT NULL DEFAULT 0)"""
+    ]
+
+
 # -- reading rows ----------------------------------------------------------------------
 
 
@@ -347,6 +400,7 @@ def transcript_row(row: Any) -> TranscriptRow:
         error=row["error"],
         memory_id=row["memory_id"],
         previous_id=row["previous_id"],
+        agent_id=row["agent_id"],
     )
 
 

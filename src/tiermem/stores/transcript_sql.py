@@ -13,9 +13,13 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from tiermem.embeddings.cache import content_hash
 from tiermem.messages import Message
 from tiermem.stores.base import AddOp
+from tiermem.stores.facts import MARKS
 from tiermem.stores.transcript import (
+    GENERATIONS,
+    NO_SESSION,
     SUMMARIES,
     TRANSCRIPT,
     AppendOp,
@@ -23,8 +27,10 @@ from tiermem.stores.transcript import (
     CompleteOp,
     FailOp,
     ForgetMessagesOp,
+    GenerationOp,
     RecentOp,
     ReleaseOp,
+    RestoreOp,
     RetryOp,
     SaveSummaryOp,
     SessionInfo,
@@ -47,6 +53,8 @@ from tiermem.stores.transcript import (
     work_item,
 )
 
+_GONE = "memory_id, message_id, seq, session_id, line"
+"""What a deletion of transcript rows returns: what it leaves to clean up."""
 _ROW = (
     "seq, user_id, session_id, message_id, message, state, attempts, error, memory_id,"
     " previous_id, agent_id, line"
@@ -76,6 +84,15 @@ class TranscriptSQL:
         raise NotImplementedError
 
     def _delete(self, c: Any, user_id: str, ids: Sequence[uuid.UUID] | None) -> int:
+        raise NotImplementedError
+
+    def _changed(self, c: Any, user_id: str) -> None:
+        raise NotImplementedError
+
+    def _forget_facts_of(self, c: Any, user_id: str, lines: dict[str, str | None]) -> None:
+        raise NotImplementedError
+
+    def _existing_hashes(self, c: Any, user_id: str, hashes: list[str]) -> dict[str, uuid.UUID]:
         raise NotImplementedError
 
     # -- appending --
@@ -375,10 +392,11 @@ class TranscriptSQL:
             where = f"message_id IN ({seqs_marks(p, op.message_ids)})"
             params = list(op.message_ids)
         rows = c.execute(  # RETURNING: the memory ids as of the delete, after any lock wait
-            f"DELETE FROM {TRANSCRIPT} WHERE user_id = {p} AND {where} RETURNING memory_id",
+            f"DELETE FROM {TRANSCRIPT} WHERE user_id = {p} AND {where} RETURNING {_GONE}",
             [op.user_id, *params],
         ).fetchall()
         deleted = len(rows)
+        self._forget_derived(c, op.user_id, rows)
         memory_ids = list({r["memory_id"] for r in rows if r["memory_id"] is not None})
         if memory_ids:
             shared = {
@@ -408,11 +426,114 @@ class TranscriptSQL:
             c.execute(f"DELETE FROM {TRANSCRIPT} WHERE user_id = {p}", (user_id,))
             c.execute(f"DELETE FROM {SUMMARIES} WHERE user_id = {p}", (user_id,))
             return int(unindexed)
+        gone: list[Any] = []
         for start in range(0, len(memory_ids), 500):
             part = list(memory_ids[start : start + 500])
-            c.execute(
+            gone += c.execute(
                 f"DELETE FROM {TRANSCRIPT} WHERE user_id = {p}"
-                f" AND memory_id IN ({seqs_marks(p, part)})",
+                f" AND memory_id IN ({seqs_marks(p, part)}) RETURNING {_GONE}",
                 [user_id, *part],
-            )
+            ).fetchall()
+        self._forget_derived(c, user_id, gone)
         return 0
+
+    def _forget_derived(self, c: Any, user_id: str, rows: Sequence[Any]) -> None:
+        """What deleted transcript ``rows`` leave behind goes too: the running summary of
+        their session when it covers one of them (the worker writes it again from the
+        messages left), the session's ``summary`` memories, and the facts read from them."""
+        if not rows:
+            return
+        p = self.p
+        self._changed(c, user_id)
+        first: dict[str, int] = {}
+        for r in rows:
+            first[r["session_id"]] = min(int(r["seq"]), first.get(r["session_id"], 2**62))
+        for session, seq in first.items():
+            c.execute(
+                f"DELETE FROM {SUMMARIES} WHERE user_id = {p} AND session_id = {p} AND upto >= {p}",
+                (user_id, session, seq),
+            )
+            summaries = c.execute(
+                f"SELECT id FROM {self.table} WHERE user_id = {p} AND memory_type = 'summary'"
+                f" AND session_id {'IS NULL' if session == NO_SESSION else '= ' + p}",
+                (user_id,) if session == NO_SESSION else (user_id, session),
+            ).fetchall()
+            if summaries:
+                self._delete(c, user_id, [uuid.UUID(str(r["id"])) for r in summaries])
+        self._forget_facts_of(c, user_id, {r["message_id"]: r["line"] for r in rows})
+
+    # -- generations and restoring --
+
+    def _generation(self, c: Any, op: GenerationOp) -> int:
+        row = c.execute(
+            f"SELECT generation FROM {GENERATIONS} WHERE user_id = {self.p}", (op.user_id,)
+        ).fetchone()
+        return 0 if row is None else int(row["generation"])
+
+    def _restore(self, c: Any, op: RestoreOp) -> int:
+        """Insert an archive's transcript rows as they were, then its summaries and marks."""
+        p = self.p
+        self._lock_user(c, op.user_id)
+        self._changed(c, op.user_id)
+        hashes = {r.entry.line: content_hash(r.entry.line) for r in op.rows if r.entry.line}
+        indexed = self._existing_hashes(c, op.user_id, list(set(hashes.values())))
+        added = time.time()
+        params = []
+        for r in op.rows:
+            e = r.entry
+            memory_id = indexed.get(hashes[e.line]) if e.line else None
+            state = r.state
+            if state == "done" and e.line is not None and memory_id is None:
+                state = "pending"  # its index row is not there: the worker makes it again
+            params.append(
+                (
+                    op.user_id,
+                    session_key(r.session_id),
+                    e.message.message_id,
+                    e.agent_id,
+                    e.previous_id,
+                    e.message.role,
+                    e.json,
+                    e.line,
+                    epoch(e.message.timestamp),
+                    added,
+                    None if memory_id is None else str(memory_id),
+                    state,
+                    r.attempts,
+                    r.error,
+                )
+            )
+        count = 0
+        if params:
+            cursor = c.cursor()
+            cursor.executemany(
+                f"INSERT INTO {TRANSCRIPT} (user_id, session_id, message_id, agent_id,"
+                " previous_id, role, message, line, created_at, added_at, memory_id, state,"
+                f" attempts, error) VALUES ({seqs_marks(p, params[0])})"
+                " ON CONFLICT (user_id, message_id) DO NOTHING",
+                params,
+            )
+            count = max(int(cursor.rowcount), 0)
+        for table, extra, items in (
+            (SUMMARIES, ("text",), [(s, (t,), m) for s, t, m in op.summaries]),
+            (MARKS, (), [(s, (), m) for s, m in op.marks]),
+        ):
+            for session, values, upto_id in items:
+                seq = self._seq_of(c, op.user_id, upto_id)
+                if seq is None:
+                    continue
+                columns = ", ".join(("user_id", "session_id", *extra, "upto", "updated_at"))
+                c.execute(
+                    f"INSERT INTO {table} ({columns}) VALUES"
+                    f" ({seqs_marks(p, range(4 + len(extra)))})"
+                    " ON CONFLICT (user_id, session_id) DO NOTHING",
+                    (op.user_id, session_key(session), *values, seq, added),
+                )
+        return count
+
+    def _seq_of(self, c: Any, user_id: str, message_id: str) -> int | None:
+        row = c.execute(
+            f"SELECT seq FROM {TRANSCRIPT} WHERE user_id = {self.p} AND message_id = {self.p}",
+            (user_id, message_id),
+        ).fetchone()
+        return None if row is None else int(row["seq"])
