@@ -236,20 +236,26 @@ def test_server_export_import_and_forget_through_rest_and_both_clients(tmp_path:
 
         assert len(asyncio.run(twin())) == len(lines)
         # bad input: the same typed errors as Memory, nothing written
-        other = user()
-        with pytest.raises(InputError, match=r"line 1\.user_id"):
-            client.import_archive(lines, user_id=other)  # another user's archive
+        other = user()  # another user's archive is restored as a copy, as by Memory
+        copied = client.import_archive(lines, user_id=other)
+        assert copied == client.import_archive(lines, user_id=other) | copied  # idempotent
+        assert client.stats(other).count == client.stats(who).count
+        assert {str(r.id) for r in client.list_memories(other)}.isdisjoint(
+            str(r.id) for r in client.list_memories(who)
+        )
+        fresh = user()
         with pytest.raises(InputError, match="line 2"):
-            client.import_archive([lines[0], "{oops", *lines[2:]])
+            client.import_archive([lines[0], "{oops", *lines[2:]], user_id=fresh)
         with pytest.raises(InputError):
-            client.import_archive([], user_id=other)
+            client.import_archive([], user_id=fresh)
+        assert client.stats(fresh).count == 0
         with pytest.raises(InvalidTypeError):
             client.import_archive("one string")  # type: ignore[arg-type]
         with pytest.raises(InvalidTypeError):
             list(client.export(who, include_vectors="yes"))  # type: ignore[arg-type]
-        huge = httpx.post(f"{url}/v1/users/{other}/import", content=b"x" * 3_000_000)
+        huge = httpx.post(f"{url}/v1/users/{fresh}/import", content=b"x" * 3_000_000)
         assert huge.status_code == 422 and huge.json()["field"] == "line 1"
-        assert client.sessions(other) == []
+        assert client.sessions(fresh) == []
         # forgetting through REST: the context, search and synopsis lose the text
         secret = [r for r in memory.store.list(who, limit=100) if "sencha" in r.content.lower()]
         assert client.get_context("favourite tea", who, "s1").text().count("sencha")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -313,11 +314,17 @@ def _record(
     metadata = check_metadata(data.get("metadata"))
     if metadata.get("user_id") == header["user_id"]:  # a message's copy names its new owner
         metadata["user_id"] = user_id
+    memory_id = check_uuid(data.get("id"), "id")
+    if user_id != header["user_id"]:  # a copy beside the original: ids of its own
+        memory_id = _moved(memory_id, user_id)
+        for link in FACT_LINKS:
+            if isinstance(metadata.get(link), str):
+                metadata[link] = str(_moved(check_uuid(metadata[link], link), user_id))
     count = data.get("access_count", 0)
     if type(count) is not int or count < 0:
         raise InputError("access_count", f"{count!r} is not a count")
     record = MemoryRecord(
-        id=check_uuid(data.get("id"), "id"),
+        id=memory_id,
         user_id=user_id,
         content=content,
         memory_type=check_memory_type(data.get("memory_type")),  # type: ignore[arg-type]
@@ -341,6 +348,17 @@ def _record(
         if vector.shape != (dimension,) or not np.all(np.isfinite(vector)):
             raise InputError("embedding", f"is not {dimension} finite float32 values")
     return record, vector
+
+
+FACT_LINKS = ("replaces", "superseded_by")
+"""Metadata keys of a fact version that hold another version's id."""
+
+
+def _moved(memory_id: uuid.UUID, user_id: str) -> uuid.UUID:
+    """The id of a memory imported as another user: derived from the original id and the
+    new owner, so the copy never collides with the original and importing it twice adds
+    nothing."""
+    return uuid.uuid5(memory_id, user_id)
 
 
 def _stamp(value: Any, name: str) -> datetime:

@@ -7,6 +7,7 @@ error, on every face."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -43,6 +44,10 @@ FACES = ["embedded", "client", "async-client"]
 ENGINES = ["sqlite", "postgres"]
 
 
+async def _collect(stream: Any) -> list[Any]:
+    return [item async for item in stream]
+
+
 class _Blocking:
     """The async client driven through the sync names, so one test body runs on it:
     ``face.search(...)`` awaits ``client.asearch(...)`` on a loop of its own."""
@@ -57,7 +62,10 @@ class _Blocking:
         method = getattr(self._client, f"a{name}")
 
         def run(*args: Any, **kwargs: Any) -> Any:
-            return asyncio.run_coroutine_threadsafe(method(*args, **kwargs), self._loop).result()
+            called = method(*args, **kwargs)
+            if inspect.isasyncgen(called):  # a stream (aexport): read whole
+                called = _collect(called)
+            return asyncio.run_coroutine_threadsafe(called, self._loop).result()
 
         return run
 
@@ -260,6 +268,10 @@ def test_typed_errors(memory: Any, user: str, call: Any, error: type, field: str
     assert raised.value.field.endswith(field)  # the store names memories[0].importance
 
 
+def _is_async(method: Any) -> bool:
+    return inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method)
+
+
 def test_every_operation_of_the_contract_is_on_every_face() -> None:
     """The figure of issue 19: MemoryAPI's operations on all three implementations."""
     for face in (Memory, MemoryClient):
@@ -269,9 +281,7 @@ def test_every_operation_of_the_contract_is_on_every_face() -> None:
         assert not missing, f"{face.__name__} lacks {missing}"
     for face in (Memory, AsyncMemoryClient):
         names = operations(AsyncMemoryAPI)
-        missing = [
-            name for name in names if not asyncio.iscoroutinefunction(getattr(face, name, None))
-        ]
+        missing = [name for name in names if not _is_async(getattr(face, name, None))]
         assert not missing, f"{face.__name__} lacks {missing}"
     assert {f"a{name}" for name in operations(MemoryAPI)} == set(operations(AsyncMemoryAPI))
 
@@ -399,3 +409,20 @@ def test_typed_errors_of_the_new_operations(
         call(memory, user)
     if field is not None:  # a list's index is the server's detail: memory_type.0
         assert (raised.value.field or "").rstrip(".0123456789").endswith(field)
+
+
+def test_export_then_import_restores_the_user(memory: Any, user: str) -> None:
+    memory.add("user", "I grow tomatoes on the balcony", user, "garden")
+    memory.remember("grows tomatoes", user, "fact", 0.8, metadata={"source": "chat"})
+    memory.flush(10)
+    archive = list(memory.export(user))
+    assert archive[0]["user_id"] == user and len(archive) >= 4
+    twin = f"copy-{uuid.uuid4().hex[:8]}"
+    added = memory.import_archive(archive, twin)
+    assert added == {"messages": 1, "memories": 2}
+    assert memory.import_archive(archive, twin) == {"messages": 0, "memories": 0}
+    assert [m.content for m in memory.history(twin, "garden")] == ["I grow tomatoes on the balcony"]
+    assert memory.stats(twin).count == memory.stats(user).count == 2
+    with pytest.raises(InputError) as raised:
+        memory.import_archive(archive[:-1], f"cut-{uuid.uuid4().hex[:8]}")
+    assert raised.value.field.startswith("line")

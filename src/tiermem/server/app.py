@@ -9,6 +9,7 @@ Prometheus metrics, the MCP endpoint and the inspector page.
 from __future__ import annotations
 
 import hmac
+import json
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -556,19 +557,17 @@ def _archive_routes(service: Service) -> APIRouter:
 
     @router.post("/users/{user_id}/import", response_model=models.ImportedOut)
     async def import_archive(user_id: PathUser, tenant: Caller, request: Request) -> Any:
-        """Restore an archive of this user (JSON Lines in the body; Memory.import_archive):
-        all or nothing, and nothing twice."""
+        """Restore an archive (JSON Lines in the body; Memory.import_archive) as this user:
+        all or nothing, and nothing twice; another user's archive is restored as a copy."""
         from tiermem.export import read_archive
 
         scoped = tenant.scope(user_id)
         text = (await request.body()).decode("utf-8", errors="replace")
         lines = [line for line in text.splitlines() if line.strip()]
         owner = read_archive(lines).header["user_id"]  # checked whole before any write
-        if owner != user_id:
-            raise InputError(
-                "line 1.user_id", f"the archive is user {owner!r}'s, not {user_id!r}'s"
-            )
-        added = await anyio.to_thread.run_sync(memory.import_archive, lines, scoped)
+        stored = tenant.scope(owner, "line 1.user_id")
+        restored = [_renamed(line, owner, stored) for line in map(_parsed, lines)]
+        added = await anyio.to_thread.run_sync(memory.import_archive, restored, scoped)
         service.note_user(tenant, user_id)
         return added
 
@@ -578,8 +577,14 @@ def _archive_routes(service: Service) -> APIRouter:
 NDJSON = "application/x-ndjson"
 
 
+def _parsed(line: str) -> Any:
+    """A JSON line as its object (read_archive already refused what is not JSON)."""
+    return json.loads(line)
+
+
 def _renamed(line: dict[str, Any], scoped: str, user_id: str) -> dict[str, Any]:
-    """An archive line naming the caller's ``user_id`` where the store says ``scoped``."""
+    """An archive line naming ``user_id`` where it says ``scoped`` (the store's id as the
+    caller's on export, and back on import)."""
 
     def own(metadata: Any) -> Any:
         if isinstance(metadata, dict) and metadata.get("user_id") == scoped:
