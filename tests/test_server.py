@@ -280,6 +280,56 @@ def test_malformed_json_and_surrogates_are_refused(dev: tuple[str, Memory]) -> N
     assert memory.store.list("u")[0].content.endswith("\U0001f600")
 
 
+def test_malformed_json_names_the_body_and_the_position(dev: tuple[str, Memory]) -> None:
+    url, _ = dev
+    headers = {"Content-Type": "application/json"}
+    broken = httpx.post(url + "/v1/search", content=b'{"user_id": "u", ', headers=headers)
+    data = broken.json()
+    assert (broken.status_code, data["error"], data["field"]) == (422, "SerializationError", "body")
+    assert "not valid JSON" in data["message"] and "at character 17" in data["message"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"a": ' + b"[" * 5000 + b'"\\ud800"' + b"]" * 5000 + b"}",
+        b'{"user_id": "u", "messages": ' + b"[" * 5000 + b'"x"' + b"]" * 5000 + b"}",
+    ],
+    ids=["with-a-surrogate", "without"],
+)
+def test_deeply_nested_bodies_are_a_typed_4xx(dev: tuple[str, Memory], body: bytes) -> None:
+    url, _ = dev
+    answer = httpx.post(
+        url + "/v1/messages", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert answer.status_code == 422, answer.text
+    assert (answer.json()["error"], answer.json()["field"]) == ("SerializationError", "body")
+
+
+@pytest.mark.parametrize(
+    "method, path, allowed",
+    [
+        ("PUT", "/v1/messages", "POST"),
+        ("GET", "/v1/search", "POST"),
+        ("POST", "/v1/memories/some-id", "GET, PATCH, DELETE"),
+        ("PUT", "/v1/memories", "GET, POST"),
+        ("POST", "/v1/users", "GET"),
+        ("PUT", "/v1/users/u/work/retry", "POST"),
+        ("POST", "/v1/admin/keys/k1", "DELETE"),
+        ("POST", "/healthz", "GET"),
+    ],
+)
+def test_405_names_the_methods_of_the_path(
+    dev: tuple[str, Memory], method: str, path: str, allowed: str
+) -> None:
+    url, _ = dev
+    answer = httpx.request(method, url + path)
+    assert answer.status_code == 405, answer.text
+    assert answer.headers["allow"] == allowed
+    data = answer.json()
+    assert data["fix"] == f"use {allowed}" and method in data["message"] and path in data["message"]
+
+
 def test_oversized_bodies_are_refused_before_reading(dev: tuple[str, Memory]) -> None:
     url, memory = dev
     big = {"user_id": "big", "messages": [{"role": "user", "content": "x" * 250_000}]}
