@@ -186,3 +186,28 @@ def error_from_json(data: Mapping[str, Any]) -> TiermemError:
     if issubclass(cls, InputError):
         return cls(str(data.get("field") or ""), message, str(data.get("fix") or ""))
     return cls(message)
+
+
+def problem_to_error(problem: Mapping[str, Any], where: str) -> InputError:
+    """The typed error for one problem pydantic found in a request (its ``errors()``
+    entry); ``where`` names what documents the accepted values (``/openapi.json``)."""
+    loc = [str(p) for p in problem.get("loc", ()) if p not in ("body", "query", "path")]
+    field = ".".join(loc) or "body"
+    kind = str(problem.get("type", ""))
+    message = _readable(str(problem.get("msg", "is not valid")))
+    if kind == "missing" and loc and loc[-1] == "user_id":
+        return errors.MissingUserError(field, "is required", "every memory belongs to one user")
+    if kind == "missing":
+        return InputError(field, "is required", f"see {where}")
+    if kind == "literal_error":
+        expected = (problem.get("ctx") or {}).get("expected", "")
+        got = problem.get("input")
+        return InputError(field, f"must be one of {expected}, got {got!r}", f"see {where}")
+    if kind.endswith(("_type", "_parsing")):
+        return errors.InvalidTypeError(field, message, f"see {where} for the types")
+    return InputError(field, message, f"see {where}")
+
+
+def _readable(message: str) -> str:
+    """pydantic's "Input should be ..." as a field's problem: "should be ..."."""
+    return message.removeprefix("Input ").removeprefix("Value error, ")

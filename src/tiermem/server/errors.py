@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 from tiermem import errors
-from tiermem.wire import error_to_json
+from tiermem.wire import error_to_json, problem_to_error
 
 RETRY_AFTER_SECONDS = 5
 log = logging.getLogger("tiermem.server")
@@ -76,19 +76,9 @@ def _malformed_json(problem: dict[str, Any]) -> errors.SerializationError:
 def _validation_error(exc: RequestValidationError) -> errors.InputError:
     """The first problem pydantic found, as the typed error a library call would raise."""
     problem: dict[str, Any] = exc.errors()[0] if exc.errors() else {}
-    loc = [str(p) for p in problem.get("loc", ()) if p not in ("body", "query", "path")]
-    field = ".".join(loc) or "body"
-    kind = str(problem.get("type", ""))
-    message = str(problem.get("msg", "is not valid"))
-    if kind.startswith("json"):
+    if str(problem.get("type", "")).startswith("json"):
         return _malformed_json(problem)
-    if kind == "missing" and loc and loc[-1] == "user_id":
-        return errors.MissingUserError(field, "is required", "every memory belongs to one user")
-    if kind == "missing":
-        return errors.InputError(field, "is required", "see /openapi.json")
-    if kind.endswith(("_type", "_parsing")) or kind in ("model_attributes_type", "dict_type"):
-        return errors.InvalidTypeError(field, message, "see /openapi.json for the types")
-    return errors.InputError(field, message, "see /openapi.json")
+    return problem_to_error(problem, "/openapi.json")
 
 
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
