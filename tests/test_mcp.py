@@ -62,6 +62,8 @@ async def test_tools_over_http(served: tuple[str, Memory]) -> None:
         await call(ann, "add_memory", content="Prefers window seats", memory_type="preference")
         found = await call(ann, "search_memory", query="peanuts allergy", k=3)
         assert found["results"][0]["id"] == added["id"]
+        assert all(0 < r["score"] <= 1 for r in found["results"])  # relevance, not rrf
+        assert found["results"][0]["evidence"]["keyword_rank"] == 1
         listed = await call(ann, "list_memories", memory_type="preference")
         assert [m["content"] for m in listed["memories"]] == ["Prefers window seats"]
         context = await call(ann, "get_context", query="what can ann eat", max_tokens=300)

@@ -280,6 +280,47 @@ def test_malformed_json_and_surrogates_are_refused(dev: tuple[str, Memory]) -> N
     assert memory.store.list("u")[0].content.endswith("\U0001f600")
 
 
+def test_hybrid_scores_and_context_evidence_over_rest(dev: tuple[str, Memory]) -> None:
+    """Search answers a relevance in [0, 1] with the fusion as evidence; context items
+    carry the sim / kw evidence explain() shows; MemoryClient rebuilds both."""
+    url, _ = dev
+    u = user()
+    with httpx.Client(base_url=url) as http:
+        for text in ("green tea every morning", "a red bicycle", "tea with lemon"):
+            assert (
+                http.post("/v1/memories", json={"user_id": u, "content": text}).status_code == 201
+            )
+        found = http.post("/v1/search", json={"user_id": u, "query": "green tea"}).json()
+        results = found["results"]
+        assert results[0]["memory"]["content"] == "green tea every morning"
+        assert results[0]["score"] == pytest.approx(1.0)
+        assert all(0 < r["score"] <= 1 for r in results)
+        assert set(results[0]["evidence"]) == {
+            "rrf",
+            "vector_rank",
+            "similarity",
+            "keyword_rank",
+            "keyword_score",
+        }
+        assert results[0]["evidence"]["vector_rank"] == results[0]["evidence"]["keyword_rank"] == 1
+        vector = http.post(
+            "/v1/search", json={"user_id": u, "query": "green tea", "mode": "vector"}
+        ).json()
+        assert vector["results"][0]["evidence"] is None
+        said = [{"role": "user", "content": "I drink green tea every morning"}]
+        http.post("/v1/messages", json={"user_id": u, "session_id": "s1", "messages": said})
+        assert http.post("/v1/flush", json={"timeout": 10}).json() == {"done": True}
+        asked = {"user_id": u, "query": "green tea", "session_id": "s2"}
+        context = http.post("/v1/context", json=asked).json()
+        item = next(i for i in context["items"] if "I drink green tea" in i["content"])
+        assert item["similarity"] is not None and item["keywords"] == pytest.approx(1.0)
+    with MemoryClient(url) as client:
+        hit = client.search("green tea", u)[0]
+        assert hit.evidence is not None and hit.evidence.keyword_rank == 1
+        explained = client.get_context("green tea", u, "s2")
+        assert any(i.similarity is not None and i.keywords for i in explained.items)
+
+
 def test_malformed_json_names_the_body_and_the_position(dev: tuple[str, Memory]) -> None:
     url, _ = dev
     headers = {"Content-Type": "application/json"}

@@ -57,15 +57,22 @@ Resolver = Callable[[Any], tuple[Any, str]]
 """(the HTTP request, or None over stdio) -> (a Memory or MemoryClient, the store's user id)"""
 
 
-def _memory_json(record: Any, score: float | None = None) -> dict[str, Any]:
-    data = {
+def _memory_json(record: Any) -> dict[str, Any]:
+    return {
         "id": str(record.id),
         "content": record.content,
         "memory_type": record.memory_type,
         "created_at": record.created_at.isoformat(),
     }
-    if score is not None:
-        data["score"] = round(score, 4)
+
+
+def _hit_json(hit: Any) -> dict[str, Any]:
+    """A search hit: its relevance in [0, 1] and, when known, how each search ranked it."""
+    data = {**_memory_json(hit.record), "score": round(hit.score, 4)}
+    if hit.evidence is not None:
+        data["evidence"] = {
+            k: round(v, 4) if isinstance(v, float) else v for k, v in hit.evidence.to_dict().items()
+        }
     return data
 
 
@@ -139,14 +146,16 @@ def build_server(resolve: Resolver) -> MCPServer:
 
     @server.tool()
     async def search_memory(query: str, ctx: Context, k: SearchK = 5) -> dict[str, Any]:
-        """Search the user's memories (meaning and keywords), best first.
+        """Search the user's memories (meaning and keywords), best first. Each result's
+        score is its relevance from 0 to 1 (1: the best match by both meaning and
+        keywords).
 
         Args:
             query: what to look for, in plain words.
             k: how many results at most (1 to 50).
         """
         hits = await run(ctx, lambda m, u: m.search(query, u, k=k))
-        return {"results": [_memory_json(h.record, h.score) for h in hits]}
+        return {"results": [_hit_json(h) for h in hits]}
 
     @server.tool()
     async def get_context(

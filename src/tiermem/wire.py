@@ -17,7 +17,7 @@ from tiermem import errors
 from tiermem.errors import InputError, TiermemError
 from tiermem.messages import Message
 from tiermem.planner import Context, ContextItem
-from tiermem.stores.base import MemoryRecord, SearchResult
+from tiermem.stores.base import MemoryRecord, SearchEvidence, SearchResult
 from tiermem.stores.transcript import SessionInfo, TranscriptRow, WorkStats
 
 
@@ -50,11 +50,17 @@ def record_from_json(data: Mapping[str, Any]) -> MemoryRecord:
 
 
 def hit_to_json(hit: SearchResult, user_id: str | None = None) -> dict[str, Any]:
-    return {"memory": record_to_json(hit.record, user_id), "score": hit.score}
+    evidence = hit.evidence.to_dict() if hit.evidence else None
+    return {"memory": record_to_json(hit.record, user_id), "score": hit.score, "evidence": evidence}
 
 
 def hit_from_json(data: Mapping[str, Any]) -> SearchResult:
-    return SearchResult(record_from_json(data["memory"]), float(data["score"]))
+    evidence = data.get("evidence")
+    return SearchResult(
+        record_from_json(data["memory"]),
+        float(data["score"]),
+        SearchEvidence(**evidence) if evidence else None,
+    )
 
 
 def context_to_json(context: Context) -> dict[str, Any]:
@@ -71,6 +77,8 @@ def context_to_json(context: Context) -> dict[str, Any]:
                 "tokens": item.tokens,
                 "timestamp": item.timestamp.isoformat() if item.timestamp else None,
                 "memory_id": str(item.memory_id) if item.memory_id else None,
+                "similarity": item.similarity,
+                "keywords": item.keywords,
             }
             for item in context.items
         ],
@@ -90,6 +98,8 @@ def context_from_json(data: Mapping[str, Any]) -> Context:
             tokens=int(item["tokens"]),
             timestamp=datetime.fromisoformat(item["timestamp"]) if item.get("timestamp") else None,
             memory_id=uuid.UUID(item["memory_id"]) if item.get("memory_id") else None,
+            similarity=item.get("similarity"),
+            keywords=item.get("keywords"),
         )
         for item in data["items"]
     ]

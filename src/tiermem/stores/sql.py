@@ -221,7 +221,7 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         if not op.count_access:
             return hits
         touched = self._touch(c, [h.record for h in hits])
-        return [SearchResult(r, h.score) for r, h in zip(touched, hits, strict=True)]
+        return [SearchResult(r, h.score, h.evidence) for r, h in zip(touched, hits, strict=True)]
 
     def _touch(self, c: C, records: list[MemoryRecord]) -> list[MemoryRecord]:
         """Count an access of each record (one user's) and return them updated."""
