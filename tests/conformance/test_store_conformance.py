@@ -221,6 +221,17 @@ def test_hybrid_scores_read_as_relevance_with_the_fusion_as_evidence(
     assert vector[0].evidence is None and keyword[0].evidence is None
 
 
+def test_users_lists_every_user_in_order(store: MemoryStore, new_user: NewUser) -> None:
+    a, b = sorted([new_user(), new_user()])
+    store.add(a, "one of a's", embedding=vecs(1)[0])
+    store.add_many(b, ["one of b's", "two of b's"], embeddings=vecs(2))
+    assert store.users(1, after=a) == [b]  # each user once, after the cursor
+    everyone = store.users(1000)
+    assert everyone == sorted(everyone) and {a, b} <= set(everyone)
+    store.delete_user(a)
+    assert a not in store.users(1000)
+
+
 def test_retrieval_counts_accesses(store: MemoryStore, new_user: NewUser) -> None:
     user = new_user()
     m = vecs(2)

@@ -326,6 +326,7 @@ Op = (
     | tr.RecentOp
     | tr.TranscriptOp
     | tr.SessionsOp
+    | tr.UsersOp
     | tr.ClaimOp
     | tr.CompleteOp
     | tr.FailOp
@@ -1215,6 +1216,14 @@ class MemoryStore(ABC):
         return cast(
             builtins.list[tr.SessionInfo], self.batch([tr.SessionsOp(check_user_id(user_id))])[0]
         )
+
+    def users(self, limit: int = 100, after: str = "") -> builtins.list[str]:
+        """Admin (every user): the ids of the users with messages or memories, in
+        order; pass the last id as ``after`` for the next page."""
+        if not isinstance(after, str):
+            raise InvalidTypeError("after", f"must be a str, got {type(after).__name__}")
+        op = tr.UsersOp(check_limit(limit), after)
+        return cast(builtins.list[str], self.batch([op])[0])
 
     def work_stats(self, user_id: str | None = None) -> tr.WorkStats:
         """Transcript rows pending, done and failed (one user's, or everyone's)."""

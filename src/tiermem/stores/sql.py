@@ -57,6 +57,7 @@ _TRANSCRIPT_HANDLERS: dict[type, str] = {
     tr.RecentOp: "_recent",
     tr.TranscriptOp: "_transcript",
     tr.SessionsOp: "_sessions",
+    tr.UsersOp: "_users",
     tr.ClaimOp: "_claim",
     tr.CompleteOp: "_complete",
     tr.FailOp: "_fail",

@@ -157,6 +157,14 @@ class SessionsOp(NamedTuple):
     user_id: str
 
 
+class UsersOp(NamedTuple):
+    """Admin (every user): the ids of the users with messages or memories, in order,
+    those after ``after`` only, at most ``limit``."""
+
+    limit: int = 100
+    after: str = ""
+
+
 class ClaimOp(NamedTuple):
     """Admin (every user): lease up to ``limit`` pending rows to ``owner`` for
     ``lease`` seconds, oldest first; rows leased by a live claim are skipped."""
@@ -259,6 +267,7 @@ TRANSCRIPT_OPS = (
     RecentOp,
     TranscriptOp,
     SessionsOp,
+    UsersOp,
     ClaimOp,
     CompleteOp,
     FailOp,
@@ -269,7 +278,15 @@ TRANSCRIPT_OPS = (
     SaveSummaryOp,
     UnindexedOp,
 )
-READ_ONLY_OPS = (RecentOp, TranscriptOp, SessionsOp, WorkStatsOp, SummaryOp, UnindexedOp)
+READ_ONLY_OPS = (
+    RecentOp,
+    TranscriptOp,
+    SessionsOp,
+    UsersOp,
+    WorkStatsOp,
+    SummaryOp,
+    UnindexedOp,
+)
 
 
 # -- schema --------------------------------------------------------------------------
