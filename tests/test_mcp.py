@@ -4,6 +4,7 @@ a real server (with and without keys) and over stdio from `tiermem mcp`."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,12 +12,13 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from embedders import HashEmbedder
 from liveserver import live_server
+from tiermem.mcp import build_server
 from tiermem.memory import Memory
 from tiermem.server import create_app
 from tiermem.server.tenants import SEPARATOR
@@ -60,6 +62,8 @@ async def test_tools_over_http(served: tuple[str, Memory]) -> None:
         await call(ann, "add_memory", content="Prefers window seats", memory_type="preference")
         found = await call(ann, "search_memory", query="peanuts allergy", k=3)
         assert found["results"][0]["id"] == added["id"]
+        assert all(0 < r["score"] <= 1 for r in found["results"])  # relevance, not rrf
+        assert found["results"][0]["evidence"]["keyword_rank"] == 1
         listed = await call(ann, "list_memories", memory_type="preference")
         assert [m["content"] for m in listed["memories"]] == ["Prefers window seats"]
         context = await call(ann, "get_context", query="what can ann eat", max_tokens=300)
@@ -91,7 +95,15 @@ async def test_http_needs_a_key_once_keys_exist(tmp_path: Path) -> None:
             refused = await http.post(
                 url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
             )
-            assert refused.status_code == 401 and refused.json()["error"] == "AuthenticationError"
+            assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+            error = refused.json()["error"]  # a JSON-RPC error, so MCP clients show it
+            assert error["data"]["error"] == "AuthenticationError"
+            assert error["message"].startswith("AuthenticationError: ")
+        for given in (None, "tm_unknown_secret"):  # the text reaches the MCP client
+            with pytest.raises(BaseException) as raised:
+                async with http_client(url, "ann", given):
+                    pass
+            assert re.match(r"AuthenticationError: .*key", str(mcp_error(raised.value)))
         async with http_client(url, "ann", key) as ann:
             await call(ann, "add_memory", content="Works at Acme")
     assert memory.store.count(f"acme{SEPARATOR}ann") == 1 and memory.store.count("ann") == 0
@@ -133,3 +145,79 @@ async def test_forget_memory_takes_the_fact_out_of_every_context(
         ]
         assert held == []
         assert "jazz" in (await call(cleo, "get_context", query="music"))["context"]
+
+
+def mcp_error(exc: BaseException) -> MCPError:
+    """The MCPError an exception (group, from the client's task group) holds."""
+    if isinstance(exc, MCPError):
+        return exc
+    inner = getattr(exc, "exceptions", None)  # an exception group
+    assert inner, exc
+    return mcp_error(inner[0])
+
+
+NAMES_A_USER = re.compile(
+    r"user|tenant|owner|account|customer|person|people|principal|identity|namespace|who",
+    re.IGNORECASE,
+)
+
+
+def user_naming_properties(schema: dict[str, Any]) -> list[str]:
+    """Every property (at any depth) whose name, title or description names a user."""
+    found = []
+    for name, prop in schema.get("properties", {}).items():
+        text = " ".join(str(prop.get(k, "")) for k in ("title", "description"))
+        if NAMES_A_USER.search(name) or NAMES_A_USER.search(text):
+            found.append(name)
+        found += [f"{name}.{n}" for n in user_naming_properties(prop)]
+    return found
+
+
+async def test_no_tool_offers_a_way_to_name_a_user(served: tuple[str, Memory]) -> None:
+    url, memory = served
+    fixed = build_server(lambda request: (memory, "ann"))  # stdio's fixed-user server
+    async with http_client(url, "ann") as over_http, Client(fixed) as in_process:
+        for client in (over_http, in_process):
+            tools = (await client.list_tools()).tools
+            assert {t.name for t in tools} == TOOLS
+            for tool in tools:
+                assert user_naming_properties(tool.input_schema) == [], tool.name
+                for extra in ("user", "user_id", "tenant", "owner"):
+                    arguments = {"content": "x", "query": "x", "memory_id": "x", extra: "bob"}
+                    known = set(tool.input_schema["properties"])
+                    given = {k: v for k, v in arguments.items() if k in known or k == extra}
+                    refused = await client.call_tool(tool.name, given)
+                    assert refused.is_error, (tool.name, extra)
+                    assert refused.content[0].text.startswith(f"InputError: {extra}: ")
+    assert memory.store.count("bob") == 0 and memory.store.count("ann") == 0
+
+
+TYPED = re.compile(r"^(InputError|InvalidTypeError|InvalidSizeError): (\w+): \S")
+
+
+@pytest.mark.parametrize(
+    "tool, arguments, field",
+    [
+        ("search_memory", {"query": "x", "k": 0}, "k"),
+        ("search_memory", {"query": "x", "k": 51}, "k"),
+        ("search_memory", {"query": "x", "k": "many"}, "k"),
+        ("list_memories", {"limit": 0}, "limit"),
+        ("list_memories", {"limit": 201}, "limit"),
+        ("list_memories", {"memory_type": "note"}, "memory_type"),
+        ("add_memory", {"content": "x", "memory_type": "note"}, "memory_type"),
+        ("add_memory", {"content": "x", "importance": 3}, "importance"),
+        ("add_memory", {}, "content"),
+        ("get_context", {"query": "x", "max_tokens": 0}, "max_tokens"),
+    ],
+)
+async def test_every_tool_error_is_typed(
+    served: tuple[str, Memory], tool: str, arguments: dict[str, Any], field: str
+) -> None:
+    url, _ = served
+    async with http_client(url, "ann") as ann:
+        refused = await ann.call_tool(tool, arguments)
+    assert refused.is_error
+    text = refused.content[0].text
+    match = TYPED.match(text)
+    assert match and match.group(2) == field, text
+    assert "pydantic" not in text and "validation error" not in text

@@ -53,6 +53,7 @@ def seeded(tmp_path: Path) -> Iterator[tuple[str, Memory]]:
             client.remember("<b>not bold</b> is plain text", "ann")
             client.remember("owns a bicycle", "bob")
             client.flush(10)
+        memory.remember("writes with the library, not the server", "carl")  # never noted
         yield url, memory
     memory.close()
 
@@ -73,8 +74,8 @@ def test_inspector_load_search_context_delete(seeded: tuple[str, Memory], page: 
     url, memory = seeded
     page.goto(url + "/ui")
     users = page.locator("#users li")
-    users.filter(has_text="bob").wait_for()
-    assert sorted(users.all_inner_texts()) == ["ann", "bob"]
+    users.filter(has_text="carl").wait_for()
+    assert sorted(users.all_inner_texts()) == ["ann", "bob", "carl"]  # the store's users
     assert "queued in this process: 0" in page.locator("#work").inner_text()
 
     users.filter(has_text="ann").locator("button").click()
@@ -95,6 +96,8 @@ def test_inspector_load_search_context_delete(seeded: tuple[str, Memory], page: 
     page.click("#search-form button[type=submit]")
     first = page.locator("#memories tbody tr").first
     first.filter(has_text="green tea").wait_for()
+    score, sim = (float(first.locator("td").nth(i).inner_text()) for i in (0, 1))
+    assert 0 < score <= 1 and -1 <= sim <= 1  # a relevance, and the evidence beside it
     assert page.locator("#memories tbody tr", has_text="bicycle").count() == 0  # bob's
     assert page.locator("#memories b").count() == 0  # stored text is never markup
     page.screenshot(path=str(SHOTS / "2-search.png"), full_page=True)
@@ -109,12 +112,36 @@ def test_inspector_load_search_context_delete(seeded: tuple[str, Memory], page: 
     rows = page.locator("#context-items tbody tr")
     sections = {rows.nth(i).locator("td").first.inner_text() for i in range(rows.count())}
     assert "recent" in sections and sections <= {"synopsis", "summary", "retrieved", "recent"}
-    assert all(rows.nth(i).locator("td").nth(3).inner_text().isdigit() for i in range(rows.count()))
+    assert all(rows.nth(i).locator("td").nth(5).inner_text().isdigit() for i in range(rows.count()))
+    header = page.locator("#context-items thead th").all_inner_texts()
+    assert header[:5] == ["section", "source", "score", "sim", "kw"]
     page.screenshot(path=str(SHOTS / "3-context.png"), full_page=True)
+
+    page.fill("#context-query", "green tea")
+    page.fill("#context-session", "")
+    page.click("#context-form button[type=submit]")
+    retrieved = page.locator("#context-items tbody tr", has_text="prefers green tea")
+    retrieved.wait_for()
+    sim, kw = (float(retrieved.locator("td").nth(i).inner_text()) for i in (3, 4))
+    assert 0 < sim <= 1 and kw == 1.0  # the evidence explain() shows
 
     page.fill("#context-budget", "0")
     page.click("#context-form button[type=submit]")
-    page.locator("#error", has_text="InvalidSizeError").wait_for()
+    error = page.locator("#context-error", has_text="InvalidSizeError: max_tokens")
+    error.wait_for()
+    assert page.locator("#context-items tbody tr").count() == 0  # no stale answer
+    assert page.locator("#context-total").inner_text() == ""
+    assert page.locator("#error").is_hidden()  # not in the banner at the top
+    form, box = page.locator("#context-form").bounding_box(), error.bounding_box()
+    assert form and box and 0 <= box["y"] - (form["y"] + form["height"]) < 40  # beside it
+    error.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "3b-context-error.png"))
+
+    page.click("#load-synopsis")
+    page.locator("#synopsis-identity").wait_for()
+    synopsis = page.locator("#synopsis").inner_text()
+    assert "green tea" in synopsis and "identity" in synopsis
+    page.screenshot(path=str(SHOTS / "3c-synopsis.png"), full_page=True)
 
     tea = page.locator("#memories tbody tr", has_text="prefers green tea")
     tea_id = tea.get_attribute("data-id")
@@ -148,4 +175,43 @@ def test_inspector_asks_for_a_key_when_keys_exist(tmp_path: Path, page: Any) -> 
         page.click("#user-form button")
         page.locator("#stats", has_text="0 memories").wait_for()
         page.screenshot(path=str(SHOTS / "6-keyed.png"), full_page=True)
+    memory.close()
+
+
+@pytest.mark.parametrize("path", ["/docs", "/redoc"])
+def test_api_reference_works_offline(tmp_path: Path, path: str) -> None:
+    """/docs and /redoc show every route with no network beyond the server itself."""
+    import httpx
+    from playwright.sync_api import sync_playwright
+
+    memory = Memory(str(tmp_path / "memory.db"), embedder=HashEmbedder(32))
+    offline = [*FLAGS, "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+    with live_server(create_app(memory)) as url, sync_playwright() as p:
+        spec = httpx.get(url + "/openapi.json").json()
+        operations = sum(
+            1
+            for item in spec["paths"].values()
+            for m in item
+            if m in {"get", "post", "patch", "delete"}
+        )
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=offline)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        elsewhere: list[str] = []
+        page.route(
+            "**/*",
+            lambda route: (
+                route.continue_()
+                if route.request.url.startswith(url)
+                else (elsewhere.append(route.request.url), route.abort())[1]
+            ),
+        )
+        page.goto(url + path)
+        page.locator("#routes article").nth(operations - 1).wait_for()
+        assert page.locator("#routes article").count() == operations
+        messages = page.locator("#routes article", has_text="POST /v1/messages")
+        assert "user_id" in messages.inner_text() and "201" in messages.inner_text()
+        assert page.locator("#toc li").count() == operations
+        assert page.locator("#error").is_hidden() and elsewhere == []
+        page.screenshot(path=str(SHOTS / f"7-api-reference{path.replace('/', '-')}.png"))
+        browser.close()
     memory.close()

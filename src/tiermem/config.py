@@ -149,6 +149,12 @@ class PersistentConfig(Section):
     provider: Literal["sqlite", "postgresql"] = "sqlite"
     path: Path = Field(default_factory=default_sqlite_path, description="SQLite file.")
     connection_string: SecretStr | None = Field(default=None, description="PostgreSQL URI.")
+    connect_timeout: float = Field(
+        default=3.0,
+        gt=0,
+        description="PostgreSQL: seconds a call waits for a connection before "
+        "StoreUnavailableError (the server's 503 with Retry-After).",
+    )
     user_isolation: Literal[True] = Field(
         default=True, description="Always true: every query filters on user_id at the data layer."
     )

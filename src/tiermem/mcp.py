@@ -13,21 +13,25 @@ Needs the ``server`` extra (the official ``mcp`` SDK).
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from tiermem.extras import needs_extra
 
 with needs_extra("server", "tiermem.mcp", "the MCP server"):
     import anyio
     from mcp.server.mcpserver import Context, MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from pydantic import Field, ValidationError
     from starlette.requests import Request
+    from starlette.responses import JSONResponse
     from starlette.types import Receive, Scope, Send
 
 from tiermem import __version__
-from tiermem.errors import TiermemError
+from tiermem.errors import InputError, TiermemError
+from tiermem.wire import problem_to_error
 
 if TYPE_CHECKING:
     from tiermem.server.app import Service
@@ -37,6 +41,8 @@ LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 ALLOWED_HOSTS_ENV = "TIERMEM_MCP_ALLOWED_HOSTS"
 """Comma-separated extra Host values /mcp accepts (``memory.example.com``, ``10.0.0.5:*``)."""
 DEFAULT_USER = "default"
+RPC_SERVER_ERROR = -32001
+"""The JSON-RPC code of a request the HTTP layer refused (no key, a revoked key, ...)."""
 INSTRUCTIONS = """\
 Long-term memory of the user you are talking with. Call get_context at the start of a
 task with the user's request to recall what matters (recent conversation, relevant
@@ -47,25 +53,75 @@ self-contained sentence with names and dates resolved ("Prefers tea over coffee"
 and forget_memory when the user asks you to forget something or a memory is wrong."""
 
 MemoryType = Literal["fact", "preference", "context", "summary", "tool"]
+SearchK = Annotated[int, Field(ge=1, le=50)]
+ListLimit = Annotated[int, Field(ge=1, le=200)]
+Importance = Annotated[float, Field(ge=0, le=1)]
 Resolver = Callable[[Any], tuple[Any, str]]
 """(the HTTP request, or None over stdio) -> (a Memory or MemoryClient, the store's user id)"""
 
 
-def _memory_json(record: Any, score: float | None = None) -> dict[str, Any]:
-    data = {
+def _memory_json(record: Any) -> dict[str, Any]:
+    return {
         "id": str(record.id),
         "content": record.content,
         "memory_type": record.memory_type,
         "created_at": record.created_at.isoformat(),
     }
-    if score is not None:
-        data["score"] = round(score, 4)
+
+
+def _hit_json(hit: Any) -> dict[str, Any]:
+    """A search hit: its relevance in [0, 1] and, when known, how each search ranked it."""
+    data = {**_memory_json(hit.record), "score": round(hit.score, 4)}
+    if hit.evidence is not None:
+        data["evidence"] = {
+            k: round(v, 4) if isinstance(v, float) else v for k, v in hit.evidence.to_dict().items()
+        }
     return data
+
+
+def tool_error(exc: TiermemError) -> ToolError:
+    """What the model reads: ``ErrorClass: field: problem (fix)``."""
+    return ToolError(f"{type(exc).__name__}: {exc}")
+
+
+class TypedServer(MCPServer):
+    """An MCPServer whose every refused call reads like tiermem's typed errors: arguments
+    the schema does not name, or values outside it, are an :class:`InputError` naming
+    the field, never pydantic's text."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> Any:
+        await self._refuse_unknown(name, arguments)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:  # the SDK's text is "Error executing tool <name>: ..."
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                where = f"the input schema of {name}"
+                raise tool_error(problem_to_error(cause.errors()[0], where)) from None
+            if isinstance(cause, ToolError):  # one of ours, already typed
+                raise ToolError(str(cause)) from None
+            raise
+
+    async def _refuse_unknown(self, name: str, arguments: dict[str, Any]) -> None:
+        """An argument the tool does not have is refused, not ignored (a model that
+        passes ``user`` must learn that it cannot choose the user)."""
+        schema = next((t.input_schema for t in await self.list_tools() if t.name == name), None)
+        if schema is None:
+            return  # an unknown tool: the SDK names it
+        known = sorted(schema.get("properties", {}))
+        unknown = sorted(set(arguments) - set(known))
+        if unknown:
+            hint = f"its arguments are {', '.join(known)}; the server fixes the user"
+            raise tool_error(InputError(unknown[0], f"is not an argument of {name}", hint))
 
 
 def build_server(resolve: Resolver) -> MCPServer:
     """The MCP server whose tools act for the user ``resolve`` names."""
-    server: MCPServer = MCPServer(
+    server: MCPServer = TypedServer(
         "tiermem", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
 
@@ -74,11 +130,11 @@ def build_server(resolve: Resolver) -> MCPServer:
             memory, user = resolve(getattr(ctx.request_context, "request", None))
             return await anyio.to_thread.run_sync(functools.partial(action, memory, user))
         except TiermemError as exc:  # the model sees the typed error, its field and fix
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+            raise tool_error(exc) from exc
 
     @server.tool()
     async def add_memory(
-        content: str, ctx: Context, memory_type: MemoryType = "fact", importance: float = 0.5
+        content: str, ctx: Context, memory_type: MemoryType = "fact", importance: Importance = 0.5
     ) -> dict[str, Any]:
         """Remember a lasting fact, preference or goal of the user for later conversations.
 
@@ -92,15 +148,17 @@ def build_server(resolve: Resolver) -> MCPServer:
         return {"id": memory_id}
 
     @server.tool()
-    async def search_memory(query: str, ctx: Context, k: int = 5) -> dict[str, Any]:
-        """Search the user's memories (meaning and keywords), best first.
+    async def search_memory(query: str, ctx: Context, k: SearchK = 5) -> dict[str, Any]:
+        """Search the user's memories (meaning and keywords), best first. Each result's
+        score is its relevance from 0 to 1 (1: the best match by both meaning and
+        keywords).
 
         Args:
             query: what to look for, in plain words.
             k: how many results at most (1 to 50).
         """
-        hits = await run(ctx, lambda m, u: m.search(query, u, k=min(max(k, 1), 50)))
-        return {"results": [_memory_json(h.record, h.score) for h in hits]}
+        hits = await run(ctx, lambda m, u: m.search(query, u, k=k))
+        return {"results": [_hit_json(h) for h in hits]}
 
     @server.tool()
     async def get_context(
@@ -110,7 +168,7 @@ def build_server(resolve: Resolver) -> MCPServer:
         is known about the user, fitted to a token budget.
 
         Args:
-            query: the user's request or the task at hand.
+            query: the request or the task at hand, in plain words.
             max_tokens: the most tokens the recalled context may take.
             session_id: the conversation, when the client keeps several.
         """
@@ -131,7 +189,7 @@ def build_server(resolve: Resolver) -> MCPServer:
 
     @server.tool()
     async def list_memories(
-        ctx: Context, limit: int = 20, memory_type: MemoryType | None = None
+        ctx: Context, limit: ListLimit = 20, memory_type: MemoryType | None = None
     ) -> dict[str, Any]:
         """The user's newest memories.
 
@@ -139,9 +197,8 @@ def build_server(resolve: Resolver) -> MCPServer:
             limit: how many (1 to 200).
             memory_type: only this kind (fact, preference, context, summary, tool).
         """
-        size = min(max(limit, 1), 200)
         records = await run(
-            ctx, lambda m, u: m.list_memories(u, limit=size, memory_type=memory_type)
+            ctx, lambda m, u: m.list_memories(u, limit=limit, memory_type=memory_type)
         )
         return {"memories": [_memory_json(r) for r in records]}
 
@@ -199,7 +256,19 @@ class HttpEndpoint:
         try:
             tenant = await anyio.to_thread.run_sync(self.service.tenant, Request(scope))
         except TiermemError as exc:
-            await error_response(exc)(scope, receive, send)
+            await _rpc_error(error_response(exc), exc)(scope, receive, send)
             return
         scope.setdefault("state", {})["tiermem_tenant"] = tenant
         await self.server.session_manager.handle_request(scope, receive, send)
+
+
+def _rpc_error(answer: JSONResponse, exc: TiermemError) -> JSONResponse:
+    """An HTTP error answered as a JSON-RPC error, so the MCP client shows its text: the
+    status and headers stay the HTTP API's, the typed error body is the error's ``data``."""
+    data = json.loads(bytes(answer.body))
+    error = {"code": RPC_SERVER_ERROR, "message": f"{data['error']}: {exc}", "data": data}
+    headers = {
+        k: v for k, v in answer.headers.items() if k.lower() in ("www-authenticate", "retry-after")
+    }
+    body = {"jsonrpc": "2.0", "id": None, "error": error}
+    return JSONResponse(body, status_code=answer.status_code, headers=headers)

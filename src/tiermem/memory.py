@@ -261,6 +261,7 @@ class Memory:
                 dimension=self.embedder.dimension,
                 embedder=self.embedder,
                 durability=self._store_durability,
+                timeout=persistent.connect_timeout,
             )
         from tiermem.stores import SQLiteStore
 

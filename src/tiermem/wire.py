@@ -17,7 +17,7 @@ from tiermem import errors
 from tiermem.errors import InputError, TiermemError
 from tiermem.messages import Message
 from tiermem.planner import Context, ContextItem
-from tiermem.stores.base import MemoryRecord, SearchResult
+from tiermem.stores.base import MemoryRecord, SearchEvidence, SearchResult
 from tiermem.stores.transcript import SessionInfo, TranscriptRow, WorkStats
 
 
@@ -50,11 +50,17 @@ def record_from_json(data: Mapping[str, Any]) -> MemoryRecord:
 
 
 def hit_to_json(hit: SearchResult, user_id: str | None = None) -> dict[str, Any]:
-    return {"memory": record_to_json(hit.record, user_id), "score": hit.score}
+    evidence = hit.evidence.to_dict() if hit.evidence else None
+    return {"memory": record_to_json(hit.record, user_id), "score": hit.score, "evidence": evidence}
 
 
 def hit_from_json(data: Mapping[str, Any]) -> SearchResult:
-    return SearchResult(record_from_json(data["memory"]), float(data["score"]))
+    evidence = data.get("evidence")
+    return SearchResult(
+        record_from_json(data["memory"]),
+        float(data["score"]),
+        SearchEvidence(**evidence) if evidence else None,
+    )
 
 
 def context_to_json(context: Context) -> dict[str, Any]:
@@ -71,6 +77,8 @@ def context_to_json(context: Context) -> dict[str, Any]:
                 "tokens": item.tokens,
                 "timestamp": item.timestamp.isoformat() if item.timestamp else None,
                 "memory_id": str(item.memory_id) if item.memory_id else None,
+                "similarity": item.similarity,
+                "keywords": item.keywords,
             }
             for item in context.items
         ],
@@ -90,6 +98,8 @@ def context_from_json(data: Mapping[str, Any]) -> Context:
             tokens=int(item["tokens"]),
             timestamp=datetime.fromisoformat(item["timestamp"]) if item.get("timestamp") else None,
             memory_id=uuid.UUID(item["memory_id"]) if item.get("memory_id") else None,
+            similarity=item.get("similarity"),
+            keywords=item.get("keywords"),
         )
         for item in data["items"]
     ]
@@ -186,3 +196,28 @@ def error_from_json(data: Mapping[str, Any]) -> TiermemError:
     if issubclass(cls, InputError):
         return cls(str(data.get("field") or ""), message, str(data.get("fix") or ""))
     return cls(message)
+
+
+def problem_to_error(problem: Mapping[str, Any], where: str) -> InputError:
+    """The typed error for one problem pydantic found in a request (its ``errors()``
+    entry); ``where`` names what documents the accepted values (``/openapi.json``)."""
+    loc = [str(p) for p in problem.get("loc", ()) if p not in ("body", "query", "path")]
+    field = ".".join(loc) or "body"
+    kind = str(problem.get("type", ""))
+    message = _readable(str(problem.get("msg", "is not valid")))
+    if kind == "missing" and loc and loc[-1] == "user_id":
+        return errors.MissingUserError(field, "is required", "every memory belongs to one user")
+    if kind == "missing":
+        return InputError(field, "is required", f"see {where}")
+    if kind == "literal_error":
+        expected = (problem.get("ctx") or {}).get("expected", "")
+        got = problem.get("input")
+        return InputError(field, f"must be one of {expected}, got {got!r}", f"see {where}")
+    if kind.endswith(("_type", "_parsing")):
+        return errors.InvalidTypeError(field, message, f"see {where} for the types")
+    return InputError(field, message, f"see {where}")
+
+
+def _readable(message: str) -> str:
+    """pydantic's "Input should be ..." as a field's problem: "should be ..."."""
+    return message.removeprefix("Input ").removeprefix("Value error, ")

@@ -191,6 +191,48 @@ def test_keyword_and_hybrid_search(store: MemoryStore, new_user: NewUser) -> Non
     assert all(h.record.user_id == user for h in hybrid)
 
 
+def test_hybrid_scores_read_as_relevance_with_the_fusion_as_evidence(
+    store: MemoryStore, new_user: NewUser
+) -> None:
+    """The shown score is the fusion value over the best possible one: 1.0 for the
+    memory first in both lists, in [0, 1], in the fusion's order; each hit's evidence
+    holds the fusion value and its place in each list."""
+    user = new_user()
+    texts = ["green tea every morning", "green bicycle", "tea with lemon", "monday meeting"]
+    m = vecs(4)
+    ids = store.add_many(user, texts, embeddings=m)
+    vector = store.search(user, vector=m[0], mode="vector", limit=20, count_access=False)
+    keyword = store.search(user, "green tea", mode="keyword", limit=20, count_access=False)
+    hybrid = store.search(user, "green tea", vector=m[0], mode="hybrid", count_access=False)
+    assert hybrid[0].record.id == ids[0] and hybrid[0].score == pytest.approx(1.0)
+    scores = [h.score for h in hybrid]
+    assert scores == sorted(scores, reverse=True) and all(0 < s <= 1 for s in scores)
+    vector_place = {h.record.id: (n, h.score) for n, h in enumerate(vector, start=1)}
+    keyword_place = {h.record.id: (n, h.score) for n, h in enumerate(keyword, start=1)}
+    for hit in hybrid:
+        e = hit.evidence
+        assert e is not None
+        places = [vector_place.get(hit.record.id), keyword_place.get(hit.record.id)]
+        rrf = sum(1 / (60 + place[0]) for place in places if place)
+        assert e.rrf == pytest.approx(rrf) and hit.score == pytest.approx(rrf * 61 / 2)
+        assert (e.vector_rank, e.similarity) == (places[0] or (None, None))
+        assert (e.keyword_rank, e.keyword_score) == (places[1] or (None, None))
+        assert f"rrf {e.rrf:.4f}" in hit.explain()
+    assert vector[0].evidence is None and keyword[0].evidence is None
+
+
+def test_users_lists_every_user_in_order(store: MemoryStore, new_user: NewUser) -> None:
+    a, b = sorted([new_user(), new_user()])
+    store.add(a, "one of a's", embedding=vecs(1)[0])
+    store.add_many(b, ["one of b's", "two of b's"], embeddings=vecs(2))
+    everyone = store.users(1000)
+    assert {a, b} <= set(everyone) and len(everyone) == len(set(everyone))  # each once
+    after_a = store.users(1000, after=a)  # the page after a cursor
+    assert b in after_a and a not in after_a and after_a == everyone[everyone.index(a) + 1 :]
+    store.delete_user(a)
+    assert a not in store.users(1000)
+
+
 def test_retrieval_counts_accesses(store: MemoryStore, new_user: NewUser) -> None:
     user = new_user()
     m = vecs(2)

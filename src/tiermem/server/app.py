@@ -251,6 +251,8 @@ def create_app(
         description="Tiered memory for LLM agents, as a service. Errors are "
         "{error, field, message, fix}; error names the tiermem.errors class.",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's pages load their scripts from a CDN: ours work offline
+        redoc_url=None,
     )
     app.state.service = service
     install(app)
@@ -387,10 +389,15 @@ def _routes(service: Service) -> APIRouter:
     def list_users(
         tenant: Caller, limit: models.QueryInt = 100, cursor: str = ""
     ) -> dict[str, Any]:
-        """The tenant's users that wrote through this server, by id."""
+        """The users, by id: in development mode every user of the store (written by
+        the library, the CLI or this server); with keys, the tenant's users that wrote
+        through this server."""
         if not 1 <= limit <= 1000:
             raise InputError("limit", f"{limit} is outside [1, 1000]")
-        users = service.keys.users(tenant.name or "", limit, cursor)
+        if tenant.name is None:
+            users = memory.store.users(limit, cursor)
+        else:
+            users = service.keys.users(tenant.name, limit, cursor)
         return {"users": users, "next_cursor": users[-1] if len(users) == limit else None}
 
     @router.get("/users/{user_id}/synopsis", response_model=models.SynopsisOut, tags=["users"])
@@ -663,6 +670,15 @@ def _ops_routes(service: Service, metrics: Metrics) -> APIRouter:
         if name not in {p.name for p in UI_DIR.iterdir()}:
             raise NotFoundError(f"no file {name!r}")
         return FileResponse(path)
+
+    @router.get("/docs", include_in_schema=False)
+    def docs() -> FileResponse:
+        """The API reference: /openapi.json rendered by a page with no external script."""
+        return FileResponse(UI_DIR / "docs.html")
+
+    @router.get("/redoc", include_in_schema=False)
+    def redoc() -> RedirectResponse:
+        return RedirectResponse("/docs")
 
     @router.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

@@ -33,7 +33,15 @@ def _check_text(body: bytes) -> None:
         value = json.loads(body)
     except ValueError:
         return  # malformed JSON: the route's parser names the problem
+    except RecursionError:
+        raise _Refused(_too_deep()) from None
     _walk(value)
+
+
+def _too_deep() -> SerializationError:
+    return SerializationError(
+        "body", "is nested too deeply to be parsed", "send JSON nested fewer than 1,000 levels deep"
+    )
 
 
 def _walk(value: Any) -> None:

@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 from tiermem import errors
-from tiermem.wire import error_to_json
+from tiermem.wire import error_to_json, problem_to_error
 
 RETRY_AFTER_SECONDS = 5
 log = logging.getLogger("tiermem.server")
@@ -63,32 +63,39 @@ def error_response(exc: errors.TiermemError) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+def _malformed_json(problem: dict[str, Any]) -> errors.SerializationError:
+    """FastAPI's ``json_invalid`` locates the problem as ``("body", offset)``."""
+    where = [p for p in problem.get("loc", ()) if isinstance(p, int)]
+    reason = str((problem.get("ctx") or {}).get("error") or "cannot be parsed")
+    at = f" at character {where[0]}" if where else ""
+    return errors.SerializationError(
+        "body", f"is not valid JSON: {reason}{at}", "send one JSON object, UTF-8 encoded"
+    )
+
+
 def _validation_error(exc: RequestValidationError) -> errors.InputError:
     """The first problem pydantic found, as the typed error a library call would raise."""
     problem: dict[str, Any] = exc.errors()[0] if exc.errors() else {}
-    loc = [str(p) for p in problem.get("loc", ()) if p not in ("body", "query", "path")]
-    field = ".".join(loc) or "body"
-    kind = str(problem.get("type", ""))
-    message = str(problem.get("msg", "is not valid"))
-    if kind.startswith("json"):
-        return errors.SerializationError(field, message, "send a JSON body")
-    if kind == "missing" and loc and loc[-1] == "user_id":
-        return errors.MissingUserError(field, "is required", "every memory belongs to one user")
-    if kind == "missing":
-        return errors.InputError(field, "is required", "see /openapi.json")
-    if kind.endswith(("_type", "_parsing")) or kind in ("model_attributes_type", "dict_type"):
-        return errors.InvalidTypeError(field, message, "see /openapi.json for the types")
-    return errors.InputError(field, message, "see /openapi.json")
+    if str(problem.get("type", "")).startswith("json"):
+        return _malformed_json(problem)
+    return problem_to_error(problem, "/openapi.json")
 
 
-def _allowed_methods(request: Request) -> set[str]:
-    """Every method some route of this path answers."""
-    allowed: set[str] = set()
-    for route in request.app.router.routes:
-        methods = getattr(route, "methods", None)
-        if methods and route.matches(request.scope)[0] != Match.NONE:
-            allowed |= set(methods)
-    return allowed
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route of this path answers, probed through each route's own
+    ``matches`` (FastAPI nests included routers, so a route's methods are not listed at
+    the top level)."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in HTTP_METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes
+        )
+    ]
 
 
 def install(app: FastAPI) -> None:
@@ -113,10 +120,11 @@ def install(app: FastAPI) -> None:
         name = "NotFoundError" if exc.status_code == 404 else "InputError"
         body = {"error": name, "field": None, "message": str(exc.detail), "fix": ""}
         headers = dict(exc.headers or {})
-        if exc.status_code == 405:  # Starlette names only the first route's methods
-            allowed = _allowed_methods(request)
-            headers["Allow"] = ", ".join(sorted(allowed))
-            body["fix"] = f"use {', '.join(sorted(allowed))}"
+        if exc.status_code == 405:  # Starlette's Allow is empty under FastAPI's nested routers
+            allowed = ", ".join(_allowed_methods(request))
+            headers["Allow"] = allowed
+            body["message"] = f"{request.method} is not a method of {request.url.path}"
+            body["fix"] = f"use {allowed}"
         return JSONResponse(body, status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(Exception)

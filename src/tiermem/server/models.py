@@ -158,9 +158,23 @@ class MemoryPage(BaseModel):
     next_cursor: str | None
 
 
+class EvidenceOut(BaseModel):
+    """How hybrid search ranked the memory (see docs/stores.md, "Scores")."""
+
+    rrf: float = Field(description="the reciprocal-rank-fusion value the results are ordered by")
+    vector_rank: int | None = Field(description="its place in the vector list (1 = first)")
+    similarity: float | None = Field(description="its cosine similarity to the query")
+    keyword_rank: int | None = Field(description="its place in the keyword list")
+    keyword_score: float | None = Field(description="the engine's text rank (bm25, ts_rank_cd)")
+
+
 class HitOut(BaseModel):
     memory: MemoryOut
-    score: float
+    score: float = Field(
+        description="hybrid: relevance in [0, 1] (1: first in both the vector and the "
+        "keyword list); vector: cosine similarity; keyword: the engine's text rank"
+    )
+    evidence: EvidenceOut | None = Field(default=None, description="hybrid search only")
 
 
 class SearchOut(BaseModel):
@@ -175,6 +189,8 @@ class ContextItemOut(BaseModel):
     tokens: int
     timestamp: str | None
     memory_id: str | None
+    similarity: float | None = Field(default=None, description="cosine similarity to the query")
+    keywords: float | None = Field(default=None, description="share of the query's keywords")
 
 
 class ContextOut(BaseModel):

@@ -102,15 +102,56 @@ class MemoryRecord:
 
 
 @dataclass(frozen=True)
+class SearchEvidence:
+    """How hybrid search ranked a record: its place in each list it fused.
+
+    ``rrf`` is the reciprocal-rank-fusion value ``sum(1 / (60 + rank))`` the results are
+    ordered by; ``vector_rank`` / ``similarity`` its place and cosine similarity in the
+    vector list, ``keyword_rank`` / ``keyword_score`` its place and the engine's text
+    rank (FTS5 bm25 negated, or ``ts_rank_cd``) in the keyword list; None where the
+    record was not in that list.
+    """
+
+    rrf: float
+    vector_rank: int | None = None
+    similarity: float | None = None
+    keyword_rank: int | None = None
+    keyword_score: float | None = None
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        return {
+            "rrf": self.rrf,
+            "vector_rank": self.vector_rank,
+            "similarity": self.similarity,
+            "keyword_rank": self.keyword_rank,
+            "keyword_score": self.keyword_score,
+        }
+
+
+@dataclass(frozen=True)
 class SearchResult:
     """A record found by a search, with its score (higher is better).
 
-    ``score`` is the cosine similarity for vector search, the engine's text rank for
-    keyword search and the reciprocal-rank-fusion score for hybrid search.
+    ``score`` is the cosine similarity for vector search and the engine's text rank for
+    keyword search. For hybrid search it is the relevance in [0, 1]: the fusion value
+    as a share of the best possible (1.0: ranked first by both the vector and the keyword
+    search; 0.5: first in one, absent from the other), in the order of the fusion;
+    ``evidence`` holds the fusion's details (see :meth:`explain`).
     """
 
     record: MemoryRecord
     score: float
+    evidence: SearchEvidence | None = None
+
+    def explain(self) -> str:
+        """One line: the score, and for hybrid search the evidence behind it."""
+        line = f"score {self.score:.3f}"
+        e = self.evidence
+        if e is None:
+            return line
+        vector = "-" if e.vector_rank is None else f"#{e.vector_rank} sim {e.similarity:.3f}"
+        keyword = "-" if e.keyword_rank is None else f"#{e.keyword_rank} rank {e.keyword_score:.3f}"
+        return f"{line} (rrf {e.rrf:.4f}; vector {vector}; keyword {keyword})"
 
 
 @dataclass(frozen=True)
@@ -287,6 +328,7 @@ Op = (
     | tr.RecentOp
     | tr.TranscriptOp
     | tr.SessionsOp
+    | tr.UsersOp
     | tr.ClaimOp
     | tr.CompleteOp
     | tr.FailOp
@@ -337,18 +379,44 @@ def calculate_importance(
     return float(0.3 * recency + 0.3 * frequency + 0.4 * explicit)
 
 
+RRF_K = 60
+"""The fusion's rank offset: each list adds ``1 / (RRF_K + rank)``."""
+
+
 def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[SearchResult]], limit: int, k: int = 60
+    rankings: Sequence[Sequence[SearchResult]], limit: int, k: int = RRF_K
 ) -> list[SearchResult]:
-    """Fuse ranked lists: each record scores ``sum(1 / (k + rank))`` over the lists it is in."""
-    scores: dict[uuid.UUID, float] = {}
+    """Fuse a vector and a keyword ranking: each record's fusion value is
+    ``sum(1 / (k + rank))`` over the lists it is in, and the results are in that order;
+    the score shown is that value over the best possible (first in every list), so it
+    reads as a relevance in [0, 1]. ``evidence`` keeps each list's rank and score."""
+    fused: dict[uuid.UUID, float] = {}
     records: dict[uuid.UUID, MemoryRecord] = {}
-    for ranking in rankings:
+    places: dict[uuid.UUID, list[tuple[int, float] | None]] = {}
+    for n, ranking in enumerate(rankings):
         for rank, hit in enumerate(ranking, start=1):
-            scores[hit.record.id] = scores.get(hit.record.id, 0.0) + 1.0 / (k + rank)
+            fused[hit.record.id] = fused.get(hit.record.id, 0.0) + 1.0 / (k + rank)
             records[hit.record.id] = hit.record
-    best = sorted(scores, key=lambda i: -scores[i])[:limit]
-    return [SearchResult(records[i], scores[i]) for i in best]
+            places.setdefault(hit.record.id, [None] * len(rankings))[n] = (rank, hit.score)
+    best_possible = len(rankings) / (k + 1)
+    best = sorted(fused, key=lambda i: -fused[i])[:limit]
+    return [
+        SearchResult(records[i], fused[i] / best_possible, _evidence(fused[i], places[i]))
+        for i in best
+    ]
+
+
+def _evidence(rrf: float, places: list[tuple[int, float] | None]) -> SearchEvidence:
+    """The evidence of one fused record; ``places``: (rank, score) in the vector and the
+    keyword list, None where it is absent."""
+    vector, keyword = [*places, None, None][:2]
+    return SearchEvidence(
+        rrf=rrf,
+        vector_rank=vector[0] if vector else None,
+        similarity=vector[1] if vector else None,
+        keyword_rank=keyword[0] if keyword else None,
+        keyword_score=keyword[1] if keyword else None,
+    )
 
 
 # --- validation -------------------------------------------------------------------------
@@ -1163,6 +1231,14 @@ class MemoryStore(ABC):
         return cast(
             builtins.list[tr.SessionInfo], self.batch([tr.SessionsOp(check_user_id(user_id))])[0]
         )
+
+    def users(self, limit: int = 100, after: str = "") -> builtins.list[str]:
+        """Admin (every user): the ids of the users with messages or memories, in
+        order; pass the last id as ``after`` for the next page."""
+        if not isinstance(after, str):
+            raise InvalidTypeError("after", f"must be a str, got {type(after).__name__}")
+        op = tr.UsersOp(check_limit(limit), after)
+        return cast(builtins.list[str], self.batch([op])[0])
 
     def work_stats(self, user_id: str | None = None) -> tr.WorkStats:
         """Transcript rows pending, done and failed (one user's, or everyone's)."""

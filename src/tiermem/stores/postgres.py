@@ -212,6 +212,12 @@ def _scalar(c: psycopg.Connection[Any], sql: str, params: list[object]) -> int:
     return int(row["n"])
 
 
+DEFAULT_TIMEOUT = 3.0
+"""Seconds a call waits for a pooled connection before StoreUnavailableError (503)."""
+RECONNECT_WINDOW = 1.0
+"""Seconds the pool retries a failed connection on its own; then the next call retries."""
+
+
 def psycopg_error() -> type[Exception]:
     import psycopg
 
@@ -239,7 +245,9 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         dimension: vector width (table ``memories_{dimension}``); defaults to the embedder's.
         embedder: embeds content and queries given without vectors.
         pool_size: most connections held open.
-        timeout: seconds to wait for a connection before :class:`StoreUnavailableError`.
+        timeout: seconds a call waits for a connection before
+            :class:`StoreUnavailableError` (while PostgreSQL is down, every call fails
+            after this long; once it is back, the next call connects).
         exact_max_rows: users with at most this many rows are searched exactly.
         ef_search: HNSW candidate list size for bigger users (recall vs speed).
         durability: ``"committed"`` and ``"synced"`` (a write returns once the server
@@ -259,7 +267,7 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         dimension: int | None = None,
         embedder: Embedder | None = None,
         pool_size: int = 4,
-        timeout: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT,
         exact_max_rows: int = 10_000,
         ef_search: int = 100,
         durability: str = "committed",
@@ -291,6 +299,10 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
             kwargs=pool_args,
             configure=_configure,
             timeout=timeout,
+            # an outage: a connection a restart broke is replaced, never handed out, and
+            # the pool stops backing off at once, so the next call after it connects
+            check=psycopg_pool.ConnectionPool.check_connection,
+            reconnect_timeout=RECONNECT_WINDOW,
             open=False,
         )
         try:

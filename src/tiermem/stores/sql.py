@@ -60,6 +60,7 @@ _TRANSCRIPT_HANDLERS: dict[type, str] = {
     tr.RecentOp: "_recent",
     tr.TranscriptOp: "_transcript",
     tr.SessionsOp: "_sessions",
+    tr.UsersOp: "_users",
     tr.ClaimOp: "_claim",
     tr.CompleteOp: "_complete",
     tr.FailOp: "_fail",
@@ -233,7 +234,7 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         if not op.count_access:
             return hits
         touched = self._touch(c, [h.record for h in hits])
-        return [SearchResult(r, h.score) for r, h in zip(touched, hits, strict=True)]
+        return [SearchResult(r, h.score, h.evidence) for r, h in zip(touched, hits, strict=True)]
 
     def _touch(self, c: C, records: list[MemoryRecord]) -> list[MemoryRecord]:
         """Count an access of each record (one user's) and return them updated."""

@@ -163,6 +163,14 @@ class SessionsOp(NamedTuple):
     user_id: str
 
 
+class UsersOp(NamedTuple):
+    """Admin (every user): the ids of the users with messages or memories, in order,
+    those after ``after`` only, at most ``limit``."""
+
+    limit: int = 100
+    after: str = ""
+
+
 class ClaimOp(NamedTuple):
     """Admin (every user): lease up to ``limit`` pending rows to ``owner`` for
     ``lease`` seconds, oldest first; rows leased by a live claim are skipped."""
@@ -306,6 +314,7 @@ TRANSCRIPT_OPS = (
     RecentOp,
     TranscriptOp,
     SessionsOp,
+    UsersOp,
     ClaimOp,
     CompleteOp,
     FailOp,
@@ -321,6 +330,7 @@ READ_ONLY_OPS = (
     RecentOp,
     TranscriptOp,
     SessionsOp,
+    UsersOp,
     WorkStatsOp,
     SummaryOp,
     UnindexedOp,

@@ -41,6 +41,7 @@ from tiermem.stores.transcript import (
     TranscriptOp,
     TranscriptRow,
     UnindexedOp,
+    UsersOp,
     WorkItem,
     WorkStats,
     WorkStatsOp,
@@ -189,6 +190,15 @@ class TranscriptSQL:
             )
             for r in rows
         ]
+
+    def _users(self, c: Any, op: UsersOp) -> list[str]:
+        p = self.p
+        sql = (
+            f"SELECT user_id FROM (SELECT user_id FROM {TRANSCRIPT} UNION"
+            f" SELECT user_id FROM {self.table}) AS everyone"
+            f" WHERE user_id > {p} ORDER BY user_id LIMIT {p}"
+        )
+        return [r["user_id"] for r in c.execute(sql, (op.after, op.limit))]
 
     def _work_stats(self, c: Any, op: WorkStatsOp) -> WorkStats:
         p = self.p

@@ -5,23 +5,23 @@
 const state = { key: sessionStorage.getItem("tiermem-key") || "", user: null, session: undefined };
 const $ = (id) => document.getElementById(id);
 
-function showError(message) {
-  const box = $("error");
+function showError(message, box = $("error")) {
   box.textContent = message;
   box.hidden = !message;
 }
 
-async function api(method, path, body) {
+// api() shows its errors in the page's banner; a form passes its own box, next to it.
+async function api(method, path, body, errorBox = $("error")) {
   const headers = { "Content-Type": "application/json" };
   if (state.key) headers.Authorization = "Bearer " + state.key;
   const answer = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const data = await answer.json().catch(() => ({}));
   if (!answer.ok) {
     const text = `${data.error || answer.status}: ${data.field ? data.field + ": " : ""}${data.message || ""}${data.fix ? " (" + data.fix + ")" : ""}`;
-    showError(text);
+    showError(text, errorBox);
     throw new Error(text);
   }
-  showError("");
+  showError("", errorBox);
   return data;
 }
 
@@ -84,6 +84,8 @@ async function openUser(user) {
   $("user-name").textContent = user;
   $("transcript").replaceChildren();
   $("transcript-session").textContent = "";
+  clearContext();
+  clearSynopsis();
   await Promise.all([loadUsers(), loadStats(), loadSessions(), listMemories(), loadUserWork()]);
 }
 
@@ -123,10 +125,15 @@ async function openSession(session) {
 function showMemories(rows) {
   const body = $("memories").querySelector("tbody");
   body.replaceChildren();
-  for (const { memory, score } of rows) {
+  for (const { memory, score, evidence } of rows) {
     const row = document.createElement("tr");
     row.dataset.id = memory.id;
     cell(row, score === null ? "" : score.toFixed(3));
+    cell(row, fixed(evidence?.similarity, 3));
+    cell(row, evidence?.keyword_rank ? "#" + evidence.keyword_rank : "");
+    if (evidence) row.title = `rrf ${evidence.rrf.toFixed(4)}` +
+      (evidence.vector_rank ? ` · vector #${evidence.vector_rank}` : "") +
+      (evidence.keyword_rank ? ` · keyword #${evidence.keyword_rank} (text rank ${evidence.keyword_score.toFixed(3)})` : "");
     cell(row, memory.memory_type);
     cell(row, memory.content);
     cell(row, memory.created_at.slice(0, 19));
@@ -141,7 +148,7 @@ function showMemories(rows) {
 
 async function listMemories() {
   const data = await api("GET", `/v1/memories?user_id=${enc(state.user)}&limit=200`);
-  showMemories(data.memories.map((memory) => ({ memory, score: null })));
+  showMemories(data.memories.map((memory) => ({ memory, score: null, evidence: null })));
 }
 
 async function searchMemories(query) {
@@ -164,26 +171,54 @@ async function deleteUser() {
   await loadUsers();
 }
 
+function fixed(value, digits) {
+  return value === null || value === undefined ? "" : value.toFixed(digits);
+}
+
+function clearContext() {
+  $("context-total").textContent = "";
+  $("context-items").querySelector("tbody").replaceChildren();
+  $("context-messages").textContent = "";
+  showError("", $("context-error"));
+}
+
 async function assembleContext() {
+  clearContext(); // a failed request never leaves the previous answer on screen
   const body = { user_id: state.user, query: $("context-query").value };
   const budget = $("context-budget").value;
   if (budget !== "") body.max_tokens = Number(budget);
   const session = $("context-session").value;
   if (session) body.session_id = session;
-  const context = await api("POST", "/v1/context", body);
+  const context = await api("POST", "/v1/context", body, $("context-error"));
   $("context-total").textContent = `${context.total_tokens} of ${context.max_tokens} tokens, ${context.items.length} items`;
   const rows = $("context-items").querySelector("tbody");
-  rows.replaceChildren();
   for (const item of context.items) {
     const row = document.createElement("tr");
     cell(row, item.section);
     cell(row, item.source);
     cell(row, item.score.toFixed(3));
+    cell(row, fixed(item.similarity, 3));
+    cell(row, fixed(item.keywords, 2));
     cell(row, String(item.tokens));
     cell(row, item.content);
     rows.appendChild(row);
   }
   $("context-messages").textContent = JSON.stringify(context.messages, null, 2);
+}
+
+function clearSynopsis() {
+  $("synopsis").hidden = true;
+  for (const id of ["synopsis-identity", "synopsis-context", "synopsis-generated"]) $(id).textContent = "";
+  showError("", $("synopsis-error"));
+}
+
+async function loadSynopsis() {
+  clearSynopsis();
+  const s = await api("GET", `/v1/users/${enc(state.user)}/synopsis`, undefined, $("synopsis-error"));
+  $("synopsis-identity").textContent = s.identity || "(nothing yet)";
+  $("synopsis-context").textContent = s.context || "(nothing yet)";
+  $("synopsis-generated").textContent = `${s.generated_at.slice(0, 19)} · ${s.source}`;
+  $("synopsis").hidden = false;
 }
 
 function on(id, event, handler) {
@@ -203,6 +238,7 @@ on("search-form", "submit", () => searchMemories($("search-input").value));
 on("list-all", "click", () => { $("search-input").value = ""; return listMemories(); });
 on("context-form", "submit", assembleContext);
 on("delete-user", "click", deleteUser);
+on("load-synopsis", "click", loadSynopsis);
 on("retry", "click", async () => {
   await api("POST", `/v1/users/${enc(state.user)}/work/retry`);
   await loadUserWork();
