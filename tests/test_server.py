@@ -600,7 +600,8 @@ def test_store_outage_is_503_with_retry_after(tmp_path: Path) -> None:
             assert kept in [str(h.record.id) for h in client.search("outage", "u")]
             assert client.flush(60)
             stored = [
-                r.metadata.get("message_id") for r in client.list_memories("u", memory_type="message")
+                r.metadata.get("message_id")
+                for r in client.list_memories("u", memory_type="message")
             ]
             assert stored == (["during"] if during.status_code == 201 else [])
             client.close()
