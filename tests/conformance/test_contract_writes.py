@@ -1,6 +1,6 @@
 """The contract's batch write and metadata listing, and the patterns over it: the same
-calls, results and typed errors from the embedded :class:`Memory` and from
-:class:`MemoryClient` talking to a real server."""
+calls, results and typed errors from the embedded :class:`Memory` (on SQLite and on
+PostgreSQL) and from :class:`MemoryClient` talking to a real server."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from embedders import HashEmbedder
+from integrations.conftest import fresh_database
 from liveserver import live_server
 from tiermem.client import AsyncMemoryClient, MemoryClient
 from tiermem.errors import InputError, InvalidSizeError, InvalidTypeError, SerializationError
@@ -21,6 +22,7 @@ from tiermem.memory import Memory
 from tiermem.messages import Message
 from tiermem.patterns import CoordinatedMemorySystem, MemoryManager
 from tiermem.server import create_app
+from tiermem.stores.postgres import PostgresStore
 
 
 def new_memory(path: Path) -> Memory:
@@ -35,15 +37,19 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     memory.close()
 
 
-@pytest.fixture(params=["embedded", "client"])
+@pytest.fixture(params=["sqlite", "postgres", "client"])
 def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    m: Any = (
-        new_memory(tmp_path)
-        if request.param == "embedded"
-        else MemoryClient(request.getfixturevalue("server_url"))
-    )
+    if request.param == "sqlite":
+        m: Any = new_memory(tmp_path)
+    elif request.param == "postgres":
+        store = PostgresStore(fresh_database(), dimension=32, embedder=HashEmbedder(32))
+        m = Memory(store=store, embedder=HashEmbedder(32))
+    else:
+        m = MemoryClient(request.getfixturevalue("server_url"))
     yield m
     m.close()
+    if request.param == "postgres":
+        store.close()
 
 
 @pytest.fixture
