@@ -228,6 +228,54 @@ def test_persistent_save_failure_changes_nothing(tmp_path: Path) -> None:
     assert manager.save() == 1
 
 
+def test_persistent_save_retried_after_its_state_failed_duplicates_nothing(
+    tmp_path: Path,
+) -> None:
+    # the message rows are written, then the state row's embedding fails: the next save
+    # writes the same rows again (the store gives their ids back) and then the state
+    embedder = FailingEmbedder(ProviderError("down"), ok_calls=2, dimension=32)
+    memory = Memory(str(tmp_path / "r.db"), embedder=embedder)
+    manager = MemoryManager("persistent", memory=memory)
+    conv = manager.get_memory("a")
+    conv.add_message(Message("user", "first"))
+    assert manager.save() == 1  # one embedding: the row and the new state together
+    conv.add_message(Message("user", "second"))
+    conv.summary = "greetings"  # a new state line (an unchanged one is embedded from cache)
+    with pytest.raises(ProviderError):
+        manager.save()  # the rows' embedding succeeds, the state's fails
+    embedder.ok_calls = 100  # the provider is back
+    assert manager.save() == 1
+    rows = memory.list_memories("default", agent_id="a", memory_type="message")
+    assert sorted(r.metadata["message"]["content"] for r in rows) == ["first", "second"]
+    restored = MemoryManager("persistent", memory=memory).get_memory("a")
+    assert [m.content for m in restored.get_messages()] == ["first", "second"]
+    assert restored.summary == "greetings"
+    memory.close()
+
+
+def test_persistent_restore_numbers_new_messages_after_rows_of_an_unfinished_save(
+    tmp_path: Path,
+) -> None:
+    # a process died after writing a save's message rows, before its state: a restored
+    # conversation must not reuse their positions, or a later message with the same line
+    # would be taken for the orphan row (one memory per content) and lost from the window
+    manager = _persistent(tmp_path / "o.db")
+    conv = manager.get_memory("a")
+    conv.add_message(Message("user", "hello"))
+    manager.save()
+    store = manager.persistence
+    orphan = store._message_row("a", 1, Message("user", "hi again"))
+    store.memory.remember_many([orphan], "default")  # what the dead save had written
+    again = _persistent(tmp_path / "o.db")
+    conv = again.get_memory("a")
+    conv.add_message(Message("user", "hi again"))  # the same line as the orphan
+    assert again.save() == 1
+    restored = _persistent(tmp_path / "o.db").get_memory("a")
+    assert [m.content for m in restored.get_messages()] == ["hello", "hi again"]
+    assert [m.message_id for m in restored.get_messages()][1] == conv.messages[1].message_id
+    manager.close()
+
+
 # -- patterns ---------------------------------------------------------------------------------
 
 

@@ -31,7 +31,8 @@ MEMORY_TYPES: tuple[str, ...] = ("message", "fact", "preference", "context", "su
 class MemoryAPI(Protocol):
     """Every operation a user of tiermem has, synchronous.
 
-    Writes: :meth:`add`, :meth:`add_messages`, :meth:`remember`, :meth:`update_memory`.
+    Writes: :meth:`add`, :meth:`add_messages`, :meth:`remember`, :meth:`remember_many`,
+    :meth:`update_memory`.
     Reads: :meth:`get_context`, :meth:`search`, :meth:`list_memories`, :meth:`get_memory`,
     :meth:`history`, :meth:`recent`, :meth:`sessions`, :meth:`synopsis`, :meth:`facts`,
     :meth:`fact_history`, :meth:`stats`. Forgetting: :meth:`forget`,
@@ -83,6 +84,11 @@ class MemoryAPI(Protocol):
         """Store a fact, preference or other memory now; its id."""
         ...
 
+    def remember_many(self, memories: Iterable[Mapping[str, Any]], user_id: str) -> list[str]:
+        """Store several memories (dicts of :meth:`remember`'s arguments, ``created_at``
+        optional) in one transaction, all or none; their ids, in order."""
+        ...
+
     def update_memory(
         self,
         memory_id: str,
@@ -131,8 +137,10 @@ class MemoryAPI(Protocol):
         agent_id: str | None = None,
         created_after: datetime | None = None,
         created_before: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[MemoryRecord]:
-        """A page of the user's memories, newest first."""
+        """A page of the user's memories, newest first (``metadata``: top-level keys
+        equal to these scalar values)."""
         ...
 
     def get_memory(self, memory_id: str, user_id: str) -> MemoryRecord | None:
@@ -270,6 +278,10 @@ class AsyncMemoryAPI(Protocol):
         metadata: Mapping[str, Any] | None = None,
     ) -> str: ...
 
+    async def aremember_many(
+        self, memories: Iterable[Mapping[str, Any]], user_id: str
+    ) -> list[str]: ...
+
     async def aupdate_memory(
         self,
         memory_id: str,
@@ -310,6 +322,7 @@ class AsyncMemoryAPI(Protocol):
         agent_id: str | None = None,
         created_after: datetime | None = None,
         created_before: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[MemoryRecord]: ...
 
     async def aget_memory(self, memory_id: str, user_id: str) -> MemoryRecord | None: ...

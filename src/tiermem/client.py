@@ -207,6 +207,15 @@ def remember(
     return Call("POST", "/v1/memories", lambda data: str(data["id"]), json=body)
 
 
+def remember_many(memories: Iterable[Mapping[str, Any]], user_id: str) -> Call[builtins.list[str]]:
+    """Store several memories in one transaction, all or none; their ids, in order."""
+    if isinstance(memories, Iterable) and not isinstance(memories, (str, bytes, Mapping)):
+        memories = builtins.list(memories)
+    body = {"user_id": user_id, "memories": memories}
+    read = lambda d: [str(i) for i in d["ids"]]  # noqa: E731
+    return Call("POST", "/v1/memories/batch", read, json=body)
+
+
 def update_memory(
     memory_id: str,
     user_id: str,
@@ -257,10 +266,15 @@ def list_memories(
     agent_id: str | None = None,
     created_after: datetime | None = None,
     created_before: datetime | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> Call[builtins.list[MemoryRecord]]:
-    """A page of the user's memories, newest first."""
+    """A page of the user's memories, newest first (``metadata`` is sent as JSON)."""
     if isinstance(offset, int) and not isinstance(offset, bool) and offset < 0:
         raise InputError("offset", f"{offset} is negative", "use 0 or more")
+    try:
+        wanted = None if metadata is None else json.dumps(metadata, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidTypeError("metadata", f"cannot be sent as JSON: {exc}") from exc
     params = {
         "user_id": user_id,
         "limit": limit,
@@ -270,6 +284,7 @@ def list_memories(
         "agent_id": agent_id,
         "created_after": created_after,
         "created_before": created_before,
+        "metadata": wanted,
     }
     read = _records("memories")
     return Call("GET", "/v1/memories", read, params=params)
@@ -568,6 +583,7 @@ class MemoryClient:
     add = _sends(add)
     add_messages = _sends(add_messages)
     remember = _sends(remember)
+    remember_many = _sends(remember_many)
     update_memory = _sends(update_memory)
     get_context = _sends(get_context)
     search = _sends(search)
@@ -646,6 +662,7 @@ class AsyncMemoryClient:
     aadd = _asends(add)
     aadd_messages = _asends(add_messages)
     aremember = _asends(remember)
+    aremember_many = _asends(remember_many)
     aupdate_memory = _asends(update_memory)
     aget_context = _asends(get_context)
     asearch = _asends(search)

@@ -34,6 +34,7 @@ from tiermem.errors import (
     ConfigError,
     DimensionMismatchError,
     InputError,
+    InvalidSizeError,
     InvalidTypeError,
     NotFoundError,
     StoreUnavailableError,
@@ -44,9 +45,11 @@ from tiermem.paths import sqlite_file
 from tiermem.planner import Candidate, Context, QueryPlanner, candidate_key
 from tiermem.stores.base import (
     MAX_CONTENT_CHARS,
+    MAX_LIMIT,
     SEARCH_FILTERS,
     ListOp,
     MemoryRecord,
+    NewMemory,
     SearchResult,
     StoreStats,
     append_op,
@@ -682,6 +685,28 @@ class Memory:
         self.changes.changed(user_id, "memories", memory_type)
         return str(memory_id)
 
+    def remember_many(self, memories: Iterable[Mapping[str, Any]], user_id: str) -> list[str]:
+        """Store several memories in one transaction, all or none; their ids, in order.
+
+        Each item is a dict of :meth:`remember`'s arguments (``content``, ``memory_type``,
+        ``importance``, ``session_id``, ``agent_id``, ``metadata``) and may give
+        ``created_at`` (when it happened; default now). The contents are embedded in one
+        batch; a content the user already has gives the existing memory's id.
+
+        Raises:
+            InputError: (a subclass of it) naming the item and field, for an empty list, an
+                unknown field or a value the store cannot hold; nothing is stored.
+        """
+        self._check_open()
+        _user(user_id)
+        items = _new_memories(memories)
+        vectors = self._embed_all([m.content for m in items])
+        ids = self.store.add_many(user_id, items, embeddings=vectors)
+        if self.synopses is not None:
+            for memory_type in {m.memory_type for m in items}:
+                self.synopses.memory_added(user_id, memory_type)
+        return [str(i) for i in ids]
+
     def synopsis(self, user_id: str) -> Synopsis:
         """The user's :class:`~tiermem.synopsis.Synopsis` (cached at the user's current
         change generation; generated on a miss)."""
@@ -860,10 +885,15 @@ class Memory:
 
     def _embed(self, text: str) -> Any:
         """One text's vector; an embedder's own exception becomes a ProviderError."""
+        return self._embed_all([text])[0]
+
+    def _embed_all(self, texts: list[str]) -> Any:
+        """The texts' vectors, in one batch; an embedder's own exception becomes a
+        ProviderError."""
         from tiermem.errors import ProviderError, TiermemError
 
         try:
-            return self.embedder.embed([text])[0]
+            return self.embedder.embed(texts)
         except TiermemError:
             raise
         except Exception as exc:
@@ -949,15 +979,18 @@ class Memory:
         agent_id: str | None = None,
         created_after: datetime | None = None,
         created_before: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[MemoryRecord]:
         """A page of the user's long-term memories, newest first, filtered by type (one or
-        several), session, agent or creation time."""
+        several), session, agent, creation time or ``metadata`` (top-level keys equal to
+        these str, int, float, bool or None values)."""
         self._check_open()
         filters: dict[str, Any] = {
             "session_id": session_id,
             "agent_id": agent_id,
             "created_after": created_after,
             "created_before": created_before,
+            "metadata": metadata,
         }
         if memory_type is not None:
             filters["memory_type"] = memory_type
@@ -1342,6 +1375,7 @@ class Memory:
     aadd_messages = twin(add_messages)
     acommit_staged = twin(commit_staged)
     aremember = twin(remember)
+    aremember_many = twin(remember_many)
     aupdate_memory = twin(update_memory)
     asearch = twin(search)
     aget_context = twin(get_context)
@@ -1401,6 +1435,50 @@ def _check_dimension(store: Any, embedder: Any) -> None:
             f"the store holds {store.dimension}",
             "use an embedder and a store of the same dimension",
         )
+
+
+MEMORY_FIELDS = frozenset(
+    {"content", "memory_type", "importance", "session_id", "agent_id", "metadata", "created_at"}
+)
+"""The fields of an item of :meth:`Memory.remember_many`."""
+
+
+def _new_memories(memories: Iterable[Mapping[str, Any]]) -> list[NewMemory]:
+    """``remember_many``'s items as memories to add (the store checks their values)."""
+    if isinstance(memories, (str, bytes, Mapping)) or not isinstance(memories, Iterable):
+        raise InvalidTypeError(
+            "memories",
+            f"expected a list of memory dicts, got {type(memories).__name__}",
+            "wrap a single memory in a list",
+        )
+    items: list[NewMemory] = []
+    for i, raw in enumerate(memories):
+        name = f"memories[{i}]"
+        if len(items) == MAX_LIMIT:
+            raise InvalidSizeError("memories", f"has more than {MAX_LIMIT} items", "split it")
+        if not isinstance(raw, Mapping):
+            raise InvalidTypeError(name, f"expected a dict, got {type(raw).__name__}")
+        unknown = sorted(str(k) for k in set(raw) - MEMORY_FIELDS)
+        if unknown:
+            raise InvalidTypeError(
+                f"{name}.{unknown[0]}",
+                "is not a field of a memory",
+                f"use {', '.join(sorted(MEMORY_FIELDS))}",
+            )
+        items.append(
+            NewMemory(
+                content=check_content(raw.get("content"), f"{name}.content"),
+                memory_type=raw.get("memory_type", "fact"),
+                agent_id=raw.get("agent_id"),
+                session_id=raw.get("session_id"),
+                importance=raw.get("importance", 0.5),
+                metadata=raw.get("metadata"),
+                created_at=raw.get("created_at"),
+            )
+        )
+    if not items:
+        raise InputError("memories", "is empty", "pass at least one memory")
+    return items
 
 
 def _discard(batch: list[ArchivedMessage], vectors: Any) -> None:

@@ -147,12 +147,12 @@ class TiermemAutogenMemory(Memory):
         memory_id = await self.memory.aremember(
             text, self.user_id, self.memory_type, self.importance, metadata=metadata
         )
-        stored = await self.memory.store.aget(self.user_id, memory_id)
+        stored = await self.memory.aget_memory(memory_id, self.user_id)
         if stored is not None and stored.metadata.get(SOURCE_KEY) != self.name:
             # the user already had this text (tiermem keeps one memory per text): it joins
             # this AutoGen memory, and clear() gives it back untagged instead of deleting it
             adopted = {**stored.metadata, **metadata, ADOPTED_KEY: True}
-            await self.memory.store.aupdate(self.user_id, memory_id, metadata=adopted)
+            await self.memory.aupdate_memory(memory_id, self.user_id, metadata=adopted)
 
     async def clear(self) -> None:
         """Delete every entry added through this memory (the user's other memories stay)."""
@@ -164,19 +164,20 @@ class TiermemAutogenMemory(Memory):
         self._closed = True
 
     def _clear(self) -> None:
-        store = self.memory.store
+        memory = self.memory
+        ours = (SOURCE_KEY, CONTENT_KEY, ADOPTED_KEY)
         while True:
-            page = store.list(self.user_id, limit=MAX_LIMIT, metadata={SOURCE_KEY: self.name})
+            page = memory.list_memories(
+                self.user_id, limit=MAX_LIMIT, metadata={SOURCE_KEY: self.name}
+            )
             if not page:
                 return
-            added = [r.id for r in page if not r.metadata.get(ADOPTED_KEY)]
-            if added:
-                store.delete_many(self.user_id, added)
             for record in page:
                 if record.metadata.get(ADOPTED_KEY):
-                    ours = (SOURCE_KEY, CONTENT_KEY, ADOPTED_KEY)
                     kept = {k: v for k, v in record.metadata.items() if k not in ours}
-                    store.update(self.user_id, record.id, metadata=kept)
+                    memory.update_memory(str(record.id), self.user_id, metadata=kept)
+                else:
+                    memory.forget(str(record.id), self.user_id)
 
     def _check_open(self) -> None:
         if self._closed:

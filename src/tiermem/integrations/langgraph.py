@@ -142,7 +142,7 @@ class TiermemStore(BaseStore):
             found = self._find(user_id, kind, key)
             if op.value is None:
                 if found is not None:
-                    self.memory.store.delete(user_id, found.id)
+                    self.memory.forget(str(found.id), user_id)
                 return
             if not isinstance(op.value, Mapping):
                 raise InvalidTypeError(
@@ -151,17 +151,16 @@ class TiermemStore(BaseStore):
             value = _common.json_copy(dict(op.value), "value")
             content = f"{'/'.join((*kind, key))}: {self._text(value, op.index)}"
             metadata = _metadata(kind, key, value)
-            if found is not None:
-                vector = self.memory.embedder.embed([content])[0]
-                self.memory.store.update(
-                    user_id, found.id, content=content, embedding=vector, metadata=metadata
+            if found is not None:  # embedded again by update_memory
+                self.memory.update_memory(
+                    str(found.id), user_id, content=content, metadata=metadata
                 )
                 return
             memory_type = kind[0] if kind and kind[0] in KIND_TYPES else "fact"
             memory_id = self.memory.remember(
                 content, user_id, memory_type, self.importance, metadata=metadata
             )
-            stored = self.memory.store.get(user_id, memory_id)
+            stored = self.memory.get_memory(memory_id, user_id)
             if stored is not None and (stored.metadata.get(_KEY), stored.metadata.get(_KIND)) != (
                 key,
                 ".".join(kind),
@@ -190,7 +189,7 @@ class TiermemStore(BaseStore):
                 hits = self.memory.search(op.query, user_id, k=size, filters={"metadata": scope})
                 found = [(h.record, float(h.score)) for h in hits]
             else:
-                records = self.memory.store.list(user_id, limit=size, metadata=scope)
+                records = self.memory.list_memories(user_id, limit=size, metadata=scope)
                 found = [(r, None) for r in records]
             matching = [(r, s) for r, s in found if _matches(r.metadata.get(_VALUE), wanted)]
             if len(matching) >= pool or len(found) < size or size == MAX_LIMIT:
@@ -229,7 +228,7 @@ class TiermemStore(BaseStore):
         namespaces = set()
         records: list[Any] = []
         while True:
-            page = self.memory.store.list(
+            page = self.memory.list_memories(
                 user_id, limit=MAX_LIMIT, offset=len(records), metadata={_PREFIX.format(0): ""}
             )
             records += page
@@ -271,7 +270,7 @@ class TiermemStore(BaseStore):
         return (*kind[: self.user_label], user_id, *kind[self.user_label :])
 
     def _find(self, user_id: str, kind: tuple[str, ...], key: str) -> Any:
-        found = self.memory.store.list(
+        found = self.memory.list_memories(
             user_id, limit=1, metadata={_KIND: ".".join(kind), _KEY: key}
         )
         return found[0] if found else None

@@ -25,7 +25,7 @@ from tiermem.summarize import ExtractiveSummarizer
 from tiermem.tokens import TokenCounter
 
 if TYPE_CHECKING:
-    from tiermem.memory import Memory
+    from tiermem.api import MemoryAPI
     from tiermem.patterns.persistence import ConversationStore
 
 RETENTION_POLICIES = ("single_run", "session", "persistent")
@@ -187,8 +187,9 @@ class MemoryManager:
         summarize_threshold: with ``auto_summarize``, a conversation keeps at most this
             many messages verbatim; older ones are folded into its summary.
         summarizer: the summarizer (default: the offline extractive one).
-        memory: the :class:`~tiermem.Memory` whose store ``persistent`` writes to;
-            default ``Memory(path)``, created on first use and closed by :meth:`close`.
+        memory: where ``persistent`` keeps the conversations (a :class:`~tiermem.Memory`
+            or a client); default ``Memory(path)``, created on first use and closed by
+            :meth:`close`.
         path: SQLite file of that default Memory.
         user_id: owner of the persisted conversations (isolation in the store).
     """
@@ -201,7 +202,7 @@ class MemoryManager:
         summarize_threshold: int = 100,
         *,
         summarizer: Any = None,
-        memory: Memory | None = None,
+        memory: MemoryAPI | None = None,
         path: str | None = None,
         user_id: str = "default",
     ) -> None:

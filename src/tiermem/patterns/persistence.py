@@ -11,8 +11,17 @@ Each agent's conversation is kept in the user's ``memories`` table as:
   in the conversation window and its running summary.
 
 Rows are append-only: a message that left the window (or was cleared) stays in
-long-term memory; only the state row is updated. A save writes the new message rows and
-the state in one transaction, so a crash leaves the previous save intact.
+long-term memory; only the state row is updated. Everything goes through the public
+contract (:class:`~tiermem.api.MemoryAPI`), so a :class:`~tiermem.client.MemoryClient`
+works as well as a :class:`~tiermem.Memory`.
+
+A save writes the new message rows in one transaction (:meth:`~tiermem.Memory.remember_many`)
+and then the state row, the save's commit point. Nothing is lost or duplicated when it
+fails: before the state is written, the bookkeeping of what was saved is unchanged, so the
+next save writes the same rows at the same positions again, and the store gives back the
+existing ids (one memory per content). A process that dies between the two writes leaves
+the previous state; the rows it wrote stay in long-term memory, and :meth:`restore` numbers
+new messages after them.
 """
 
 from __future__ import annotations
@@ -20,16 +29,15 @@ from __future__ import annotations
 import builtins
 import logging
 import threading
-import uuid
 from datetime import timezone
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from tiermem.messages import Message, transcript_line
-from tiermem.stores.base import MAX_LIMIT, AddOp, MemoryRecord, NewMemory, UpdateOp
+from tiermem.stores.base import MAX_LIMIT, MemoryRecord
 
 if TYPE_CHECKING:
-    from tiermem.memory import Memory
+    from tiermem.api import MemoryAPI
     from tiermem.patterns.conversation import ConversationMemory
 
 log = logging.getLogger(__name__)
@@ -48,7 +56,7 @@ class _Agent:
         self.evicted: list[Message] = []
         """Messages that left the window before they were stored."""
         self.next_position = 0
-        self.state_id: uuid.UUID | None = None
+        self.state_id: str | None = None
         self.last_state: tuple[tuple[str, ...], str | None] | None = None
 
 
@@ -56,11 +64,11 @@ class ConversationStore:
     """The long-term copy of one user's agent conversations.
 
     Args:
-        memory: the :class:`~tiermem.Memory` whose store and embedder are used.
+        memory: where the rows are kept (a :class:`~tiermem.Memory` or a client).
         user_id: owner of every row written (store-level isolation).
     """
 
-    def __init__(self, memory: Memory, user_id: str) -> None:
+    def __init__(self, memory: MemoryAPI, user_id: str) -> None:
         self.memory = memory
         self.user_id = user_id
         self._agents: dict[str, _Agent] = {}
@@ -91,10 +99,11 @@ class ConversationStore:
                 if message_id in found:
                     conversation.add_message(found[message_id])
             conversation.summary = meta.get("summary")
-            state.state_id = rows[0].id
+            state.state_id = str(rows[0].id)
             state.next_position = int(meta.get("next", 0))
             state.saved = set(found)
             state.last_state = (tuple(window), meta.get("summary"))
+        state.next_position = self._free_position(agent, state.next_position)
         conversation.buffer.add_eviction_consumer(partial(self._on_evict, state))
         return len(conversation)
 
@@ -121,24 +130,36 @@ class ConversationStore:
             offset += _PAGE
         return found
 
+    def _free_position(self, agent: str, position: int) -> int:
+        """The first position from ``position`` on that no stored message row has (rows
+        of a save whose state was never written are skipped, not written over)."""
+        while self._list(agent, MESSAGE_KIND, ["message", "tool"], 1, position=position):
+            position += 1
+        return position
+
     def _list(
-        self, agent: str, kind: str, memory_type: Any, limit: int, offset: int = 0
+        self,
+        agent: str,
+        kind: str,
+        memory_type: Any,
+        limit: int,
+        offset: int = 0,
+        **metadata: Any,
     ) -> builtins.list[MemoryRecord]:
-        records: builtins.list[MemoryRecord] = self.memory.store.list(
+        return self.memory.list_memories(
             self.user_id,
             limit=limit,
             offset=offset,
             agent_id=agent,
             memory_type=memory_type,
-            metadata={"kind": kind},
+            metadata={"kind": kind, **metadata},
         )
-        return records
 
     # -- save --------------------------------------------------------------------------
 
     def save(self, agent: str, conversation: ConversationMemory) -> int:
-        """Store the messages of ``agent`` not stored yet and its current state, in one
-        transaction; returns how many messages were written.
+        """Store the messages of ``agent`` not stored yet, then its current state; returns
+        how many messages were written (see the module's notes on failures).
 
         Appends to the conversation never wait on a save: its bookkeeping lock is only
         held for list operations, and the save itself is serialized by another lock.
@@ -157,26 +178,21 @@ class ConversationStore:
             rows = [self._message_row(agent, state.next_position + i, m) for i, m in enumerate(new)]
             next_position = state.next_position + len(new)
             state_row = self._state_row(agent, ids, summary, next_position)
-            vectors = self.memory.embedder.embed([r.content for r in [*rows, state_row]])
-            rows = [r._replace(embedding=v) for r, v in zip(rows, vectors, strict=False)]
-            ops: builtins.list[Any] = [AddOp(self.user_id, tuple(rows))] if rows else []
-            if state.state_id is None:
-                ops.append(AddOp(self.user_id, (state_row._replace(embedding=vectors[-1]),)))
+            state_id = state.state_id
+            if state_id is None:  # the first save: rows and state in one transaction
+                state_id = self.memory.remember_many([*rows, state_row], self.user_id)[-1]
             else:
-                ops.append(
-                    UpdateOp(
-                        self.user_id,
-                        state.state_id,
-                        content=state_row.content,
-                        embedding=vectors[-1],
-                        metadata=state_row.metadata,
-                    )
+                if rows:
+                    self.memory.remember_many(rows, self.user_id)
+                self.memory.update_memory(
+                    state_id,
+                    self.user_id,
+                    content=state_row["content"],
+                    metadata=state_row["metadata"],
                 )
-            results = self.memory.store.batch(ops)
             written = {m.message_id for m in new}
             with self._lock:
-                if state.state_id is None:
-                    state.state_id = results[-1][0]
+                state.state_id = state_id
                 later = state.evicted[taken:]
                 state.evicted = [m for m in later if m.message_id not in written]
                 state.saved |= set(ids) - {m.message_id for m in later}
@@ -184,43 +200,42 @@ class ConversationStore:
                 state.last_state = (ids, summary)
             return len(rows)
 
-    def _message_row(self, agent: str, position: int, message: Message) -> NewMemory:
+    def _message_row(self, agent: str, position: int, message: Message) -> dict[str, Any]:
         timestamp = message.timestamp
         if timestamp.tzinfo is None:
             timestamp = timestamp.replace(tzinfo=timezone.utc)
-        return NewMemory(
-            content=f"[{agent} #{position}] {transcript_line(message)}",
-            memory_type="tool" if message.role == "tool" else "message",
-            agent_id=agent,
-            session_id=message.metadata.get("session_id")
-            if isinstance(message.metadata.get("session_id"), str)
-            else None,
-            importance=0.3,
-            metadata={
+        session_id = message.metadata.get("session_id")
+        return {
+            "content": f"[{agent} #{position}] {transcript_line(message)}",
+            "memory_type": "tool" if message.role == "tool" else "message",
+            "agent_id": agent,
+            "session_id": session_id if isinstance(session_id, str) else None,
+            "importance": 0.3,
+            "metadata": {
                 "kind": MESSAGE_KIND,
                 "position": position,
                 "message_id": message.message_id,
                 "message": message.to_dict(),
             },
-            created_at=timestamp,
-        )
+            "created_at": timestamp,
+        }
 
     def _state_row(
         self, agent: str, window: tuple[str, ...], summary: str | None, next_position: int
-    ) -> NewMemory:
+    ) -> dict[str, Any]:
         text = f"summary: {summary}" if summary else "no summary yet"
-        return NewMemory(
-            content=f"[{agent} conversation state] {text}",
-            memory_type="context",
-            agent_id=agent,
-            importance=0.5,
-            metadata={
+        return {
+            "content": f"[{agent} conversation state] {text}",
+            "memory_type": "context",
+            "agent_id": agent,
+            "importance": 0.5,
+            "metadata": {
                 "kind": STATE_KIND,
                 "window": list(window),
                 "summary": summary,
                 "next": next_position,
             },
-        )
+        }
 
     # -- forget ------------------------------------------------------------------------
 
@@ -234,7 +249,7 @@ class ConversationStore:
                 page = self._list(agent, kind, types, MAX_LIMIT)
                 if not page:
                     break
-                deleted += self.memory.store.delete_many(self.user_id, [r.id for r in page])
+                deleted += sum(self.memory.forget(str(r.id), self.user_id) for r in page)
         return deleted
 
 

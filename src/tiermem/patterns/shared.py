@@ -5,21 +5,25 @@ agent name) and a log of what agents share with each other: insights for the poo
 facts for the coordinated system. Given a :class:`~tiermem.Memory` and a ``user_id``,
 shared items are also written to the long-term store (``memory_type="fact"``, the agent
 as ``agent_id``) and read back by a new instance, and queries pick the shared items
-relevant to a task by semantic search instead of sending them all.
+relevant to a task by semantic search instead of sending them all: the memory's own
+vector search over the stored items, or, without a memory or with an explicit
+``embedder``, vectors kept in process.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import TYPE_CHECKING, Any
 
 from tiermem.errors import InputError, InvalidTypeError, MissingUserError
 from tiermem.messages import Message
 from tiermem.patterns.conversation import ConversationMemory, check_message, check_name
-from tiermem.patterns.vectors import MessageVectors, default_embedder
+from tiermem.patterns.vectors import MessageVectors, check_k, check_query, default_embedder
+from tiermem.stores.base import MAX_LIMIT
 
 if TYPE_CHECKING:
-    from tiermem.memory import Memory
+    from tiermem.api import MemoryAPI
 
 
 def _check_text(value: Any, field: str) -> str:
@@ -35,15 +39,16 @@ class SharedLog:
 
     Args:
         kind: the ``metadata.shared`` tag of stored items (``"insight"``, ``"fact"``).
-        memory: optional :class:`~tiermem.Memory` that stores the items.
+        memory: optional :class:`~tiermem.Memory` (or client) that stores the items.
         user_id: owner of the stored items (required with ``memory``).
-        embedder: for :meth:`relevant`; default the memory's embedder, else MiniLM.
+        embedder: for :meth:`relevant` in process; default: the memory's vector search,
+            else MiniLM.
     """
 
     def __init__(
         self,
         kind: str,
-        memory: Memory | None = None,
+        memory: MemoryAPI | None = None,
         user_id: str | None = None,
         embedder: Any = None,
     ) -> None:
@@ -57,19 +62,21 @@ class SharedLog:
         self._embedder = embedder
         self._vectors: MessageVectors | None = None
         self.items: list[Message] = []
+        self._stored: dict[str, str] = {}
+        """The memory id of each item's message id (items kept by ``memory``)."""
         self._lock = threading.Lock()
         if memory is not None:
             self._load()
 
     def _load(self) -> None:
         assert self.memory is not None and self.user_id is not None
-        records = self.memory.store.list(
-            self.user_id, limit=10_000, memory_type="fact", metadata={"shared": self.kind}
+        records = self.memory.list_memories(
+            self.user_id, limit=MAX_LIMIT, memory_type="fact", metadata={"shared": self.kind}
         )
         for record in reversed(records):  # the store lists newest first
-            self.items.append(
-                self._message(record.content, record.agent_id or "", record.created_at)
-            )
+            message = self._message(record.content, record.agent_id or "", record.created_at)
+            self._stored[message.message_id] = str(record.id)
+            self.items.append(message)
 
     def _message(self, content: str, agent: str, timestamp: Any = None) -> Message:
         raise NotImplementedError
@@ -81,7 +88,7 @@ class SharedLog:
         message = self._message(text, agent_name)
         if self.memory is not None:
             assert self.user_id is not None
-            self.memory.remember(
+            memory_id = self.memory.remember(
                 text,
                 self.user_id,
                 "fact",
@@ -89,6 +96,8 @@ class SharedLog:
                 agent_id=agent_name,
                 metadata={"shared": self.kind},
             )
+            with self._lock:
+                self._stored[message.message_id] = memory_id
         with self._lock:
             self.items.append(message)
         return message
@@ -99,15 +108,32 @@ class SharedLog:
 
     @property
     def vectors(self) -> MessageVectors:
+        """The in-process vectors (used without a memory, or with an explicit embedder)."""
         if self._vectors is None:
-            embedder = self._embedder or (
-                self.memory.embedder if self.memory is not None else default_embedder()
-            )
-            self._vectors = MessageVectors(embedder)
+            self._vectors = MessageVectors(self._embedder or default_embedder())
         return self._vectors
+
+    def _searched(self) -> bool:
+        """Whether :meth:`relevant` asks the memory (its stored vectors) to search."""
+        return self.memory is not None and self._embedder is None
+
+    def _search(self, query: str, k: int) -> list[Message]:
+        """The items among the ``k`` stored ones closest to ``query`` (the memory's vector
+        search), in the order they were shared."""
+        assert self.memory is not None and self.user_id is not None
+        check_query(query)
+        if check_k(k) == 0:
+            return []
+        filters = {"memory_type": "fact", "metadata": {"shared": self.kind}}
+        hits = self.memory.search(query, self.user_id, min(k, MAX_LIMIT), filters, mode="vector")
+        ids = {str(h.record.id) for h in hits}
+        with self._lock:
+            return [m for m in self.items if self._stored.get(m.message_id) in ids]
 
     def relevant(self, query: str, k: int) -> list[Message]:
         """The ``k`` items most similar to ``query``, in the order they were shared."""
+        if self._searched():
+            return self._search(query, k)
         items = self.snapshot()
         self.vectors.ensure(items)
         hits = {
@@ -120,6 +146,8 @@ class SharedLog:
 
     async def arelevant(self, query: str, k: int) -> list[Message]:
         """Async twin of :meth:`relevant`."""
+        if self._searched():  # the memory's search, off the event loop
+            return await asyncio.to_thread(self.relevant, query, k)
         items = self.snapshot()
         await self.vectors.aensure(items)
         vector = await self.vectors.aquery_vector(query)
@@ -166,7 +194,7 @@ class SharedMemoryPool(_AgentMemories):
     """
 
     def __init__(
-        self, memory: Memory | None = None, user_id: str | None = None, embedder: Any = None
+        self, memory: MemoryAPI | None = None, user_id: str | None = None, embedder: Any = None
     ) -> None:
         self.global_memory = ConversationMemory()
         self.agent_memories: dict[str, ConversationMemory] = {}
@@ -222,7 +250,7 @@ class CoordinatedMemorySystem(_AgentMemories):
     """
 
     def __init__(
-        self, memory: Memory | None = None, user_id: str | None = None, embedder: Any = None
+        self, memory: MemoryAPI | None = None, user_id: str | None = None, embedder: Any = None
     ) -> None:
         self.agent_memories: dict[str, ConversationMemory] = {}
         self._facts = _Facts("fact", memory, user_id, embedder)

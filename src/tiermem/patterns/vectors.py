@@ -36,6 +36,13 @@ def check_query(query: Any) -> str:
     return query
 
 
+def check_k(k: Any) -> int:
+    """A number of results: an int >= 0."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise InputError("k", f"must be an int >= 0, got {k!r}")
+    return k
+
+
 def _unit(vector: Any, field: str) -> np.ndarray:
     array = np.asarray(vector, dtype=np.float32).reshape(-1)
     norm = float(np.linalg.norm(array))
@@ -166,8 +173,7 @@ class MessageVectors:
         self, vector: np.ndarray, k: int, among: Iterable[str] | None = None
     ) -> list[tuple[str, float]]:
         """The ``k`` ids most similar to ``vector`` (restricted to ``among``), best first."""
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise InputError("k", f"must be an int >= 0, got {k!r}")
+        check_k(k)
         with self._lock:
             allowed = None if among is None else set(among)
             pairs = [
@@ -190,6 +196,7 @@ class MessageVectors:
 __all__ = [
     "MessageVectors",
     "aembed_texts",
+    "check_k",
     "check_query",
     "default_embedder",
     "embed_texts",

@@ -314,6 +314,16 @@ def _routes(service: Service) -> APIRouter:
         service.note_user(tenant, body.user_id)
         return {"id": memory_id}
 
+    @router.post(
+        "/memories/batch", status_code=201, response_model=models.IdsOut, tags=["memories"]
+    )
+    def remember_many(body: models.MemoriesIn, tenant: Caller) -> dict[str, Any]:
+        """Store several memories in one transaction, all or none (Memory.remember_many)."""
+        items = [m.model_dump(exclude_none=True) for m in body.memories]
+        ids = memory.remember_many(items, tenant.scope(body.user_id))
+        service.note_user(tenant, body.user_id)
+        return {"ids": ids}
+
     @router.get("/memories", response_model=models.MemoryPage, tags=["memories"])
     def list_memories(
         tenant: Caller,
@@ -325,6 +335,9 @@ def _routes(service: Service) -> APIRouter:
         agent_id: str | None = None,
         created_after: models.Timestamp | None = None,
         created_before: models.Timestamp | None = None,
+        metadata: Annotated[
+            str | None, Query(description='a JSON object of equalities, {"kind": "note"}')
+        ] = None,
     ) -> dict[str, Any]:
         """A page of the user's memories, newest first; pass ``next_cursor`` for the next."""
         offset = _offset(cursor)
@@ -337,6 +350,7 @@ def _routes(service: Service) -> APIRouter:
             agent_id=agent_id,
             created_after=created_after,
             created_before=created_before,
+            metadata=_metadata_filter(metadata),
         )
         more = len(page) == limit and offset + limit < MAX_LIMIT
         return {
@@ -700,6 +714,21 @@ def _ping_cache(memory: Memory) -> None:
     ping = getattr(getattr(synopses, "cache", None), "ping", None)
     if ping is not None:
         ping()
+
+
+def _metadata_filter(text: str | None) -> dict[str, Any] | None:
+    """The ``metadata`` query parameter: a JSON object (its values are checked by the store)."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise SerializationError(
+            "metadata", f"is not JSON: {exc}", 'pass a JSON object such as {"kind": "note"}'
+        ) from exc
+    if not isinstance(value, dict):
+        raise InvalidTypeError("metadata", f"expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 def _offset(cursor: str | None) -> int:

@@ -75,6 +75,23 @@ class MemoryIn(Request):
     agent_id: str | None = None
 
 
+class MemoryItem(Request):
+    content: str
+    memory_type: MemoryTypeName = "fact"
+    importance: float = 0.5
+    metadata: dict[str, Any] | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+    created_at: Timestamp | None = None
+
+
+class MemoriesIn(Request):
+    user_id: str
+    memories: list[MemoryItem] = Field(
+        description="memories stored in one transaction, all or none (created_at optional)"
+    )
+
+
 class MemoryPatch(Request):
     content: str | None = None
     memory_type: MemoryTypeName | None = None
