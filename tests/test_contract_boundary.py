@@ -30,10 +30,6 @@ FACES = (
 )
 """The faces, relative to the package (a folder means every module in it). The library's
 core (memory.py, stores/, worker, synopsis, embeddings...) is not a face."""
-NOT_YET_CLEAN = frozenset({"server", "cli.py", "demo.py"})
-"""Faces still reaching past the facade, being moved to the contract now: expected to
-fail. Remove an entry when its face is clean (until then its test fails as an unexpected
-pass). mcp.py, chat.py and doctor.py already pass, so they are checked."""
 PARTS = frozenset({"store", "embedder", "archiver", "synopses", "worker", "working", "accesses"})
 MEMORY_NAMES = frozenset({"memory", "mem"})
 MEMORY_ATTRIBUTES = frozenset({"memory", "_memory"})
@@ -139,18 +135,7 @@ def _modules(face: str) -> list[Path]:
     return sorted(path.rglob("*.py")) if path.is_dir() else [path]
 
 
-@pytest.mark.parametrize(
-    "face",
-    [
-        pytest.param(
-            face,
-            marks=pytest.mark.xfail(reason="not moved to the contract yet", strict=True)
-            if face in NOT_YET_CLEAN
-            else (),
-        )
-        for face in FACES
-    ],
-)
+@pytest.mark.parametrize("face", FACES)
 def test_face_calls_the_public_contract_only(face: str) -> None:
     found = [
         f"{module.relative_to(PACKAGE)}:{line}"
@@ -162,7 +147,6 @@ def test_face_calls_the_public_contract_only(face: str) -> None:
 
 def test_every_face_exists() -> None:
     assert [f for f in FACES if not (PACKAGE / f).exists()] == []
-    assert set(FACES) >= NOT_YET_CLEAN
 
 
 @pytest.mark.parametrize(

@@ -86,7 +86,7 @@ def stored_id(memory: Memory, user_id: str, message: Message) -> str | None:
     from tiermem.messages import transcript_line
 
     memory.flush()
-    found = memory.store.list(user_id, limit=1, metadata={"message_id": message.message_id})
+    found = memory.list_memories(user_id, limit=1, metadata={"message_id": message.message_id})
     if found:
         return str(found[0].id)
     line = transcript_line(message)  # the same text was stored before: that memory

@@ -1291,6 +1291,51 @@ class Memory:
         or the working memory's queue): what a crash now would lose."""
         return self._archiver.pending if self._archiver is not None else 0
 
+    # -- the operator's view (every user: for servers and dashboards) ------------------
+
+    def users(self, limit: int = 100, after: str = "") -> list[str]:
+        """Every user with messages or memories in the store, by id; pass the last id as
+        ``after`` for the next page (an admin view: it reads across users)."""
+        self._check_open()
+        return list(self.store.users(limit, after))
+
+    def size(self) -> int:
+        """How many long-term memories the store holds, every user's."""
+        from tiermem.stores.base import TableSizeOp
+
+        self._check_open()
+        return int(self.store.batch([TableSizeOp()])[0])
+
+    def queue_status(self) -> dict[str, Any]:
+        """This process's queue of messages not yet in the store (``memory`` durability):
+        ``pending``, ``failures`` (batches retried) and ``last_error``."""
+        archiver = self._archiver
+        error = archiver.last_error if archiver is not None else None
+        return {
+            "pending": archiver.pending if archiver is not None else 0,
+            "failures": archiver.failures if archiver is not None else 0,
+            "last_error": f"{type(error).__name__}: {error}" if error else None,
+        }
+
+    @property
+    def location(self) -> str | None:
+        """The SQLite file of the store, or None (PostgreSQL, or not opened from a path)."""
+        return getattr(self._store or self.store, "path", None)
+
+    def health(self) -> dict[str, str]:
+        """Whether the store, the embedding model and the cache answer: ``"ok"`` or what
+        failed, by part. Never raises (a readiness probe's view)."""
+        return {
+            "store": _probe(self.size),
+            "model": _probe(lambda: self._embed("ready")),
+            "cache": _probe(self._ping_cache),
+        }
+
+    def _ping_cache(self) -> None:
+        ping = getattr(getattr(self.synopses, "cache", None), "ping", None)
+        if ping is not None:
+            ping()
+
     def end_run(self) -> None:
         """End a run. With ``single_run`` retention, every buffer and the working memory
         are cleared (seed 004's policy); otherwise nothing happens."""
@@ -1410,6 +1455,15 @@ class Memory:
         while page := await asyncio.to_thread(list, itertools.islice(lines, 256)):
             for line in page:
                 yield line
+
+
+def _probe(check: Any) -> str:
+    """``"ok"``, or what ``check`` raised (a probe reports failures, never raises them)."""
+    try:
+        check()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"[:300]
+    return "ok"
 
 
 def _message_ids(message_ids: Any) -> list[str]:

@@ -52,7 +52,7 @@ from tiermem.server.errors import Forbidden, Unauthorized, install
 from tiermem.server.keys import KeyStore, keys_location
 from tiermem.server.metrics import Metrics
 from tiermem.server.tenants import Tenant
-from tiermem.stores.base import MAX_LIMIT, TableSizeOp, check_text_id
+from tiermem.stores.base import MAX_LIMIT, check_text_id
 from tiermem.wire import (
     context_to_json,
     hit_to_json,
@@ -177,7 +177,7 @@ class Service:
     def figures(self) -> dict[str, float | None]:
         """Process and store figures for /metrics (None: not known right now)."""
         try:
-            size: float | None = float(self.memory.store.batch([TableSizeOp()])[0])
+            size: float | None = float(self.memory.size())
             work = self.memory.work_stats()
             pending: float | None = float(work.pending)
             failed: float | None = float(work.failed)
@@ -220,7 +220,7 @@ def create_app(
     keystore = (
         keys
         if isinstance(keys, KeyStore)
-        else KeyStore(keys or keys_location(memory.config, getattr(memory.store, "path", None)))
+        else KeyStore(keys or keys_location(memory.config, memory.location))
     )
     service = Service(memory, keystore, admin_key or os.environ.get(ADMIN_KEY_ENV) or None)
     endpoint = None
@@ -409,7 +409,7 @@ def _routes(service: Service) -> APIRouter:
         if not 1 <= limit <= 1000:
             raise InputError("limit", f"{limit} is outside [1, 1000]")
         if tenant.name is None:
-            users = memory.store.users(limit, cursor)
+            users = memory.users(limit, cursor)
         else:
             users = service.keys.users(tenant.name, limit, cursor)
         return {"users": users, "next_cursor": users[-1] if len(users) == limit else None}
@@ -478,12 +478,8 @@ def _routes(service: Service) -> APIRouter:
     def work(tenant: Caller) -> dict[str, Any]:
         """This process's queue (used when messages are not committed at once) and, in
         development mode, every user's messages pending, done and failed."""
-        archiver = memory.archiver
-        error = archiver.last_error
         return {
-            "pending": archiver.pending,
-            "failures": archiver.failures,
-            "last_error": f"{type(error).__name__}: {error}" if error else None,
+            **memory.queue_status(),
             "store": work_to_json(memory.work_stats()) if tenant.name is None else None,
         }
 
@@ -656,12 +652,7 @@ def _ops_routes(service: Service, metrics: Metrics) -> APIRouter:
     @router.get("/readyz", response_model=models.StatusOut, responses={503: {}})
     def readyz() -> Response:
         """The store, cache and model answer: the process can serve requests."""
-        checks = {
-            "store": _check(lambda: service.memory.store.batch([TableSizeOp()])),
-            "model": _check(lambda: service.memory.embedder.embed(["ready"])),
-            "cache": _check(lambda: _ping_cache(service.memory)),
-            "keys": _check(service.keys.keys_exist),
-        }
+        checks = {**service.memory.health(), "keys": _check(service.keys.keys_exist)}
         ready = all(v == "ok" for v in checks.values())
         return JSONResponse(
             {"status": "ready" if ready else "unavailable", "checks": checks},
@@ -707,13 +698,6 @@ def _check(probe: Callable[[], Any]) -> str:
     except Exception as exc:  # readiness reports any failure; it never raises
         return f"{type(exc).__name__}: {exc}"[:300]
     return "ok"
-
-
-def _ping_cache(memory: Memory) -> None:
-    synopses = memory.synopses
-    ping = getattr(getattr(synopses, "cache", None), "ping", None)
-    if ping is not None:
-        ping()
 
 
 def _metadata_filter(text: str | None) -> dict[str, Any] | None:
