@@ -23,7 +23,15 @@ from tiermem.memory import Memory
 from tiermem.server import create_app
 from tiermem.server.tenants import SEPARATOR
 
-TOOLS = {"add_memory", "search_memory", "get_context", "list_memories", "forget_memory"}
+TOOLS = {
+    "add_memory",
+    "search_memory",
+    "get_context",
+    "list_memories",
+    "list_facts",
+    "fact_history",
+    "forget_memory",
+}
 ADMIN = "mcp-admin-key"
 
 
@@ -221,3 +229,39 @@ async def test_every_tool_error_is_typed(
     match = TYPED.match(text)
     assert match and match.group(2) == field, text
     assert "pydantic" not in text and "validation error" not in text
+
+
+@pytest.mark.parametrize("mode", ["library", "url"])
+async def test_every_tool_works_in_both_modes(tmp_path: Path, mode: str) -> None:
+    """`tiermem mcp` over a local store and `tiermem mcp --url` over a server (the
+    MemoryClient): the same tools, the same answers."""
+    from tiermem.client import MemoryClient
+
+    config = {"memory": {"facts": {"enabled": True}}}
+    with Memory(str(tmp_path / "m.db"), config=config, embedder=HashEmbedder(32)) as memory:
+        memory.add("user", "My name is Ines and I live in Porto.", "ines", "s")
+        memory.extract_facts("ines", "s")
+        with live_server(create_app(memory)) as url, MemoryClient(url) as client:
+            face: Any = memory if mode == "library" else client
+            async with Client(build_server(lambda request: (face, "ines"))) as ines:
+                assert {t.name for t in (await ines.list_tools()).tools} == TOOLS
+                added = await call(ines, "add_memory", content="Ines plays padel", importance=0.7)
+                listed = await call(ines, "list_memories")
+                assert added["id"] in {m["id"] for m in listed["memories"]}
+                typed = await call(ines, "list_memories", memory_type="fact", limit=5)
+                assert all(m["memory_type"] == "fact" for m in typed["memories"])
+                found = await call(ines, "search_memory", query="padel", k=3)
+                assert found["results"][0]["id"] == added["id"]
+                context = await call(ines, "get_context", query="padel", max_tokens=200)
+                assert "padel" in context["context"]
+                facts = (await call(ines, "list_facts"))["facts"]
+                assert facts and any("Porto" in f["content"] for f in facts)
+                versions = await call(ines, "fact_history", memory_id=facts[0]["id"])
+                assert versions["versions"][-1]["id"] == facts[0]["id"]
+                assert versions["versions"][-1]["valid_until"] is None
+                refused = await ines.call_tool("fact_history", {"memory_id": "nope"})
+                assert refused.is_error and refused.content[0].text.startswith("InputError: ")
+                gone = await call(ines, "forget_memory", memory_id=added["id"])
+                assert gone["deleted"] is True
+                after = (await call(ines, "search_memory", query="padel"))["results"]
+                assert added["id"] not in {r["id"] for r in after}

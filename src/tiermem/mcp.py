@@ -69,6 +69,11 @@ def _memory_json(record: Any) -> dict[str, Any]:
     }
 
 
+def _version_json(record: Any) -> dict[str, Any]:
+    """A fact's version: the memory and until when it held (None: it holds now)."""
+    return {**_memory_json(record), "valid_until": record.metadata.get("valid_until")}
+
+
 def _hit_json(hit: Any) -> dict[str, Any]:
     """A search hit: its relevance in [0, 1] and, when known, how each search ranked it."""
     data = {**_memory_json(hit.record), "score": round(hit.score, 4)}
@@ -201,6 +206,27 @@ def build_server(resolve: Resolver) -> MCPServer:
             ctx, lambda m, u: m.list_memories(u, limit=limit, memory_type=memory_type)
         )
         return {"memories": [_memory_json(r) for r in records]}
+
+    @server.tool()
+    async def list_facts(ctx: Context, limit: ListLimit = 20) -> dict[str, Any]:
+        """Facts read from the user's conversations, as they hold now, newest first.
+
+        Args:
+            limit: how many (1 to 200).
+        """
+        records = await run(ctx, lambda m, u: m.facts(u, limit=limit))
+        return {"facts": [_memory_json(r) for r in records]}
+
+    @server.tool()
+    async def fact_history(memory_id: str, ctx: Context) -> dict[str, Any]:
+        """Every version of a fact, oldest first, with until when each held: use it when
+        asked what was true before ("where did I live before Porto?").
+
+        Args:
+            memory_id: the fact's id, as list_facts or search_memory gave it.
+        """
+        versions = await run(ctx, lambda m, u: m.fact_history(memory_id, u))
+        return {"versions": [_version_json(v) for v in versions]}
 
     @server.tool()
     async def forget_memory(memory_id: str, ctx: Context) -> dict[str, Any]:
