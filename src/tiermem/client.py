@@ -134,11 +134,15 @@ class Calls:
 
     @staticmethod
     def add_messages(
-        batch: builtins.list[Message], user_id: str, session_id: str | None
+        batch: builtins.list[Message],
+        user_id: str,
+        session_id: str | None,
+        agent_id: str | None,
     ) -> Call[builtins.list[Message]]:
         body = {
             "user_id": user_id,
             "session_id": session_id,
+            "agent_id": agent_id,
             "messages": [m.to_dict() for m in batch],
         }
         return Call("POST", "/v1/messages", lambda data: batch, json=body)
@@ -332,21 +336,25 @@ class MemoryClient:
         session_id: str | None = None,
         timestamp: Any = None,
         metadata: Mapping[str, Any] | None = None,
+        *,
+        agent_id: str | None = None,
         **fields: Any,
     ) -> Message:
         """Add one message of a conversation (see :meth:`tiermem.Memory.add`)."""
         message = _message(role, content, user_id, session_id, timestamp, metadata, fields)
-        return self.call(Calls.add_messages([message], user_id, session_id))[0]
+        return self.call(Calls.add_messages([message], user_id, session_id, agent_id))[0]
 
     def add_messages(
         self,
         messages: Iterable[Message | Mapping[str, Any]],
         user_id: str,
         session_id: str | None = None,
+        *,
+        agent_id: str | None = None,
     ) -> list[Message]:
         """Import a history (see :meth:`tiermem.Memory.add_messages`)."""
         batch = _messages(messages, user_id, session_id)
-        return self.call(Calls.add_messages(batch, user_id, session_id))
+        return self.call(Calls.add_messages(batch, user_id, session_id, agent_id))
 
     def remember(
         self,
@@ -507,10 +515,12 @@ class AsyncMemoryClient:
         session_id: str | None = None,
         timestamp: Any = None,
         metadata: Mapping[str, Any] | None = None,
+        *,
+        agent_id: str | None = None,
         **fields: Any,
     ) -> Message:
         message = _message(role, content, user_id, session_id, timestamp, metadata, fields)
-        added = await self.call(Calls.add_messages([message], user_id, session_id))
+        added = await self.call(Calls.add_messages([message], user_id, session_id, agent_id))
         return added[0]
 
     async def aadd_messages(
@@ -518,9 +528,11 @@ class AsyncMemoryClient:
         messages: Iterable[Message | Mapping[str, Any]],
         user_id: str,
         session_id: str | None = None,
+        *,
+        agent_id: str | None = None,
     ) -> list[Message]:
         batch = _messages(messages, user_id, session_id)
-        return await self.call(Calls.add_messages(batch, user_id, session_id))
+        return await self.call(Calls.add_messages(batch, user_id, session_id, agent_id))
 
     async def aremember(
         self,
