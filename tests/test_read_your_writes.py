@@ -26,7 +26,7 @@ from conformance.conftest import _server_url
 from embedders import HashEmbedder, minilm
 from liveserver import live_server
 from tiermem.client import AsyncMemoryClient, MemoryClient
-from tiermem.errors import InputError, InvalidTypeError, TiermemError
+from tiermem.errors import InputError, InvalidTypeError, ProviderError, TiermemError
 from tiermem.memory import Memory
 from tiermem.server import create_app
 
@@ -145,6 +145,31 @@ def test_pending_messages_embedded_per_call_are_bounded_keyword_search_reaches_b
         found = memory.get_context("greyhound?", u, "s2").text()
         assert "I adopted a greyhound named Pixel." in found  # keyword search beyond it
         assert memory.work_stats(u).pending == 10
+    finally:
+        memory.close(timeout=0)
+
+
+class Refusing(HashEmbedder):
+    """Refuses any text that says REFUSE (as a provider's content filter may)."""
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        if any("REFUSE" in t for t in texts):
+            raise ProviderError("refused")
+        return super()._embed_batch(texts)
+
+
+def test_a_pending_message_the_embedder_refuses_leaves_the_rest_to_keywords(
+    tmp_path: Path,
+) -> None:
+    memory = Memory(config=config(str(tmp_path / "m.db")), embedder=Refusing(32))
+    u = user()
+    try:
+        memory.add("user", "the lighthouse keeper paints seashells", u, "s1")
+        memory.add("user", "REFUSE this line", u, "s1")
+        context = memory.get_context("lighthouse seashells", u, "s2")
+        assert "the lighthouse keeper paints seashells" in context.text()
+        with pytest.raises(ProviderError):  # the query itself: the embedder's error
+            memory.get_context("REFUSE", u, "s2")
     finally:
         memory.close(timeout=0)
 

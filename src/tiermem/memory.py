@@ -749,12 +749,19 @@ class Memory:
     def _embed_with_pending(self, query: str, rows: list[Any]) -> tuple[Any, dict[int, Any]]:
         """The query's vector and, from the same forward pass, those of the user's newest
         ``planner.pending_vectors`` messages not indexed yet (by ``seq``; failed rows,
-        which the embedder refused, are left to keyword search). The embedder's cache
+        which the embedder refused, are left to keyword search, as all are when the
+        embedder refuses one before the worker marked it failed). The embedder's cache
         (by content hash) keeps them, so a later call, or this process's worker, reuses
         them."""
         limit = self.planner.settings.pending_vectors
         fresh = [r for r in rows if r.state == "pending"][:limit]
-        vectors = self._embed_texts([query, *(transcript_line(r.message) for r in fresh)])
+        if not fresh:
+            return self._embed(query), {}
+        try:
+            vectors = self._embed_texts([query, *(transcript_line(r.message) for r in fresh)])
+        except TiermemError as exc:  # a row the worker will mark failed: keyword search
+            log.debug("embedding the pending messages with the query failed: %s", exc)
+            return self._embed(query), {}
         return vectors[0], {r.seq: v for r, v in zip(fresh, vectors[1:], strict=True)}
 
     def _candidates(
