@@ -101,7 +101,7 @@ def test_rest_shapes(dev: tuple[str, Memory]) -> None:
         assert len(rest["memories"]) == 1 and rest["next_cursor"] is None
         messages = http.get("/v1/memories", params={"user_id": u, "memory_type": "message"})
         stored = messages.json()["memories"]
-        assert {m["metadata"]["agent_id"] for m in stored} == {"planner"}
+        assert {m["agent_id"] for m in stored} == {"planner"}
         one = http.get(f"/v1/memories/{memory_id}", params={"user_id": u}).json()
         assert one["content"] == "sister: Eva" and one["user_id"] == u
         patched = http.patch(

@@ -272,6 +272,13 @@ class PlannerConfig(Section):
     max_tokens: int = Field(default=4000, gt=0, description="Budget when none is given.")
     recent_messages: int = Field(default=6, ge=0, description="Newest messages always offered.")
     k: int = Field(default=200, gt=0, description="Candidates per search before ranking.")
+    pending_vectors: int = Field(
+        default=32,
+        ge=0,
+        le=256,
+        description="The user's newest messages not indexed yet embedded with the query "
+        "(found by meaning at once); older ones are found by keyword (0: keyword only).",
+    )
     order: list[PlannerSection] = Field(
         default_factory=lambda: list(DEFAULT_ORDER), min_length=4, max_length=4
     )

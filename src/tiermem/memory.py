@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import os
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
@@ -87,8 +88,9 @@ _MESSAGE_FIELDS = frozenset(
 )
 PROFILE_TYPES = ("fact", "preference", "context", "summary")
 UNINDEXED_LIMIT = 500
-"""Newest messages not indexed yet that a context's keyword search reads (the worker
-normally keeps this to the last second's messages)."""
+"""Newest messages not indexed yet that a context reads: the newest
+``memory.planner.pending_vectors`` are embedded with the query, the rest searched by
+keyword (the worker normally keeps this to the last second's messages)."""
 log = logging.getLogger(__name__)
 ERASE_TIMEOUT = 30.0
 """Seconds forget_user waits for a batch of the user's messages already being written."""
@@ -700,7 +702,7 @@ class Memory:
         self._check_open()
         _user(user_id)
         items = _new_memories(memories)
-        vectors = self._embed_all([m.content for m in items])
+        vectors = self._embed_texts([m.content for m in items])
         ids = self.store.add_many(user_id, items, embeddings=vectors)
         if self.synopses is not None:
             for memory_type in {m.memory_type for m in items}:
@@ -884,11 +886,11 @@ class Memory:
         return (found[1] if window else []), found[0].text
 
     def _embed(self, text: str) -> Any:
-        """One text's vector; an embedder's own exception becomes a ProviderError."""
-        return self._embed_all([text])[0]
+        """One text's vector (see :meth:`_embed_texts`)."""
+        return self._embed_texts([text])[0]
 
-    def _embed_all(self, texts: list[str]) -> Any:
-        """The texts' vectors, in one batch; an embedder's own exception becomes a
+    def _embed_texts(self, texts: list[str]) -> Any:
+        """The texts' vectors in one call; an embedder's own exception becomes a
         ProviderError."""
         from tiermem.errors import ProviderError, TiermemError
 
@@ -899,6 +901,24 @@ class Memory:
         except Exception as exc:
             raise ProviderError(f"the embedder failed: {type(exc).__name__}: {exc}") from exc
 
+    def _embed_with_pending(self, query: str, rows: list[Any]) -> tuple[Any, dict[int, Any]]:
+        """The query's vector and, from the same forward pass, those of the user's newest
+        ``planner.pending_vectors`` messages not indexed yet (by ``seq``; failed rows,
+        which the embedder refused, are left to keyword search, as all are when the
+        embedder refuses one before the worker marked it failed). The embedder's cache
+        (by content hash) keeps them, so a later call, or this process's worker, reuses
+        them."""
+        limit = self.planner.settings.pending_vectors
+        fresh = [r for r in rows if r.state == "pending"][:limit]
+        if not fresh:
+            return self._embed(query), {}
+        try:
+            vectors = self._embed_texts([query, *(transcript_line(r.message) for r in fresh)])
+        except TiermemError as exc:  # a row the worker will mark failed: keyword search
+            log.debug("embedding the pending messages with the query failed: %s", exc)
+            return self._embed(query), {}
+        return vectors[0], {r.seq: v for r, v in zip(fresh, vectors[1:], strict=True)}
+
     def _candidates(
         self, query: str, user_id: str, session_id: str | None, buffer: BufferMemory | None
     ) -> list[Candidate]:
@@ -906,12 +926,16 @@ class Memory:
 
         pool = self.planner.settings.k
         keyword = SearchOp(user_id, "keyword", None, query, pool, count_access=False)
-        reads = [keyword, UnindexedOp(user_id, UNINDEXED_LIMIT)] if self._stored else [keyword]
-        keyword_search = self._search_pool().submit(self.store.batch, reads)  # meanwhile:
-        vector = self._embed(query)
+        keyword_search = self._search_pool().submit(self.store.batch, [keyword])  # meanwhile:
+        # read before the index is searched: a row the worker indexes in between is in
+        # the index, or in both (the planner keeps one)
+        unindexed: list[Any] = []
+        if self._stored:
+            unindexed = self.store.batch([UnindexedOp(user_id, UNINDEXED_LIMIT)])[0]
+        vector, pending = self._embed_with_pending(query, unindexed)
         search = SearchOp(user_id, "vector", vector, None, pool, count_access=False)
         (vector_hits,) = self.store.batch([search])
-        keyword_hits, *unindexed = keyword_search.result()
+        (keyword_hits,) = keyword_search.result()
         by_id: dict[Any, Candidate] = {}
         for hit in vector_hits:
             by_id[hit.record.id] = _from_record(hit.record, similarity=hit.score)
@@ -925,7 +949,10 @@ class Memory:
             by_id[hit.record.id] = _from_record(hit.record, similarity, keyword=hit.score)
         candidates = list(by_id.values())
         if unindexed:
-            candidates += _unindexed_candidates(query, unindexed[0])
+            # a pending row competes with the index's nearest: offered when as near as
+            # the farthest vector hit of a full pool, or when it shares query words
+            nearest = vector_hits[-1].score if len(vector_hits) >= pool else -math.inf
+            candidates += _unindexed_candidates(query, unindexed, vector, pending, nearest)
         if self._working is not None:
             for item in self._working.search(vector, k=pool, user_id=user_id):
                 candidates.append(
@@ -1539,9 +1566,13 @@ def _discard(batch: list[ArchivedMessage], vectors: Any) -> None:
     """The sink when nothing outside the buffers keeps messages."""
 
 
-def _unindexed_candidates(query: str, rows: list[Any]) -> list[Candidate]:
-    """Messages not indexed yet that share words with the query: the keyword search of the
-    newest part of the transcript (scored by how many query words each line holds)."""
+def _unindexed_candidates(
+    query: str, rows: list[Any], vector: Any, vectors: dict[int, Any], nearest: float
+) -> list[Candidate]:
+    """The user's messages not indexed yet, scored as indexed ones are: by cosine to the
+    query ``vector`` for those embedded with it (``vectors``, by seq), offered when at
+    least ``nearest``; and by how many query words a line holds (keyword search of the
+    rest)."""
     import re
 
     from tiermem.stores.base import keyword_terms
@@ -1552,16 +1583,21 @@ def _unindexed_candidates(query: str, rows: list[Any]) -> list[Candidate]:
         message = row.message
         line = transcript_line(message)
         score = len(terms.intersection(re.findall(r"\w+", line.lower())))
-        if score:
+        own = vectors.get(row.seq)
+        similarity = None if own is None else float(own @ vector)
+        if score or (similarity is not None and similarity >= nearest):
             found.append(
                 Candidate(
                     content=line,
                     source="store",
-                    keyword=float(score),
+                    similarity=similarity,
+                    keyword=float(score) if score else None,
                     timestamp=message.timestamp,
                     key=candidate_key(line),
                     session_id=row.session_id,
                     message_id=message.message_id,
+                    previous_id=row.previous_id,
+                    vector=own,
                 )
             )
     return found

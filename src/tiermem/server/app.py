@@ -280,18 +280,18 @@ def _routes(service: Service) -> APIRouter:
         user = tenant.scope(body.user_id)
         session = check_text_id(body.session_id, "session_id")
         agent = check_text_id(body.agent_id, "agent_id")
-        batch = [_message_dict(raw, i, agent) for i, raw in enumerate(body.messages)]
+        batch = [_message_dict(raw, i) for i, raw in enumerate(body.messages)]
 
         def noted() -> None:
             service.note_user(tenant, body.user_id)
 
         if memory.commits_messages:  # validated here, committed with concurrent requests
-            added, op = memory.stage_messages(batch, user, session)
+            added, op = memory.stage_messages(batch, user, session, agent_id=agent)
             await service.commits.write(op, noted)
         else:
 
             def add() -> list[Message]:
-                messages = memory.add_messages(batch, user, session)
+                messages = memory.add_messages(batch, user, session, agent_id=agent)
                 noted()
                 return messages
 
@@ -723,7 +723,7 @@ def _offset(cursor: str | None) -> int:
     return int(cursor)
 
 
-def _message_dict(raw: Mapping[str, Any], index: int, agent_id: str | None) -> dict[str, Any]:
+def _message_dict(raw: Mapping[str, Any], index: int) -> dict[str, Any]:
     """One message of a request: OpenAI's or tiermem's fields only (``id`` names the id)."""
     data = dict(raw)
     if "id" in data and "message_id" not in data:
@@ -735,9 +735,4 @@ def _message_dict(raw: Mapping[str, Any], index: int, agent_id: str | None) -> d
             "is not a message field",
             f"known fields are {', '.join(sorted(MESSAGE_FIELDS))}",
         )
-    if agent_id is not None:
-        metadata = data.get("metadata") or {}
-        if not isinstance(metadata, Mapping):
-            raise InvalidTypeError(f"messages[{index}].metadata", "must be an object")
-        data["metadata"] = {**metadata, "agent_id": agent_id}
     return data
