@@ -136,6 +136,7 @@ def run(
     per_session: list[int] = []
     found = {"facts": 0, "conversation": 0, "questions": 0}
     extract_s = 0.0
+    extract_calls = 0  # the extractor's calls (the same model also writes synopses)
     messages = 0
     try:
         for conv in conversations:
@@ -166,10 +167,11 @@ def run(
                     scores.setdefault(f"without facts: {name}", {}).setdefault(budget, []).extend(
                         values
                     )
-            start = time.perf_counter()
+            start, before = time.perf_counter(), chat.calls if chat is not None else 0
             for session in sessions:
                 per_session.append(len(memory.extract_facts(conv.name, f"session_{session}")))
             extract_s += time.perf_counter() - start
+            extract_calls += (chat.calls if chat is not None else 0) - before
             facts = memory.facts(conv.name, limit=10_000)
             sources = {str(f.id): set(f.metadata["sources"]) for f in facts}
             for name, per in _contexts(memory, conv, asked, budgets, sources).items():
@@ -217,10 +219,11 @@ def run(
     if chat is not None:
         result["llm"] = {
             "url": "local fake server" if server is not None else llm,
-            "calls": chat.calls,
+            "calls": extract_calls,
+            "all_calls": chat.calls,
             "prompt_tokens": chat.total_usage.prompt_tokens,
             "completion_tokens": chat.total_usage.completion_tokens,
-            "calls_per_100_messages": 100 * chat.calls / messages,
+            "calls_per_100_messages": 100 * extract_calls / messages,
             "tokens_per_100_messages": 100 * chat.total_usage.total_tokens / messages,
         }
     return result
@@ -253,7 +256,8 @@ def report(result: dict[str, Any], command: str) -> None:
     if "llm" in result:
         llm = result["llm"]
         console.print(
-            f"LLM ({llm['url']}): {llm['calls']} calls, {llm['calls_per_100_messages']:.2f} "
+            f"LLM ({llm['url']}): {llm['calls']} extraction calls ({llm['all_calls']} with "
+            f"summaries and synopses), {llm['calls_per_100_messages']:.2f} "
             f"per 100 messages; {llm['tokens_per_100_messages']:.0f} tokens per 100 messages "
             f"({llm['prompt_tokens']} prompt, {llm['completion_tokens']} completion)"
         )

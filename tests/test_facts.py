@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -460,8 +461,10 @@ def test_bad_input_to_the_fact_api_is_a_typed_error(tmp_path: Path) -> None:
             m.extract_facts("ana", 7)  # type: ignore[arg-type]
         with pytest.raises(InvalidTypeError, match="memory_id"):
             m.fact_history(None, "ana")  # type: ignore[arg-type]
-        with pytest.raises(NotFoundError):
+        with pytest.raises(InputError, match="memory_id"):  # as get_memory and forget
             m.fact_history("not a uuid", "ana")
+        with pytest.raises(NotFoundError):
+            m.fact_history(str(uuid.uuid4()), "ana")
         with pytest.raises(InvalidSizeError, match="limit"):
             m.facts("ana", limit=0)
         with pytest.raises(InputError, match="structured"):

@@ -213,7 +213,7 @@ def remember_many(memories: Iterable[Mapping[str, Any]], user_id: str) -> Call[b
         memories = builtins.list(memories)
     body = {"user_id": user_id, "memories": memories}
     read = lambda d: [str(i) for i in d["ids"]]  # noqa: E731
-    return Call("POST", "/v1/memories/batch", read, json=body)
+    return Call("POST", "/v1/batch/memories", read, json=body)
 
 
 def update_memory(

@@ -315,7 +315,7 @@ def _routes(service: Service) -> APIRouter:
         return {"id": memory_id}
 
     @router.post(
-        "/memories/batch", status_code=201, response_model=models.IdsOut, tags=["memories"]
+        "/batch/memories", status_code=201, response_model=models.IdsOut, tags=["memories"]
     )
     def remember_many(body: models.MemoriesIn, tenant: Caller) -> dict[str, Any]:
         """Store several memories in one transaction, all or none (Memory.remember_many)."""

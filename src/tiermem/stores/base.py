@@ -460,12 +460,12 @@ def check_uuid(value: object, name: str = "memory_id") -> uuid.UUID:
     """Accept a UUID or its string form."""
     if isinstance(value, uuid.UUID):
         return value
-    if isinstance(value, str):
-        try:
-            return uuid.UUID(value)
-        except ValueError:
-            pass
-    raise InputError(name, f"{value!r} is not a UUID", "use the id returned by add()")
+    if not isinstance(value, str):
+        raise InvalidTypeError(name, f"must be a str or UUID, got {type(value).__name__}")
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise InputError(name, f"{value!r} is not a UUID", "use the id returned by add()") from None
 
 
 def check_uuids(values: Iterable[object], name: str = "memory_id") -> tuple[uuid.UUID, ...]:
