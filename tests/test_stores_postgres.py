@@ -134,3 +134,31 @@ def test_only_async_commit_acknowledges_before_the_wal_flush(
             assert row is not None and row["synchronous_commit"] == writes
     finally:
         store.close()
+
+
+def test_writers_of_one_user_never_deadlock(pg: PostgresStore) -> None:
+    """Adds, updates and deletes of one user from many connections at once: each takes the
+    user's writer lock before the generation row, so none waits on another in a cycle
+    (before the fix, PostgreSQL killed some of them with 'deadlock detected')."""
+    user = f"user-{uuid.uuid4()}"
+    errors: list[Exception] = []
+
+    def write(worker: int) -> None:
+        try:
+            for i in range(30):
+                [memory_id] = pg.add_many(
+                    user, [f"fact {worker} {i}"], embeddings=vecs(1, worker * 100 + i)
+                )
+                if i % 3 == 0:
+                    pg.update(user, memory_id, importance=0.9)
+                if i % 4 == 0:
+                    pg.delete(user, memory_id)
+        except Exception as exc:  # collected: the assertion names them
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []

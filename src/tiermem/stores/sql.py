@@ -245,7 +245,10 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         return [bump_access(r, now) for r in records]
 
     def _changed(self, c: C, user_id: str) -> None:
-        """Advance the user's change generation (see :data:`tr.GENERATIONS`)."""
+        """Advance the user's change generation (see :data:`tr.GENERATIONS`), under the
+        user's writer lock: every transaction takes that lock before the generation's row,
+        so two writers of one user never wait on each other in opposite orders."""
+        self._lock_user(c, user_id)
         c.execute(  # type: ignore[attr-defined]
             f"INSERT INTO {tr.GENERATIONS} (user_id, generation) VALUES ({self.p}, 1)"
             " ON CONFLICT (user_id) DO UPDATE"
