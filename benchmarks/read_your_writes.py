@@ -76,8 +76,7 @@ QUESTION = "What is my dog called?"
 def pairs(count: int, per_user: int, run: str, seed: int = 7) -> list[tuple[str, str, str]]:
     """``count`` (user, fact, question) triples: ``per_user`` facts of distinct templates
     per user (ids prefixed by ``run``), each with entities drawn at random."""
-    from tiermem.planner import _stems
-    from tiermem.stores.base import keyword_terms
+    from tiermem.text import query_stems
 
     rng = random.Random(seed)
     out: list[tuple[str, str, str]] = []
@@ -85,9 +84,7 @@ def pairs(count: int, per_user: int, run: str, seed: int = 7) -> list[tuple[str,
         user = f"{run}-{number}"
         for fact, question in rng.sample(TEMPLATES, per_user):
             text = fact.format(**{k: rng.choice(v) for k, v in ENTITIES.items()})
-            shared = _stems(" ".join(keyword_terms(text))) & _stems(
-                " ".join(keyword_terms(question))
-            )
+            shared = query_stems(text) & query_stems(question)
             assert not shared, (text, question, shared)  # only meaning can find it
             out.append((user, text, question))
     return out[:count]

@@ -30,7 +30,8 @@ from typing import Any
 from rich.console import Console
 
 from _common import reproduce_command, rich_table, write_json
-from tiermem.summarize import ExtractiveSummarizer, split_sentences
+from tiermem.summarize import ExtractiveSummarizer
+from tiermem.text import sentences
 from tiermem.tokens import TokenCounter, get_token_counter
 
 CATEGORIES = (1, 2, 4)
@@ -144,8 +145,8 @@ def load_sessions(data_dir: Path, quick: bool) -> list[Session]:
                 }
                 for t in turns
             ]
-            sentences = {t["dia_id"]: split_sentences(t["text"]) for t in turns}
-            sessions.append(Session(f"{path.stem}/{key}", messages, sentences, questions))
+            by_turn = {t["dia_id"]: sentences(t["text"]) for t in turns}
+            sessions.append(Session(f"{path.stem}/{key}", messages, by_turn, questions))
     return sessions
 
 
@@ -154,7 +155,7 @@ def transcript(session: Session) -> str:
 
 
 def labelled_sentences(session: Session) -> list[str]:
-    return [f"{m['name']}: {s}" for m in session.messages for s in split_sentences(m["content"])]
+    return [f"{m['name']}: {s}" for m in session.messages for s in sentences(m["content"])]
 
 
 def fill(candidates: list[int], lines: list[str], budget: int, counter: TokenCounter) -> str:

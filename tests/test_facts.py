@@ -402,8 +402,9 @@ def test_the_example_of_docs_facts_md_prints_what_it_says(
 
 
 def test_a_fact_is_left_out_when_the_messages_it_was_read_from_are_taken() -> None:
-    from tiermem.planner import Candidate, QueryPlanner, candidate_key
+    from tiermem.planner import Candidate, QueryPlanner
     from tiermem.temporal import asks_about_past
+    from tiermem.text import folded
     from tiermem.tokens import get_token_counter
 
     planner = QueryPlanner(counter=get_token_counter("gpt-4o", exact=True))
@@ -415,7 +416,7 @@ def test_a_fact_is_left_out_when_the_messages_it_was_read_from_are_taken() -> No
             said,
             "store",
             similarity=0.9 if message_first else 0.5,
-            key=candidate_key(said),
+            key=folded(said),
             message_id="m1",
             timestamp=DAY,
         )
@@ -423,7 +424,7 @@ def test_a_fact_is_left_out_when_the_messages_it_was_read_from_are_taken() -> No
             fact,
             "store",
             similarity=0.5 if message_first else 0.9,
-            key=candidate_key(fact),
+            key=folded(fact),
             source_ids=("m1",),
             timestamp=DAY,
         )

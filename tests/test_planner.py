@@ -22,8 +22,8 @@ from tiermem.planner import (
     Candidate,
     Context,
     QueryPlanner,
-    candidate_key,
 )
+from tiermem.text import folded
 from tiermem.tokens import get_token_counter
 
 COUNTER = get_token_counter()
@@ -37,7 +37,7 @@ def planner(**settings_: object) -> QueryPlanner:
 def cand(
     content: str, similarity: float | None = 0.5, source: str = "store", **fields: Any
 ) -> Candidate:
-    return Candidate(content, source, similarity, key=candidate_key(content), **fields)
+    return Candidate(content, source, similarity, key=folded(content), **fields)
 
 
 def recount(ctx: Context) -> int:

@@ -20,7 +20,6 @@ from tiermem.summarize import (
     MemorySummarizer,
     Summarizer,
     render_conversation,
-    split_sentences,
 )
 
 SEED_PREFIX = (
@@ -266,14 +265,3 @@ async def test_extractive_async_matches_sync() -> None:
     summarizer = ExtractiveSummarizer(max_tokens=30, token_counter=WordCounter())
     assert await summarizer.asummarize(TALK) == summarizer.summarize(TALK)
     assert isinstance(summarizer, Summarizer)
-
-
-def test_split_sentences() -> None:
-    assert split_sentences("One. Two!  Three?\nFour… five") == [
-        "One.",
-        "Two!",
-        "Three?",
-        "Four…",
-        "five",
-    ]
-    assert split_sentences("It costs 3.5 dollars.") == ["It costs 3.5 dollars."]

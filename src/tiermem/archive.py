@@ -86,9 +86,9 @@ def embed_messages(embedder: Embedder, messages: list[Message]) -> np.ndarray:
 def _sentence_spans(message: Message, line: str) -> list[tuple[int, int]]:
     """Character spans, in ``line``, of the message's sentences of 3 words or more (none
     when it has fewer than two)."""
-    from tiermem.summarize import split_sentences
+    from tiermem.text import sentences as split
 
-    sentences = [s for s in split_sentences(message.text) if len(s.split()) >= 3]
+    sentences = [s for s in split(message.text) if len(s.split()) >= 3]
     if len(sentences) < 2:
         return []
     spans = []

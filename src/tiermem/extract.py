@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from tiermem.errors import InputError, MalformedAnswerError, ProviderError
-from tiermem.planner import candidate_key
 from tiermem.temporal import MONTHS
+from tiermem.text import folded, sentences, term_set
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,6 @@ _DATE = re.compile(
 )
 _CAPITALIZED = re.compile(r"\b[A-Z][a-zA-Z'-]+")
 _NOT_NAMES = {"I", "I'm", "I've", "I'd", "I'll", "Im", "Oh", "Wow", "Hey", "Hi", "Yeah"}
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _SLOTS = (
     (re.compile(r"\bI(?:'m| am)?(?: now)? (?:live|living|moved) (?:in|to) (\w+)", re.I), "home"),
     (re.compile(r"\bI(?: now)? work (?:at|for) (\w+)", re.I), "employer"),
@@ -155,7 +154,7 @@ class OfflineExtractor:
         for message in messages:
             if message.role != "user":
                 continue
-            for sentence in _SENTENCE.split(message.text.strip()):
+            for sentence in sentences(message.text):
                 sentence = " ".join(sentence.split())
                 words = len(sentence.split())
                 if sentence.endswith("?") or not MIN_WORDS <= words <= MAX_WORDS:
@@ -168,7 +167,7 @@ class OfflineExtractor:
                         f"{message.speaker} ({date_label(message.timestamp)}): {sentence}",
                         (message.message_id,),
                         slot=None if slot is None else f"{message.speaker.lower()}|{slot}",
-                        claim=candidate_key(f"{message.speaker}: {sentence}"),
+                        claim=folded(f"{message.speaker}: {sentence}"),
                     )
                 )
         return out
@@ -260,8 +259,8 @@ def _label(value: Any, prefix: str, by_label: dict[str, str]) -> str | None:
 
 def _closest(text: str, messages: list[SourceMessage]) -> tuple[str, ...]:
     """The message sharing the most words with a fact (when the model gave no source)."""
-    words = set(re.findall(r"\w+", text.lower()))
-    best = max(messages, key=lambda m: len(words & set(re.findall(r"\w+", m.text.lower()))))
+    words = term_set(text)
+    best = max(messages, key=lambda m: len(words & term_set(m.text)))
     return (best.message_id,)
 
 

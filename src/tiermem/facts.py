@@ -36,7 +36,6 @@ from tiermem.extract import (
     date_label,
 )
 from tiermem.messages import speaker, transcript_line
-from tiermem.planner import candidate_key
 from tiermem.stores.base import ListOp, MemoryFilter, NewMemory, SearchOp
 from tiermem.stores.facts import (
     DueSessionsOp,
@@ -46,6 +45,7 @@ from tiermem.stores.facts import (
     FactWrite,
     SaveFactsOp,
 )
+from tiermem.text import folded, term_set
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder
@@ -280,7 +280,7 @@ class FactWorker:
         by_id = {m.message_id: m for m in messages}
         unique: dict[str, FactCandidate] = {}
         for c in candidates:
-            claim = c.claim or candidate_key(c.text)
+            claim = c.claim or folded(c.text)
             if not claim:
                 continue
             if claim in unique:  # said twice in the batch: one fact, both sources
@@ -371,13 +371,13 @@ def _slot_op(user_id: str, slot: str) -> ListOp:
 def _restated(claim: str, hits: list[Any], *, fuzzy: bool) -> str | None:
     """The known fact a candidate restates: the same claim, or (``fuzzy``, for rule-made
     candidates) nearly the same words."""
-    words = set(claim.split())
+    words = term_set(claim)
     for hit in hits:
         record: MemoryRecord = hit.record
-        other = record.metadata.get("claim") or candidate_key(record.content)
+        other = record.metadata.get("claim") or folded(record.content)
         if other == claim:
             return str(record.id)
-        theirs = set(other.split())
+        theirs = term_set(other)
         if fuzzy and words and len(words & theirs) >= MERGE_OVERLAP * len(words | theirs):
             return str(record.id)
     return None

@@ -43,7 +43,7 @@ from tiermem.errors import (
 )
 from tiermem.messages import Content, Message, check_fields, transcript_line
 from tiermem.paths import sqlite_file
-from tiermem.planner import Candidate, Context, QueryPlanner, candidate_key
+from tiermem.planner import Candidate, Context, QueryPlanner
 from tiermem.stores.base import (
     MAX_CONTENT_CHARS,
     MAX_LIMIT,
@@ -73,6 +73,7 @@ from tiermem.stores.transcript import (
     UnindexedOp,
     WorkStats,
 )
+from tiermem.text import folded, keyword_matches
 from tiermem.tokens import TokenCounter, get_token_counter
 from tiermem.twins import twin
 
@@ -960,7 +961,7 @@ class Memory:
                         content=item.content,
                         source="working",
                         similarity=item.similarity,
-                        key=candidate_key(item.content),
+                        key=folded(item.content),
                     )
                 )
         if buffer is not None and self.config.memory.buffer.vector_search:
@@ -986,7 +987,7 @@ class Memory:
                     source="buffer",
                     similarity=similarity,
                     timestamp=message.timestamp,
-                    key=candidate_key(line),
+                    key=folded(line),
                     session_id=session_id,
                     message_id=message.message_id,
                 )
@@ -1571,18 +1572,13 @@ def _unindexed_candidates(
 ) -> list[Candidate]:
     """The user's messages not indexed yet, scored as indexed ones are: by cosine to the
     query ``vector`` for those embedded with it (``vectors``, by seq), offered when at
-    least ``nearest``; and by how many query words a line holds (keyword search of the
-    rest)."""
-    import re
-
-    from tiermem.stores.base import keyword_terms
-
-    terms = set(keyword_terms(query))
+    least ``nearest``; and by how many query keywords a line holds (the planner's
+    keyword relevance: :func:`~tiermem.text.keyword_matches`)."""
     found = []
     for row in rows:
         message = row.message
         line = transcript_line(message)
-        score = len(terms.intersection(re.findall(r"\w+", line.lower())))
+        score = keyword_matches(query, line)
         own = vectors.get(row.seq)
         similarity = None if own is None else float(own @ vector)
         if score or (similarity is not None and similarity >= nearest):
@@ -1593,7 +1589,7 @@ def _unindexed_candidates(
                     similarity=similarity,
                     keyword=float(score) if score else None,
                     timestamp=message.timestamp,
-                    key=candidate_key(line),
+                    key=folded(line),
                     session_id=row.session_id,
                     message_id=message.message_id,
                     previous_id=row.previous_id,
@@ -1615,7 +1611,7 @@ def _from_record(record: Any, similarity: float | None, keyword: float | None = 
         keyword=keyword,
         timestamp=record.created_at,
         importance=record.importance,
-        key=candidate_key(record.content),
+        key=folded(record.content),
         session_id=record.session_id,
         message_id=metadata.get("message_id"),
         previous_id=metadata.get("previous_id"),

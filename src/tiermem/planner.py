@@ -26,12 +26,10 @@ its tokens (:meth:`Context.explain`).
 from __future__ import annotations
 
 import math
-import re
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -40,8 +38,8 @@ from tiermem.buffer import newest_within, summary_message
 from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message, to_anthropic_messages, transcript_line
-from tiermem.stores.base import keyword_terms
 from tiermem.temporal import asks_about_past, time_windows, within
+from tiermem.text import folded, keyword_matches, query_stems, term_set
 
 if TYPE_CHECKING:
     from tiermem.tokens import TokenCounter
@@ -191,7 +189,7 @@ class _Selection:
             cost += self.planner._count(date + "\n")
         if cost > room:
             return None
-        words = _words(candidate.content)
+        words = term_set(candidate.content)
         if self.planner._near_duplicate(words, self._seen):
             return None
         self._dates.add(date)
@@ -279,10 +277,10 @@ class QueryPlanner:
         to the pool, which tells the strong evidence from the weak only when the pool is
         larger than the context. With the floor off, all are kept.
         """
-        wanted = _stems(" ".join(keyword_terms(query)))
+        wanted = len(query_stems(query))
         for candidate in candidates:
-            found = len(wanted & _stems(candidate.content))
-            candidate.keywords = found / len(wanted) if wanted else 0.0
+            found = keyword_matches(query, candidate.content)
+            candidate.keywords = found / wanted if wanted else 0.0
         floor = self.settings.floor
         if not floor.enabled:
             return list(candidates)
@@ -369,7 +367,7 @@ class QueryPlanner:
         left -= parts["recent"].tokens
         kept = len(parts["recent"].items)
         shown = recent[len(recent) - kept :] if kept else []
-        recent_keys = {_key(m.text) for m in shown} | {_key(transcript_line(m)) for m in shown}
+        recent_keys = {folded(m.text) for m in shown} | {folded(transcript_line(m)) for m in shown}
         shown_notes = " ".join(i.content for part in parts.values() for i in part.items)
         fresh = [
             c
@@ -586,28 +584,3 @@ def _aware(value: datetime | None) -> datetime | None:
     if value is None or value.tzinfo is not None:
         return value
     return value.replace(tzinfo=timezone.utc)
-
-
-_WORD = re.compile(r"\w+")
-
-
-@lru_cache(maxsize=_COUNT_CACHE)
-def _words(text: str) -> frozenset[str]:
-    return frozenset(_WORD.findall(text.lower()))
-
-
-@lru_cache(maxsize=_COUNT_CACHE)
-def _stems(text: str) -> frozenset[str]:
-    """The words of ``text`` cut to their first five letters (a crude stemmer: "painted"
-    and "painting" meet "paint")."""
-    return frozenset(word[:5] for word in _words(text))
-
-
-@lru_cache(maxsize=_COUNT_CACHE)
-def _key(text: str) -> str:
-    return " ".join(_WORD.findall(text.lower()))
-
-
-def candidate_key(text: str) -> str:
-    """The deduplication key of a memory's text (case and punctuation folded)."""
-    return _key(text)

@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 from tiermem.errors import ConfigError, InvalidSizeError, InvalidTypeError
 from tiermem.llm.base import LLM
 from tiermem.llm.factory import get_llm
+from tiermem.text import FILLER_WORDS, sentences, words
 from tiermem.tokens import CountsTokens, get_token_counter
 
 MessageLike = Mapping[str, Any] | Any
@@ -195,26 +196,11 @@ def _check_template(field: str, template: str, names: tuple[str, ...]) -> None:
 
 # -- the extractive summarizer ---------------------------------------------------------
 
-_STOPWORD_TEXT = (
-    "a about above after again against all also am an and any are as at be because been "
-    "before being below between both but by can could did do does doing down during each "
-    "few for from further had has have having he her here hers herself him himself his how "
-    "i if in into is it its itself just let me more most my myself no nor not now of off on "
-    "once only or other our ours ourselves out over own same she should so some such than "
-    "that the their theirs them themselves then there these they this those through to too "
-    "under until up very was we were what when where which while who whom why will with "
-    "would you your yours yourself yourselves oh yeah yes hey hi hello wow thanks thank "
-    "okay ok really much lot like totally great awesome cool nice glad sounds sound good "
-    "amazing love"
-)
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _NUMBER_TEXT = (
     "one two three four five six seven eight nine ten eleven twelve twenty thirty forty "
     "fifty hundred thousand million dozen first second third half"
 )
 _NUMBER_WORDS = frozenset(_NUMBER_TEXT.split())
-_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*|\d[\d,.:/-]*")
-_SENTENCE_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+|\n+")
 _TIME_WORDS = re.compile(
     r"\b(january|february|march|april|may|june|july|august|september|october|november|"
     r"december|monday|tuesday|wednesday|thursday|friday|saturday|sunday|yesterday|today|"
@@ -308,7 +294,7 @@ class ExtractiveSummarizer:
             )
         units = _summary_units(previous_summary or "")
         for label, text in lines:
-            units.extend(_Unit(len(units), label, s) for s in split_sentences(text))
+            units.extend(_Unit(len(units), label, s) for s in sentences(text))
         return self._select(units)
 
     async def asummarize(
@@ -354,18 +340,13 @@ class ExtractiveSummarizer:
         return " ".join(words) + " …" if words else ""
 
 
-def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text`` (split on ., !, ?, … followed by space, and on newlines)."""
-    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
-
-
 def _summary_units(summary: str) -> list[_Unit]:
     """Sentences of a previous summary, keeping ``Label:`` prefixes written by :func:`_render`."""
     units: list[_Unit] = []
     for line in summary.splitlines():
         match = _LABELLED.match(line.strip())
         label, body = (match.group(1), match.group(2)) if match else ("", line)
-        units.extend(_Unit(len(units), label, s) for s in split_sentences(body))
+        units.extend(_Unit(len(units), label, s) for s in sentences(body))
     return units
 
 
@@ -387,7 +368,7 @@ def _render(units: list[_Unit]) -> str:
 
 
 def _content_words(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text) if w.lower() not in _STOPWORDS}
+    return {w.lower() for w in words(text) if w.lower() not in FILLER_WORDS}
 
 
 def _repeats(words: set[str], other: set[str]) -> bool:
@@ -411,14 +392,14 @@ def _score(units: list[_Unit]) -> None:
 
 
 def _informativeness(text: str, df: Counter[str], total: int) -> float:
-    words = _WORD.findall(text)
-    if len(words) < _SHORT_WORDS and not any(c.isdigit() for c in text):
+    found = words(text)
+    if len(found) < _SHORT_WORDS and not any(c.isdigit() for c in text):
         return 0.0
-    content = {w.lower() for w in words if w.lower() not in _STOPWORDS}
+    content = {w.lower() for w in found if w.lower() not in FILLER_WORDS}
     # Specific words (rare in this batch) carry facts; words in every sentence do not.
     specificity = sum(math.log(1 + total / df[w]) for w in content) / math.log(1 + total)
-    names = sum(1 for w in words[1:] if w[0].isupper() and w not in ("I", "I'm", "I've"))
-    numbers = sum(1 for w in words if w[0].isdigit() or w.lower() in _NUMBER_WORDS)
+    names = sum(1 for w in found[1:] if w[0].isupper() and w not in ("I", "I'm", "I've"))
+    numbers = sum(1 for w in found if w[0].isdigit() or w.lower() in _NUMBER_WORDS)
     score = specificity + min(names, 3) + min(numbers, 2)
     score += 1.0 if _TIME_WORDS.search(text) else 0.0
     score += 1.5 if _PREFERENCE.search(text) else 0.0

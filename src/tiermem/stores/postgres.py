@@ -46,10 +46,10 @@ from tiermem.stores.base import (
     TableSizeOp,
     UpdateOp,
     check_durability,
-    keyword_terms,
 )
 from tiermem.stores.pgsetup import ensure_vector, import_driver
 from tiermem.stores.sql import SQLStore
+from tiermem.text import keyword_terms
 
 if TYPE_CHECKING:
     import psycopg

@@ -38,10 +38,10 @@ from tiermem.stores.base import (
     TableSizeOp,
     UpdateOp,
     check_durability,
-    keyword_terms,
 )
 from tiermem.stores.sql import SQLStore
 from tiermem.stores.vector_cache import VectorCache, load
+from tiermem.text import keyword_terms
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder
