@@ -29,7 +29,7 @@ FACES = (
     "doctor.py",
 )
 """The faces, relative to the package (a folder means every module in it). The library's
-core (memory.py, stores/, worker, synopsis, embeddings...) is not a face."""
+core (memory/, stores/, worker, synopsis, embeddings...) is not a face."""
 PARTS = frozenset({"store", "embedder", "archiver", "synopses", "worker", "working", "accesses"})
 MEMORY_NAMES = frozenset({"memory", "mem"})
 MEMORY_ATTRIBUTES = frozenset({"memory", "_memory"})

@@ -41,7 +41,7 @@ def pg_memory(dimension: int = 32) -> Memory:
     embedder = HashEmbedder(dimension)
     store = PostgresStore(pg_url(), dimension=dimension, embedder=embedder)
     memory = Memory(config=CONFIG, store=store, embedder=embedder)
-    memory._owns_store = True  # closed with the Memory
+    memory._tiers.owns_store = True  # closed with the Memory
     return memory
 
 

@@ -1101,7 +1101,7 @@ def test_memory_durability_close_with_a_dead_store_hands_back_the_queue(tmp_path
 
 
 def test_forget_user_refuses_while_a_queued_batch_cannot_be_written(tmp_path: Path) -> None:
-    import tiermem.memory as memory_module
+    import tiermem.memory.retention as memory_module
 
     store = FlakyStore(tmp_path / "erase.db", dimension=32)
     m = make_memory(tmp_path, {"memory": {"durability": "memory"}}, store=store)

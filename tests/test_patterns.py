@@ -223,8 +223,8 @@ def test_persistent_save_failure_changes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ProviderError):
         manager.apply_retention_policy()
     assert memory.store.count("default") == 0
-    memory._embedder = HashEmbedder(32)  # the provider is back
-    manager.persistence.memory.store.embedder = memory._embedder
+    memory._tiers._embedder = HashEmbedder(32)  # the provider is back
+    manager.persistence.memory.store.embedder = memory.embedder
     assert manager.save() == 1
 
 

@@ -437,9 +437,9 @@ def test_interleavings_keep_transcript_index_and_windows_consistent(ops: list[An
                     memory.forget_user(op[1])
                     model = {k: v for k, v in model.items() if k[0] != op[1]}
                 elif op[0] == "crash":  # gone without close(): nothing flushed, no goodbye
-                    memory._closed = True
-                    if memory._worker is not None:
-                        memory._worker.close(0)
+                    memory._tiers.closed = True
+                    if memory._tiers._worker is not None:
+                        memory._tiers._worker.close(0)
                     memory = Memory(path, embedder=HashEmbedder(32))
                 else:
                     assert memory.flush(10)

@@ -12,7 +12,7 @@ import base64
 import json
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -166,6 +166,30 @@ class Restore:
     marks: list[tuple[str | None, str]] = field(default_factory=list)
     records: list[MemoryRecord] = field(default_factory=list)
     vectors: list[np.ndarray | None] = field(default_factory=list)
+
+    def ops(self, embedder: Any, dimension: int) -> list[Any]:
+        """The writes of the restore, for one transaction: the memories (embedded again
+        when the archive has no vectors or another model's) and the transcript."""
+        from tiermem.stores.base import ImportOp, check_vector
+        from tiermem.stores.transcript import RestoreOp
+
+        same = (
+            self.header["embedding"]["model"] == embedder.model_id
+            and self.header["embedding"]["dimension"] == embedder.dimension
+        )
+        missing = [i for i, v in enumerate(self.vectors) if v is None or not same]
+        vectors = list(self.vectors)
+        for start in range(0, len(missing), 256):
+            part = missing[start : start + 256]
+            found = embedder.embed([self.records[i].content for i in part])
+            for i, vector in zip(part, found, strict=True):
+                vectors[i] = vector
+        records = tuple(
+            replace(r, embedding=check_vector(v, dimension, f"memories[{i}]"))
+            for i, (r, v) in enumerate(zip(self.records, vectors, strict=True))
+        )
+        rows = RestoreOp(self.user_id, tuple(self.rows), tuple(self.summaries), tuple(self.marks))
+        return [ImportOp(records), rows]
 
 
 def read_archive(

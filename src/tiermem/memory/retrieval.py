@@ -1,0 +1,203 @@
+"""The retriever: gathers the planner's inputs for one prompt.
+
+For a query it reads the session's recent window and running summary, searches the
+store by keyword (in a thread) while the query is embedded, with the user's newest
+messages not indexed yet in the same forward pass (``memory.planner.pending_vectors``),
+then by vector; adds the working memory's and the session buffer's nearest and the
+user's synopsis. The planner (:class:`~tiermem.planner.QueryPlanner`, a pure function of
+these inputs) ranks and fits them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from tiermem.errors import TiermemError
+from tiermem.memory.retention import Retention
+from tiermem.memory.wiring import Tiers
+from tiermem.messages import Message, transcript_line
+from tiermem.planner import Candidate
+from tiermem.stores.base import SearchOp
+from tiermem.text import folded, keyword_matches
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PlannerInputs:
+    """What :meth:`~tiermem.planner.QueryPlanner.plan` takes besides the query."""
+
+    recent: list[Message] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    summary: str | None = None
+    synopsis: str | None = None
+
+
+class Retriever:
+    """Gathers a context's inputs from every tier of one Memory."""
+
+    def __init__(self, tiers: Tiers, retention: Retention, window: int, pool: int) -> None:
+        self.tiers = tiers
+        self.retention = retention
+        self.window = window
+        self.pool = pool
+
+    def gather(self, query: str, user_id: str, session_id: str | None) -> PlannerInputs:
+        """The recent window, summary, candidates and synopsis for ``query``."""
+        recent, summary = self.retention.session_state(user_id, session_id, self.window)
+        return PlannerInputs(
+            recent=recent,
+            candidates=self._candidates(query, user_id, session_id) if query.strip() else [],
+            summary=summary,
+            synopsis=self._synopsis(user_id),
+        )
+
+    def _synopsis(self, user_id: str) -> str | None:
+        """The synopsis for a context (None when synopses are disabled)."""
+        synopses = self.tiers.synopses
+        if synopses is None:
+            return None
+        return str(synopses.get(user_id, generation=self.tiers.generation(user_id)).render())
+
+    def _candidates(self, query: str, user_id: str, session_id: str | None) -> list[Candidate]:
+        store, pool = self.tiers.store, self.pool
+        keyword = SearchOp(user_id, "keyword", None, query, pool, count_access=False)
+        keyword_search = self.tiers.search_pool().submit(store.batch, [keyword])  # meanwhile:
+        # read before the index is searched: a row the worker indexes in between is in
+        # the index, or in both (the planner keeps one)
+        unindexed = self.retention.unindexed(user_id)
+        vector, pending = self._embed_with_pending(query, unindexed)
+        search = SearchOp(user_id, "vector", vector, None, pool, count_access=False)
+        (vector_hits,) = store.batch([search])
+        (keyword_hits,) = keyword_search.result()
+        by_id: dict[Any, Candidate] = {}
+        for hit in vector_hits:
+            by_id[hit.record.id] = _from_record(hit.record, similarity=hit.score)
+        for hit in keyword_hits:
+            found = by_id.get(hit.record.id)
+            if found is not None:
+                found.keyword = hit.score
+                continue
+            embedding = hit.record.embedding
+            similarity = float(embedding @ vector) if embedding is not None else None
+            by_id[hit.record.id] = _from_record(hit.record, similarity, keyword=hit.score)
+        candidates = list(by_id.values())
+        if unindexed:
+            # a pending row competes with the index's nearest: offered when as near as
+            # the farthest vector hit of a full pool, or when it shares query keywords
+            nearest = vector_hits[-1].score if len(vector_hits) >= pool else -math.inf
+            candidates += _unindexed_candidates(query, unindexed, vector, pending, nearest)
+        working = self.tiers.built_working
+        if working is not None:
+            for item in working.search(vector, k=pool, user_id=user_id):
+                candidates.append(
+                    Candidate(
+                        content=item.content,
+                        source="working",
+                        similarity=item.similarity,
+                        key=folded(item.content),
+                    )
+                )
+        candidates += self._buffered(vector, user_id, session_id)
+        return candidates
+
+    def _embed_with_pending(self, query: str, rows: list[Any]) -> tuple[Any, dict[int, Any]]:
+        """The query's vector and, from the same forward pass, those of the user's newest
+        ``planner.pending_vectors`` messages not indexed yet (by ``seq``; failed rows,
+        which the embedder refused, are left to keyword search, as all are when the
+        embedder refuses one before the worker marked it failed). The embedder's cache
+        (by content hash) keeps them, so a later call, or this process's worker, reuses
+        them."""
+        limit = self.tiers.config.memory.planner.pending_vectors
+        fresh = [r for r in rows if r.state == "pending"][:limit]
+        if not fresh:
+            return self.tiers.embed([query])[0], {}
+        try:
+            vectors = self.tiers.embed([query, *(transcript_line(r.message) for r in fresh)])
+        except TiermemError as exc:  # a row the worker will mark failed: keyword search
+            log.debug("embedding the pending messages with the query failed: %s", exc)
+            return self.tiers.embed([query])[0], {}
+        return vectors[0], {r.seq: v for r, v in zip(fresh, vectors[1:], strict=True)}
+
+    def _buffered(self, vector: Any, user_id: str, session_id: str | None) -> list[Candidate]:
+        """The session's buffered messages, searched by vector (retention without the
+        store: the working memory forgets under memory pressure, the buffer does not)."""
+        buffer = self.retention.buffer(user_id, session_id)
+        if buffer is None or not self.tiers.config.memory.buffer.vector_search:
+            return []
+        found = []
+        for message, similarity in buffer.vector_search(
+            vector, self.tiers.embedder, self.pool, None
+        ):
+            line = transcript_line(message)
+            found.append(
+                Candidate(
+                    content=line,
+                    source="buffer",
+                    similarity=similarity,
+                    timestamp=message.timestamp,
+                    key=folded(line),
+                    session_id=session_id,
+                    message_id=message.message_id,
+                )
+            )
+        return found
+
+
+def _unindexed_candidates(
+    query: str, rows: list[Any], vector: Any, vectors: dict[int, Any], nearest: float
+) -> list[Candidate]:
+    """The user's messages not indexed yet, scored as indexed ones are: by cosine to the
+    query ``vector`` for those embedded with it (``vectors``, by seq), offered when at
+    least ``nearest``; and by how many query keywords a line holds (the planner's
+    keyword relevance: :func:`~tiermem.text.keyword_matches`)."""
+    found = []
+    for row in rows:
+        message = row.message
+        line = transcript_line(message)
+        score = keyword_matches(query, line)
+        own = vectors.get(row.seq)
+        similarity = None if own is None else float(own @ vector)
+        if score or (similarity is not None and similarity >= nearest):
+            found.append(
+                Candidate(
+                    content=line,
+                    source="store",
+                    similarity=similarity,
+                    keyword=float(score) if score else None,
+                    timestamp=message.timestamp,
+                    key=folded(line),
+                    session_id=row.session_id,
+                    message_id=message.message_id,
+                    previous_id=row.previous_id,
+                    vector=own,
+                )
+            )
+    return found
+
+
+def _from_record(record: Any, similarity: float | None, keyword: float | None = None) -> Candidate:
+    from tiermem.facts import fact_line
+
+    metadata = record.metadata or {}
+    content, current, sources, source_ids = fact_line(record)
+    return Candidate(
+        content=content,
+        source="store",
+        similarity=similarity,
+        keyword=keyword,
+        timestamp=record.created_at,
+        importance=record.importance,
+        key=folded(record.content),
+        session_id=record.session_id,
+        message_id=metadata.get("message_id"),
+        previous_id=metadata.get("previous_id"),
+        memory_id=record.id,
+        vector=record.embedding,
+        current=current,
+        sources=sources,
+        source_ids=source_ids,
+    )

@@ -1,0 +1,409 @@
+"""The tiers of a Memory, built from its configuration on first use.
+
+:class:`Tiers` holds the store, embedder, chat model, working memory, synopsis service,
+store worker (with the fact worker), access log, search threads and session buffers.
+Each part is built lazily (loading a local model takes seconds) and once, under one
+lock; what Tiers built itself it closes, a part given to it stays open (it may be shared).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from tiermem.access import AccessLog
+from tiermem.buffer import BufferMemory, BufferRegistry
+from tiermem.changes import Changes
+from tiermem.config import TiermemConfig
+from tiermem.embeddings.base import DEFAULT_MAX_CHARS
+from tiermem.errors import (
+    ClosedError,
+    ConfigError,
+    DimensionMismatchError,
+    InvalidTypeError,
+    ProviderError,
+    TiermemError,
+)
+from tiermem.paths import sqlite_file
+from tiermem.stores.base import MAX_CONTENT_CHARS, MemoryStore
+from tiermem.stores.transcript import GenerationOp
+from tiermem.tokens import TokenCounter, get_token_counter
+
+log = logging.getLogger(__name__)
+
+PROFILE_TYPES = ("fact", "preference", "context", "summary")
+
+
+class Tiers:
+    """The parts of one Memory (see :class:`~tiermem.memory.Memory` for the arguments)."""
+
+    def __init__(
+        self,
+        config: Any,
+        path: str | None,
+        store: Any,
+        embedder: Any,
+        llm: Any,
+        summarizer: Any,
+        synopsis: Any,
+        token_counter: TokenCounter | None,
+    ) -> None:
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise InvalidTypeError("path", f"expected a file path, got {type(path).__name__}")
+        if store is not None and not isinstance(store, MemoryStore):
+            raise InvalidTypeError(
+                "store",
+                f"expected a MemoryStore, got {type(store).__name__}",
+                "pass SQLiteStore(...) or PostgresStore(...), or a path as the first argument",
+            )
+        self.config = config if isinstance(config, TiermemConfig) else TiermemConfig.load(config)
+        self.path = None if path is None else sqlite_file(path, "path")
+        self.token_counter = token_counter or get_token_counter(self.config.chat_model)
+        self._store = store
+        self.owns_store = store is None
+        self._embedder_spec = embedder
+        self._embedder: Any = None
+        self._llm_spec = llm
+        self._llm: Any = None
+        self._summarizer = summarizer
+        self._working: Any = None
+        self._synopsis = synopsis
+        self._owns_synopsis = synopsis is None
+        self._worker: Any = None
+        self._accesses: AccessLog | None = None
+        self._searches: ThreadPoolExecutor | None = None
+        self.lock = threading.RLock()
+        self.closed = False
+        self.buffers = BufferRegistry(self.new_buffer)
+        self.changes = Changes(self._cached_parts)
+        self._preload_model()
+
+    # -- the embedding model and the chat model -------------------------------------------
+
+    @property
+    def embedder(self) -> Any:
+        """The embedder (built on first use: loading a local model takes seconds)."""
+        if self._embedder is None:
+            with self.lock:
+                if self._embedder is None:
+                    from tiermem.embeddings import get_embedder
+
+                    spec = self._embedder_spec or self.config.embedding_model
+                    options = {}
+                    if isinstance(spec, str) and spec.startswith("openai/"):
+                        options = self.config.llm.provider_options()
+                    embedder = get_embedder(spec, **options)
+                    if self._store is not None:
+                        _check_dimension(self._store, embedder)
+                    self._embedder = embedder
+        return self._embedder
+
+    def _preload_model(self) -> None:
+        """Start loading a local embedding model in a background thread: the first context
+        or add needs it, and meanwhile the store opens and the keyword search runs (the cold
+        start, docs/benchmarks.md). A failure here is raised again where the model is used."""
+        spec = self._embedder_spec or self.config.embedding_model
+        if isinstance(spec, str) and spec.startswith("local/"):
+            # not a daemon: a process that exits at once waits for the load instead of
+            # killing onnxruntime mid-load (an abort at exit)
+            threading.Thread(target=self._preload, name="tiermem-preload").start()
+
+    def _preload(self) -> None:
+        try:
+            preload = getattr(self.embedder, "preload", None)
+            if preload is not None:
+                preload()
+        except Exception as exc:  # the same error is raised where the model is first used
+            log.debug("preloading the embedding model failed: %s", exc)
+
+    def embed(self, texts: list[str]) -> Any:
+        """The texts' vectors in one call; an embedder's own exception becomes a
+        ProviderError."""
+        try:
+            return self.embedder.embed(texts)
+        except TiermemError:
+            raise
+        except Exception as exc:
+            raise ProviderError(f"the embedder failed: {type(exc).__name__}: {exc}") from exc
+
+    def max_chars(self) -> int:
+        """The longest line (speaker and text) a message may have: what the embedder takes."""
+        embedder = self._embedder or self._embedder_spec
+        return min(getattr(embedder, "max_chars", DEFAULT_MAX_CHARS), MAX_CONTENT_CHARS)
+
+    @property
+    def llm(self) -> Any:
+        """The chat model for summaries and synopses, or None (offline)."""
+        spec = self._llm_spec or self.config.chat_model
+        if self._llm is None and spec is not None:
+            with self.lock:
+                if self._llm is None:
+                    from tiermem.llm import get_llm
+
+                    options = self.config.llm.provider_options()
+                    self._llm = get_llm(spec, **options) if isinstance(spec, str) else spec
+        return self._llm
+
+    def uses_llm(self, choice: str, key: str, offline: str) -> bool:
+        """Whether a ``llm`` / ``auto`` / offline setting means the chat model (auto: when
+        one is configured); ``llm`` without one is a ConfigError naming ``key``."""
+        if choice == "llm" and self.llm is None:
+            raise ConfigError(
+                key,
+                "is 'llm' but no chat model is configured",
+                f"add llm.models: [{{chat: openai/gpt-4o-mini}}] or use '{offline}'",
+            )
+        return choice == "llm" or (choice == "auto" and self.llm is not None)
+
+    # -- the store -------------------------------------------------------------------------
+
+    @property
+    def store(self) -> Any:
+        """The long-term store (a SQLite file unless configured or given otherwise)."""
+        if self._store is None:
+            with self.lock:
+                if self._store is None:
+                    self._store = self._build_store()
+        return self._store
+
+    def _build_store(self) -> Any:
+        persistent = self.config.memory.persistent
+        durability = self.config.memory.durability
+        durability = "committed" if durability == "memory" else durability
+        if persistent.provider == "postgresql" and persistent.enabled:
+            from tiermem.stores.postgres import PostgresStore
+
+            assert persistent.connection_string is not None  # checked by the config
+            return PostgresStore(
+                persistent.connection_string.get_secret_value(),
+                dimension=self.embedder.dimension,
+                embedder=self.embedder,
+                durability=durability,
+                timeout=persistent.connect_timeout,
+            )
+        from tiermem.stores import SQLiteStore
+
+        path = self.path or (str(persistent.path) if persistent.enabled else ":memory:")
+        return SQLiteStore(
+            path, dimension=self.embedder.dimension, embedder=self.embedder, durability=durability
+        )
+
+    def generation(self, user_id: str) -> int:
+        """The user's change generation in the store (see :mod:`tiermem.changes`)."""
+        return int(self.store.batch([GenerationOp(user_id)])[0])
+
+    # -- caches in process -------------------------------------------------------------------
+
+    @property
+    def working(self) -> Any:
+        """The in-process working memory (None when ``memory.working.enabled`` is false)."""
+        settings = self.config.memory.working
+        if self._working is None and settings.enabled:
+            with self.lock:
+                if self._working is None:
+                    from tiermem.working import WorkingMemory
+
+                    self._working = WorkingMemory(
+                        embedder=self.embedder,
+                        max_memory_mb=settings.max_memory_mb,
+                        fifo_interval_min=settings.fifo_interval_min,
+                        user_isolation=True,
+                    )
+        return self._working
+
+    @property
+    def built_working(self) -> Any:
+        """The working memory if it was built (a context searches no other)."""
+        return self._working
+
+    @property
+    def synopses(self) -> Any:
+        """The synopsis service (None when ``memory.synopsis.enabled`` is false)."""
+        settings = self.config.memory.synopsis
+        if self._synopsis is None and settings.enabled:
+            with self.lock:
+                if self._synopsis is None:
+                    from tiermem.synopsis import (
+                        SynopsisGenerator,
+                        SynopsisService,
+                        cache_from_config,
+                    )
+
+                    self._synopsis = SynopsisService(
+                        cache_from_config(settings),
+                        SynopsisGenerator(self.llm, max_items=settings.max_items),
+                        refresh_on_access=settings.refresh_on_access,
+                        fetch_memories=self._profile_memories,
+                    )
+        return self._synopsis
+
+    def _profile_memories(self, user_id: str) -> list[Any]:
+        """What a synopsis is written from: the user's facts, preferences and context
+        (current versions only: a superseded fact is history, not a profile)."""
+        from tiermem.stores.facts import current
+
+        found = self.store.list(user_id, limit=200, memory_type=list(PROFILE_TYPES))
+        return [r for r in found if current(r.metadata)]
+
+    def _cached_parts(self) -> dict[str, Any]:
+        """What :attr:`changes` invalidates: the caches built so far (the synopsis service
+        is built, so a shared cache's entries are deleted even if this process read none)."""
+        return {
+            "synopses": self.synopses,
+            "working": self._working,
+            "accesses": self._accesses,
+            "buffers": self.buffers,
+            "context": self._worker.context if self._worker is not None else None,
+        }
+
+    @property
+    def accesses(self) -> AccessLog:
+        """Counts of the memories each context used, written to the store off the hot path."""
+        if self._accesses is None:
+            with self.lock:
+                if self._accesses is None:
+                    self.check_open()
+                    self._accesses = AccessLog(self.store)
+        return self._accesses
+
+    def search_pool(self) -> ThreadPoolExecutor:
+        """Threads that search the store while the caller embeds the query."""
+        if self._searches is None:
+            with self.lock:
+                if self._searches is None:
+                    self.check_open()
+                    self._searches = ThreadPoolExecutor(4, thread_name_prefix="tiermem-search")
+        return self._searches
+
+    # -- background work ---------------------------------------------------------------------
+
+    @property
+    def worker(self) -> Any:
+        """The :class:`~tiermem.worker.StoreWorker` that embeds and summarizes the store's
+        pending work (shared with every process using the same store)."""
+        if self._worker is None:
+            with self.lock:
+                if self._worker is None:
+                    self.check_open()
+                    from tiermem.worker import StoreWorker
+
+                    settings = self.config.memory.buffer
+                    work = self.config.memory.worker
+                    self._worker = StoreWorker(
+                        self.store,
+                        self.embedder,
+                        self.new_summarizer,
+                        window=settings.size,
+                        summary_batch=min(settings.summary_batch, settings.size),
+                        batch_size=work.batch_size,
+                        lease=work.lease_seconds,
+                        max_attempts=work.max_attempts,
+                        retry_backoff=work.retry_backoff,
+                        delay=work.delay,
+                        background=work.background,
+                        facts=self._new_fact_worker(),
+                    )
+        return self._worker
+
+    def _new_fact_worker(self) -> Any:
+        """The fact extractor's worker when ``memory.facts.enabled`` (else None)."""
+        settings = self.config.memory.facts
+        if not settings.enabled:
+            return None
+        from tiermem.facts import FactWorker
+
+        use_llm = self.uses_llm(settings.extractor, "memory.facts.extractor", "offline")
+
+        def extractor() -> Any:
+            from tiermem.extract import LLMExtractor, OfflineExtractor
+
+            if use_llm:
+                return LLMExtractor(self.llm, structured=settings.structured)
+            return OfflineExtractor()
+
+        return FactWorker(
+            self.store,
+            self.embedder,
+            extractor,
+            batch=settings.batch,
+            max_batch=settings.max_batch,
+            lease=settings.lease_seconds,
+            concurrency=settings.concurrency,
+            retry_backoff=settings.retry_backoff,
+            max_backoff=settings.max_backoff,
+            related=settings.related,
+            sweep_interval=settings.sweep_seconds,
+        )
+
+    def new_summarizer(self) -> Any:
+        """The summarizer of sessions: the one given, else by ``memory.buffer.summarizer``."""
+        from tiermem.summarize import ExtractiveSummarizer, MemorySummarizer
+
+        if self._summarizer is not None:
+            return self._summarizer
+        settings = self.config.memory.buffer
+        use_llm = self.uses_llm(settings.summarizer, "memory.buffer.summarizer", "extractive")
+        return MemorySummarizer(model=self.llm) if use_llm else ExtractiveSummarizer()
+
+    def new_buffer(self, user_id: str, session_id: str | None) -> BufferMemory:
+        """A session's buffer (retention without the store keeps the conversation there)."""
+        from tiermem.summarize_worker import SummaryPolicy
+
+        settings = self.config.memory.buffer
+        return BufferMemory(
+            buffer_size=settings.size,
+            max_tokens=settings.max_tokens,
+            summarizer=self.new_summarizer(),
+            multiplier=settings.multiplier,
+            token_counter=self.token_counter,
+            summary_policy=SummaryPolicy(batch_size=min(settings.summary_batch, settings.size)),
+        )
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def check_open(self) -> None:
+        """Raise ClosedError once :meth:`close` began."""
+        if self.closed:
+            raise ClosedError("this Memory is closed: make a new Memory (or use `with Memory()`)")
+
+    def flush(self, timeout: float | None) -> bool:
+        """Wait for the access counts and every buffer's summaries; False on timeout."""
+        done = self._accesses.flush() if self._accesses is not None else True
+        for key in self.buffers:
+            buffer = self.buffers.peek(*key)
+            if buffer is not None:
+                done = buffer.flush(timeout) and done
+        return done
+
+    def close(self, timeout: float | None) -> None:
+        """Index what the worker can in ``timeout`` and release every part built here."""
+        if self._worker is not None:
+            self._worker.close(timeout)
+            try:  # what can be indexed now is, before the process goes, if it can in time
+                self._worker.drain(timeout)
+            except TiermemError as exc:  # the store is down: the rows wait in the store
+                log.warning("close: the store's pending work stays pending: %s", exc)
+        if self._searches is not None:
+            self._searches.shutdown()
+        if self._accesses is not None:
+            self._accesses.close()
+        if self._working is not None:
+            self._working.close()
+        if self._synopsis is not None and self._owns_synopsis:
+            self._synopsis.cache.close()
+        if self._store is not None and self.owns_store:
+            self._store.close()
+
+
+def _check_dimension(store: Any, embedder: Any) -> None:
+    """A given store must hold vectors of the embedder's width (else every write fails)."""
+    if store.dimension != embedder.dimension:
+        raise DimensionMismatchError(
+            "embedder",
+            f"{embedder.model_id} makes {embedder.dimension}-dimensional vectors, "
+            f"the store holds {store.dimension}",
+            "use an embedder and a store of the same dimension",
+        )
