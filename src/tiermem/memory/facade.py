@@ -365,10 +365,9 @@ class Memory(Operations):
         from tiermem.export import read_archive
 
         self._tiers.check_open()
-        if isinstance(archive, (str, bytes, Mapping)) or not isinstance(archive, Iterable):
-            raise InvalidTypeError(
-                "archive", "expected an iterable of lines", "pass open(path) or a list of lines"
-            )
+        inputs.check_list(
+            archive, "archive", "an iterable of lines", "pass open(path) or a list of lines"
+        )
         restore = read_archive(archive, None if user_id is None else check_user_id(user_id))
         added, rows = self.store.batch(restore.ops(self.embedder, self.store.dimension))
         self.changes.changed(restore.user_id, "imported")

@@ -51,12 +51,7 @@ def messages(
 ) -> list[Message]:
     """``add_messages``' messages, validated (Message objects as they are)."""
     check_user_id(user_id)
-    if isinstance(items, (str, bytes, Mapping, Message)) or not isinstance(items, Iterable):
-        raise InvalidTypeError(
-            "messages",
-            f"expected a list of messages, got {type(items).__name__}",
-            "wrap a single message in a list",
-        )
+    check_list(items, "messages", "a list of messages", "wrap a single message in a list")
     batch: list[Message] = []
     for i, raw in enumerate(items):
         if isinstance(raw, Message):
@@ -84,12 +79,7 @@ def messages(
 
 def new_memories(memories: Iterable[Mapping[str, Any]]) -> list[NewMemory]:
     """``remember_many``'s items as memories to add (the store checks their values)."""
-    if isinstance(memories, (str, bytes, Mapping)) or not isinstance(memories, Iterable):
-        raise InvalidTypeError(
-            "memories",
-            f"expected a list of memory dicts, got {type(memories).__name__}",
-            "wrap a single memory in a list",
-        )
+    check_list(memories, "memories", "a list of memory dicts", "wrap a single memory in a list")
     items: list[NewMemory] = []
     for i, raw in enumerate(memories):
         name = f"memories[{i}]"
@@ -118,6 +108,13 @@ def new_memories(memories: Iterable[Mapping[str, Any]]) -> list[NewMemory]:
     if not items:
         raise InputError("memories", "is empty", "pass at least one memory")
     return items
+
+
+def check_list(value: Any, field: str, expected: str, fix: str) -> None:
+    """Refuse where a list is expected a value that is not iterable, or is one item (a
+    str, bytes, a dict or a Message)."""
+    if isinstance(value, (str, bytes, Mapping, Message)) or not isinstance(value, Iterable):
+        raise InvalidTypeError(field, f"expected {expected}, got {type(value).__name__}", fix)
 
 
 def message_ids(ids: Any) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -81,25 +82,45 @@ class Tiers:
         self.changes = Changes(self._cached_parts)
         self._preload_model()
 
+    def _once(self, name: str, build: Callable[[], Any]) -> Any:
+        """The part in attribute ``name``, made by ``build`` on first use (once: under
+        the lock)."""
+        part = getattr(self, name)
+        if part is None:
+            with self.lock:
+                part = getattr(self, name)
+                if part is None:
+                    part = build()
+                    setattr(self, name, part)
+        return part
+
+    def _open_once(self, name: str, build: Callable[[], Any]) -> Any:
+        """:meth:`_once` for a part that must not be made once the Memory is closed."""
+
+        def checked() -> Any:
+            self.check_open()
+            return build()
+
+        return self._once(name, checked)
+
     # -- the embedding model and the chat model -------------------------------------------
 
     @property
     def embedder(self) -> Any:
         """The embedder (built on first use: loading a local model takes seconds)."""
-        if self._embedder is None:
-            with self.lock:
-                if self._embedder is None:
-                    from tiermem.embeddings import get_embedder
+        return self._once("_embedder", self._build_embedder)
 
-                    spec = self._embedder_spec or self.config.embedding_model
-                    options = {}
-                    if isinstance(spec, str) and spec.startswith("openai/"):
-                        options = self.config.llm.provider_options()
-                    embedder = get_embedder(spec, **options)
-                    if self._store is not None:
-                        _check_dimension(self._store, embedder)
-                    self._embedder = embedder
-        return self._embedder
+    def _build_embedder(self) -> Any:
+        from tiermem.embeddings import get_embedder
+
+        spec = self._embedder_spec or self.config.embedding_model
+        options = {}
+        if isinstance(spec, str) and spec.startswith("openai/"):
+            options = self.config.llm.provider_options()
+        embedder = get_embedder(spec, **options)
+        if self._store is not None:
+            _check_dimension(self._store, embedder)
+        return embedder
 
     def _preload_model(self) -> None:
         """Start loading a local embedding model in a background thread: the first context
@@ -138,14 +159,16 @@ class Tiers:
     def llm(self) -> Any:
         """The chat model for summaries and synopses, or None (offline)."""
         spec = self._llm_spec or self.config.chat_model
-        if self._llm is None and spec is not None:
-            with self.lock:
-                if self._llm is None:
-                    from tiermem.llm import get_llm
+        if spec is None:
+            return None
 
-                    options = self.config.llm.provider_options()
-                    self._llm = get_llm(spec, **options) if isinstance(spec, str) else spec
-        return self._llm
+        def build() -> Any:
+            from tiermem.llm import get_llm
+
+            options = self.config.llm.provider_options()
+            return get_llm(spec, **options) if isinstance(spec, str) else spec
+
+        return self._once("_llm", build)
 
     def uses_llm(self, choice: str, key: str, offline: str) -> bool:
         """Whether a ``llm`` / ``auto`` / offline setting means the chat model (auto: when
@@ -163,11 +186,7 @@ class Tiers:
     @property
     def store(self) -> Any:
         """The long-term store (a SQLite file unless configured or given otherwise)."""
-        if self._store is None:
-            with self.lock:
-                if self._store is None:
-                    self._store = self._build_store()
-        return self._store
+        return self._once("_store", self._build_store)
 
     def _build_store(self) -> Any:
         persistent = self.config.memory.persistent
@@ -201,18 +220,20 @@ class Tiers:
     def working(self) -> Any:
         """The in-process working memory (None when ``memory.working.enabled`` is false)."""
         settings = self.config.memory.working
-        if self._working is None and settings.enabled:
-            with self.lock:
-                if self._working is None:
-                    from tiermem.working import WorkingMemory
+        if not settings.enabled:
+            return self._working
 
-                    self._working = WorkingMemory(
-                        embedder=self.embedder,
-                        max_memory_mb=settings.max_memory_mb,
-                        fifo_interval_min=settings.fifo_interval_min,
-                        user_isolation=True,
-                    )
-        return self._working
+        def build() -> Any:
+            from tiermem.working import WorkingMemory
+
+            return WorkingMemory(
+                embedder=self.embedder,
+                max_memory_mb=settings.max_memory_mb,
+                fifo_interval_min=settings.fifo_interval_min,
+                user_isolation=True,
+            )
+
+        return self._once("_working", build)
 
     @property
     def built_working(self) -> Any:
@@ -223,22 +244,20 @@ class Tiers:
     def synopses(self) -> Any:
         """The synopsis service (None when ``memory.synopsis.enabled`` is false)."""
         settings = self.config.memory.synopsis
-        if self._synopsis is None and settings.enabled:
-            with self.lock:
-                if self._synopsis is None:
-                    from tiermem.synopsis import (
-                        SynopsisGenerator,
-                        SynopsisService,
-                        cache_from_config,
-                    )
+        if not settings.enabled:
+            return self._synopsis
 
-                    self._synopsis = SynopsisService(
-                        cache_from_config(settings),
-                        SynopsisGenerator(self.llm, max_items=settings.max_items),
-                        refresh_on_access=settings.refresh_on_access,
-                        fetch_memories=self._profile_memories,
-                    )
-        return self._synopsis
+        def build() -> Any:
+            from tiermem.synopsis import SynopsisGenerator, SynopsisService, cache_from_config
+
+            return SynopsisService(
+                cache_from_config(settings),
+                SynopsisGenerator(self.llm, max_items=settings.max_items),
+                refresh_on_access=settings.refresh_on_access,
+                fetch_memories=self._profile_memories,
+            )
+
+        return self._once("_synopsis", build)
 
     def _profile_memories(self, user_id: str) -> list[Any]:
         """What a synopsis is written from: the user's facts, preferences and context
@@ -262,21 +281,15 @@ class Tiers:
     @property
     def accesses(self) -> AccessLog:
         """Counts of the memories each context used, written to the store off the hot path."""
-        if self._accesses is None:
-            with self.lock:
-                if self._accesses is None:
-                    self.check_open()
-                    self._accesses = AccessLog(self.store)
-        return self._accesses
+        accesses: AccessLog = self._open_once("_accesses", lambda: AccessLog(self.store))
+        return accesses
 
     def search_pool(self) -> ThreadPoolExecutor:
         """Threads that search the store while the caller embeds the query."""
-        if self._searches is None:
-            with self.lock:
-                if self._searches is None:
-                    self.check_open()
-                    self._searches = ThreadPoolExecutor(4, thread_name_prefix="tiermem-search")
-        return self._searches
+        pool: ThreadPoolExecutor = self._open_once(
+            "_searches", lambda: ThreadPoolExecutor(4, thread_name_prefix="tiermem-search")
+        )
+        return pool
 
     # -- background work ---------------------------------------------------------------------
 
@@ -284,29 +297,27 @@ class Tiers:
     def worker(self) -> Any:
         """The :class:`~tiermem.worker.StoreWorker` that embeds and summarizes the store's
         pending work (shared with every process using the same store)."""
-        if self._worker is None:
-            with self.lock:
-                if self._worker is None:
-                    self.check_open()
-                    from tiermem.worker import StoreWorker
+        return self._open_once("_worker", self._build_worker)
 
-                    settings = self.config.memory.buffer
-                    work = self.config.memory.worker
-                    self._worker = StoreWorker(
-                        self.store,
-                        self.embedder,
-                        self.new_summarizer,
-                        window=settings.size,
-                        summary_batch=min(settings.summary_batch, settings.size),
-                        batch_size=work.batch_size,
-                        lease=work.lease_seconds,
-                        max_attempts=work.max_attempts,
-                        retry_backoff=work.retry_backoff,
-                        delay=work.delay,
-                        background=work.background,
-                        facts=self._new_fact_worker(),
-                    )
-        return self._worker
+    def _build_worker(self) -> Any:
+        from tiermem.worker import StoreWorker
+
+        settings = self.config.memory.buffer
+        work = self.config.memory.worker
+        return StoreWorker(
+            self.store,
+            self.embedder,
+            self.new_summarizer,
+            window=settings.size,
+            summary_batch=min(settings.summary_batch, settings.size),
+            batch_size=work.batch_size,
+            lease=work.lease_seconds,
+            max_attempts=work.max_attempts,
+            retry_backoff=work.retry_backoff,
+            delay=work.delay,
+            background=work.background,
+            facts=self._new_fact_worker(),
+        )
 
     def _new_fact_worker(self) -> Any:
         """The fact extractor's worker when ``memory.facts.enabled`` (else None)."""
