@@ -34,7 +34,7 @@ from tiermem.errors import InputError, TiermemError
 from tiermem.wire import problem_to_error
 
 if TYPE_CHECKING:
-    from tiermem.server.app import Service
+    from tiermem.server.service import Service
 
 USER_HEADER = "x-tiermem-user"
 LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
