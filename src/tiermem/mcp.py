@@ -29,7 +29,7 @@ with needs_extra("server", "tiermem.mcp", "the MCP server"):
     from starlette.responses import JSONResponse
     from starlette.types import Receive, Scope, Send
 
-from tiermem import __version__
+from tiermem._version import __version__
 from tiermem.errors import InputError, TiermemError
 from tiermem.wire import problem_to_error
 

@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from tiermem import __version__
+from tiermem._version import __version__
 from tiermem.cli.commands import (
     Command,
     cmd_add,

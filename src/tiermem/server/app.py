@@ -21,7 +21,7 @@ with needs_extra("server", "tiermem.server", "the HTTP server"):
     from starlette.routing import Route
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tiermem import __version__
+from tiermem._version import __version__
 from tiermem.memory import Memory
 from tiermem.server.body import DEFAULT_MAX_BODY, BodyGuard
 from tiermem.server.errors import install
