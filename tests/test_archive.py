@@ -12,15 +12,8 @@ import numpy as np
 import pytest
 
 from embedders import FailingEmbedder, HashEmbedder, SlowEmbedder, wait_until
-from tiermem.archive import (
-    CONTEXT_WEIGHT,
-    ArchivedMessage,
-    Archiver,
-    Sink,
-    embed_messages,
-    transcript_sink,
-    working_sink,
-)
+from tiermem.archiver import ArchivedMessage, Archiver, Sink, transcript_sink, working_sink
+from tiermem.message_vectors import CONTEXT_WEIGHT, embed_messages
 from tiermem.messages import Message, transcript_line
 from tiermem.stores.base import index_row, message_entry
 from tiermem.stores.sqlite import SQLiteStore

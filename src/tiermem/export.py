@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem import __version__
+from tiermem._version import __version__
 from tiermem.errors import InputError, TiermemError
 from tiermem.messages import Message
 from tiermem.stores.base import (

@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tiermem.access import AccessLog
-from tiermem.archive import ArchivedMessage, Archiver, transcript_sink, working_sink
+from tiermem.archiver import ArchivedMessage, Archiver, transcript_sink, working_sink
 from tiermem.buffer import BufferMemory, BufferRegistry
 from tiermem.changes import Changes
 from tiermem.config import Retention

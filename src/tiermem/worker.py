@@ -27,8 +27,8 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tiermem.archive import ContextVectors, embed_messages
 from tiermem.errors import AuthenticationError, ProviderUnavailableError, StoreError
+from tiermem.message_vectors import ContextVectors, embed_messages
 from tiermem.stores.base import check_vector, index_row, message_entry
 from tiermem.stores.transcript import (
     ClaimOp,
