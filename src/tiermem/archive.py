@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from tiermem.embeddings.base import Embedder
-    from tiermem.stores.base import MemoryStore
+    from tiermem.stores.protocol import MemoryStore
     from tiermem.working import WorkingMemory
 
 log = logging.getLogger(__name__)

@@ -27,8 +27,10 @@ import httpx
 from tiermem.errors import InputError, InvalidTypeError, StoreUnavailableError, TiermemError
 from tiermem.messages import Content, Message
 from tiermem.planner import Context
-from tiermem.stores.base import MemoryRecord, SearchResult, StoreStats, check_user_id
-from tiermem.stores.transcript import SessionInfo, TranscriptRow, WorkStats
+from tiermem.stores.queue import WorkStats
+from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
+from tiermem.stores.transcript import SessionInfo, TranscriptRow
+from tiermem.stores.validate import check_user_id
 
 if TYPE_CHECKING:
     from tiermem.api import AsyncMemoryAPI, MemoryAPI

@@ -52,7 +52,7 @@ from tiermem.server.errors import Forbidden, Unauthorized, install
 from tiermem.server.keys import KeyStore, keys_location
 from tiermem.server.metrics import Metrics
 from tiermem.server.tenants import Tenant
-from tiermem.stores.base import MAX_LIMIT, check_text_id
+from tiermem.stores.validate import MAX_LIMIT, check_text_id
 from tiermem.wire import (
     context_to_json,
     hit_to_json,

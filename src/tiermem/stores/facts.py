@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from tiermem.stores.base import NewMemory
+    from tiermem.stores.records import NewMemory
     from tiermem.stores.transcript import TranscriptRow
 
 MARKS = "tiermem_fact_marks"
@@ -139,10 +139,6 @@ class FactVersionsOp(NamedTuple):
 
     user_id: str
     memory_id: str
-
-
-FACT_OPS = (DueSessionsOp, FactsDueOp, SaveFactsOp, FactsFailOp, FactMarkOp, FactVersionsOp)
-READ_ONLY_OPS = (DueSessionsOp, FactMarkOp, FactVersionsOp)
 
 
 def tables() -> list[str]:

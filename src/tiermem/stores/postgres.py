@@ -29,27 +29,18 @@ import numpy as np
 
 from tiermem.errors import StoreError, StoreUnavailableError
 from tiermem.stores import facts, schema, transcript
-from tiermem.stores.base import (
-    AccessOp,
-    CountOp,
-    ExistingIdsOp,
-    GetOp,
+from tiermem.stores.keywords import keyword_terms
+from tiermem.stores.ops import (
     ListOp,
     MemoryFilter,
-    MemoryRecord,
     Op,
-    ScanOp,
     SearchOp,
-    SearchResult,
-    StatsOp,
-    StoreStats,
-    TableSizeOp,
     UpdateOp,
-    check_durability,
-    keyword_terms,
 )
 from tiermem.stores.pgsetup import ensure_vector, import_driver
-from tiermem.stores.sql import SQLStore
+from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
+from tiermem.stores.sql import SQLStore, writes
+from tiermem.stores.validate import check_durability
 
 if TYPE_CHECKING:
     import psycopg
@@ -65,19 +56,6 @@ HNSW_MAX_DIMENSION = 2000
 #: Characters of content indexed for keyword search (a tsvector holds at most 1 MB).
 TSV_MAX_CHARS = 200_000
 _COUNT_TTL = 30.0
-_READS = (
-    GetOp,
-    SearchOp,
-    AccessOp,
-    ListOp,
-    CountOp,
-    StatsOp,
-    ScanOp,
-    ExistingIdsOp,
-    TableSizeOp,
-    *transcript.READ_ONLY_OPS,
-    *facts.READ_ONLY_OPS,
-)
 
 
 def _v1(t: str, dim: int) -> list[str]:
@@ -338,7 +316,7 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
     def batch(self, ops: Iterable[Op]) -> list[Any]:
         ops = list(ops)
         with self._transaction() as conn:
-            if self.durability != "async_commit" and all(isinstance(op, _READS) for op in ops):
+            if self.durability != "async_commit" and all(writes(op) != "write" for op in ops):
                 # Reads write only access counts: no need to wait for the WAL flush.
                 conn.execute("SET LOCAL synchronous_commit = off")
             return self._run_all(conn, ops)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from tiermem.stores.base import utcnow
+from tiermem.stores.records import utcnow
 
 MIGRATIONS_TABLE = "tiermem_migrations"
 

@@ -23,24 +23,17 @@ from tiermem.errors import StoreError, StoreUnavailableError
 from tiermem.paths import default_sqlite_path as default_path
 from tiermem.paths import sqlite_file
 from tiermem.stores import facts, schema, transcript
-from tiermem.stores.base import (
-    CountOp,
-    ExistingIdsOp,
+from tiermem.stores.keywords import keyword_terms
+from tiermem.stores.ops import (
     ListOp,
     MemoryFilter,
-    MemoryRecord,
     Op,
-    ScanOp,
     SearchOp,
-    SearchResult,
-    StatsOp,
-    StoreStats,
-    TableSizeOp,
     UpdateOp,
-    check_durability,
-    keyword_terms,
 )
-from tiermem.stores.sql import SQLStore
+from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
+from tiermem.stores.sql import SQLStore, writes
+from tiermem.stores.validate import check_durability
 from tiermem.stores.vector_cache import VectorCache, load
 
 if TYPE_CHECKING:
@@ -53,15 +46,6 @@ _COLUMNS = (
 # Statements naming rows by id or seq write ``+user_id``: the unary plus keeps SQLite from
 # scanning the user's whole (user_id, ...) index instead of using the primary key (60 ms
 # instead of 0.1 ms for a 50k-row user); the user condition still filters every row.
-_READ_ONLY = (ListOp, CountOp, StatsOp, ScanOp, ExistingIdsOp, TableSizeOp)
-
-
-def _read_only(op: Op) -> bool:
-    """Whether ``op`` writes nothing (a search that counts no access writes nothing)."""
-    return isinstance(op, (*_READ_ONLY, *transcript.READ_ONLY_OPS, *facts.READ_ONLY_OPS)) or (
-        isinstance(op, SearchOp) and not op.count_access
-    )
-
 
 # SQLite allows 32766 parameters; keep IN (...) lists well below it.
 _CHUNK = 500
@@ -294,7 +278,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     def batch(self, ops: Iterable[Op]) -> list[Any]:
         ops = list(ops)
-        write = not all(_read_only(op) for op in ops)
+        write = any(writes(op) != "read" for op in ops)
         with self._transaction(write) as conn:
             return self._run_all(conn, ops)
 
