@@ -99,29 +99,16 @@ def _v2_stemmed_keywords(t: str, dim: int) -> list[str]:
     ]
 
 
-def _v3_transcript(t: str, dim: int) -> list[str]:
-    """The transcript and session summaries (shared by every dimension's table)."""
-    return transcript.tables("seq INTEGER PRIMARY KEY AUTOINCREMENT", "")
-
-
-def _v4_facts(t: str, dim: int) -> list[str]:
-    """Fact extraction marks and user leases (shared by every dimension's table)."""
-    return facts.tables()
-
-
-def _v5_generations(t: str, dim: int) -> list[str]:
-    """Per-user change generations (shared by every dimension's table)."""
-    return transcript.generation_tables()
-
-
 #: Schema history of a ``memories_{dim}`` table; append, never edit.
 MIGRATIONS = [
     schema.Migration("001_create", _v1),
     schema.Migration("002_stemmed_keywords", _v2_stemmed_keywords),
-    schema.Migration("003_transcript", _v3_transcript),
-    schema.Migration("004_facts", _v4_facts),
-    schema.Migration("005_generations", _v5_generations),
 ]
+#: Schema histories of the tables every dimension shares.
+SHARED = {
+    **transcript.migrations("seq INTEGER PRIMARY KEY AUTOINCREMENT", ""),
+    **facts.migrations(),
+}
 
 
 def _ts(value: datetime) -> float:
@@ -242,7 +229,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                 f"cannot open SQLite database {self.path!r}: {exc}"
             ) from exc
         with self._transaction(write=True):
-            schema.migrate(self._conn, self.table, self.dimension, MIGRATIONS, "?")
+            schema.migrate(self._conn, {**SHARED, self.table: MIGRATIONS}, self.dimension, "?")
 
     # -- plumbing --
 

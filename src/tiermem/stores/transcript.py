@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from tiermem.messages import Message
+from tiermem.stores.schema import Migration
 
 TRANSCRIPT = "tiermem_transcript"
 SUMMARIES = "tiermem_summaries"
@@ -204,8 +205,8 @@ class RestoreOp(NamedTuple):
 # -- schema --------------------------------------------------------------------------
 
 
-def tables(seq_column: str, primary_key: str) -> list[str]:
-    """The statements creating the transcript and summaries tables.
+def transcript_table(seq_column: str, primary_key: str) -> list[str]:
+    """The statements creating the transcript table and its indexes.
 
     ``seq_column`` declares the ordering column, ``primary_key`` the table constraint
     (SQLite's rowid alias; ``(user_id, seq)`` on PostgreSQL so rows can be distributed by
@@ -238,25 +239,49 @@ def tables(seq_column: str, primary_key: str) -> list[str]:
         # of unindexed messages read them. Every index costs each add: keep them few.
         f"CREATE INDEX IF NOT EXISTS {TRANSCRIPT}_unindexed ON {TRANSCRIPT} (seq)"
         " WHERE state <> 'done'",
-        f"""CREATE TABLE IF NOT EXISTS {SUMMARIES} (
-            user_id TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            text TEXT,
-            upto BIGINT NOT NULL DEFAULT 0,
-            updated_at DOUBLE PRECISION NOT NULL,
-            lease_owner TEXT,
-            lease_until DOUBLE PRECISION NOT NULL DEFAULT 0,
-            PRIMARY KEY (user_id, session_id))""",
     ]
 
 
-def generation_tables() -> list[str]:
-    """The statement creating the generations table (same SQL on both engines)."""
-    return [
-        f"""CREATE TABLE IF NOT EXISTS {GENERATIONS} (
-            user_id TEXT NOT NULL PRIMARY KEY,
-            generation BIGINT NOT NULL DEFAULT 0)"""
-    ]
+def migrations(seq_column: str, primary_key: str) -> dict[str, list[Migration]]:
+    """The schema history of the transcript, summaries and generations tables (shared by
+    every dimension's index); ``seq_column`` and ``primary_key`` as for
+    :func:`transcript_table`. Append, never edit.
+
+    Each first step creates its table if it is missing: databases made before the tables
+    had histories of their own (when the index table's migrations made them) hold them
+    already, and record the step without a change.
+    """
+    return {
+        TRANSCRIPT: [
+            Migration("001_create", lambda t, d: transcript_table(seq_column, primary_key))
+        ],
+        SUMMARIES: [
+            Migration(
+                "001_create",
+                lambda t, d: [
+                    f"""CREATE TABLE IF NOT EXISTS {SUMMARIES} (
+                        user_id TEXT NOT NULL,
+                        session_id TEXT NOT NULL,
+                        text TEXT,
+                        upto BIGINT NOT NULL DEFAULT 0,
+                        updated_at DOUBLE PRECISION NOT NULL,
+                        lease_owner TEXT,
+                        lease_until DOUBLE PRECISION NOT NULL DEFAULT 0,
+                        PRIMARY KEY (user_id, session_id))"""
+                ],
+            )
+        ],
+        GENERATIONS: [
+            Migration(
+                "001_create",
+                lambda t, d: [
+                    f"""CREATE TABLE IF NOT EXISTS {GENERATIONS} (
+                        user_id TEXT NOT NULL PRIMARY KEY,
+                        generation BIGINT NOT NULL DEFAULT 0)"""
+                ],
+            )
+        ],
+    }
 
 
 # -- reading rows ----------------------------------------------------------------------
