@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import tiermem.stores.facts as facts
+import tiermem.stores.schema as schema
+import tiermem.stores.transcript as transcript
 from tiermem.errors import StoreError, StoreUnavailableError
-from tiermem.stores import facts, schema, transcript
 from tiermem.stores.keywords import keyword_terms
 from tiermem.stores.ops import (
     ListOp,

@@ -17,10 +17,11 @@ from datetime import datetime
 from itertools import groupby
 from typing import Any, Generic, Literal, NamedTuple, TypeVar, cast
 
+import tiermem.stores.facts as facts
+import tiermem.stores.queue as queue
+import tiermem.stores.transcript as tr
 from tiermem.embeddings.cache import content_hash
 from tiermem.errors import InputError, NotFoundError
-from tiermem.stores import facts, queue
-from tiermem.stores import transcript as tr
 from tiermem.stores.facts_sql import FactsSQL
 from tiermem.stores.ops import (
     AccessOp,

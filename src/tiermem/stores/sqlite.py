@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+import tiermem.stores.facts as facts
+import tiermem.stores.schema as schema
+import tiermem.stores.transcript as transcript
 from tiermem.errors import StoreError, StoreUnavailableError
 from tiermem.paths import default_sqlite_path as default_path
 from tiermem.paths import sqlite_file
-from tiermem.stores import facts, schema, transcript
 from tiermem.stores.keywords import keyword_terms
 from tiermem.stores.ops import (
     ListOp,
