@@ -72,8 +72,9 @@ _T = TypeVar("_T")
 class MemoryStore(WorkQueue):
     """Long-term memory of many users in one ``memories_{dimension}`` table.
 
-    Subclasses implement :meth:`batch` and :meth:`abatch`; every other method is derived.
-    Every per-user method requires ``user_id`` and only ever sees that user's records.
+    Subclasses implement :meth:`batch` and :meth:`abatch`; every other method is derived
+    (the work queue's from :class:`~tiermem.stores.queue.WorkQueue`). Every per-user
+    method requires ``user_id`` and only ever sees that user's records.
 
     Args:
         dimension: width of the stored vectors; defaults to ``embedder.dimension``.
