@@ -77,7 +77,7 @@ def pairs(count: int, per_user: int, run: str, seed: int = 7) -> list[tuple[str,
     """``count`` (user, fact, question) triples: ``per_user`` facts of distinct templates
     per user (ids prefixed by ``run``), each with entities drawn at random."""
     from tiermem.planner import _stems
-    from tiermem.stores.base import keyword_terms
+    from tiermem.stores.keywords import keyword_terms
 
     rng = random.Random(seed)
     out: list[tuple[str, str, str]] = []

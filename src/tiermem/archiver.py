@@ -29,7 +29,7 @@ from tiermem.messages import Message, transcript_line
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder
-    from tiermem.stores.base import MemoryStore
+    from tiermem.stores.protocol import MemoryStore
     from tiermem.working import WorkingMemory
 
 log = logging.getLogger(__name__)

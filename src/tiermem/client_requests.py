@@ -16,8 +16,10 @@ from typing import Any, Generic, TypeVar
 from tiermem.errors import InputError, InvalidTypeError
 from tiermem.messages import Content, Message
 from tiermem.planner import Context
-from tiermem.stores.base import MemoryRecord, SearchResult, StoreStats, check_user_id
-from tiermem.stores.transcript import SessionInfo, TranscriptRow, WorkStats
+from tiermem.stores.queue import WorkStats
+from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
+from tiermem.stores.transcript import SessionInfo, TranscriptRow
+from tiermem.stores.validate import check_user_id
 from tiermem.synopsis import Synopsis
 from tiermem.wire import (
     context_from_json,

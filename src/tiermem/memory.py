@@ -44,15 +44,21 @@ from tiermem.errors import (
 from tiermem.messages import Content, Message, check_fields, transcript_line
 from tiermem.paths import sqlite_file
 from tiermem.planner import Candidate, Context, QueryPlanner, candidate_key
-from tiermem.stores.base import (
+from tiermem.stores.ops import SEARCH_FILTERS, ListOp
+from tiermem.stores.queue import WorkStats
+from tiermem.stores.records import MemoryRecord, NewMemory, SearchResult, StoreStats
+from tiermem.stores.transcript import (
+    AppendOp,
+    GenerationOp,
+    RecentOp,
+    SessionInfo,
+    SummaryOp,
+    TranscriptRow,
+    UnindexedOp,
+)
+from tiermem.stores.validate import (
     MAX_CONTENT_CHARS,
     MAX_LIMIT,
-    SEARCH_FILTERS,
-    ListOp,
-    MemoryRecord,
-    NewMemory,
-    SearchResult,
-    StoreStats,
     append_op,
     check_content,
     check_encodable,
@@ -62,16 +68,6 @@ from tiermem.stores.base import (
     check_uuid,
     check_vector,
     message_entry,
-)
-from tiermem.stores.transcript import (
-    AppendOp,
-    GenerationOp,
-    RecentOp,
-    SessionInfo,
-    SummaryOp,
-    TranscriptRow,
-    UnindexedOp,
-    WorkStats,
 )
 from tiermem.tokens import TokenCounter, get_token_counter
 from tiermem.twins import twin
@@ -145,7 +141,7 @@ class Memory:
         synopsis: Any = None,
     ) -> None:
         from tiermem.config import TiermemConfig
-        from tiermem.stores.base import MemoryStore
+        from tiermem.stores.protocol import MemoryStore
 
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise InvalidTypeError("path", f"expected a file path, got {type(path).__name__}")
@@ -771,7 +767,7 @@ class Memory:
         than this Memory's embedder are not used: the memories are embedded again.
         """
         from tiermem.export import read_archive
-        from tiermem.stores.base import ImportOp
+        from tiermem.stores.ops import ImportOp
         from tiermem.stores.transcript import RestoreOp
 
         self._check_open()
@@ -922,7 +918,7 @@ class Memory:
     def _candidates(
         self, query: str, user_id: str, session_id: str | None, buffer: BufferMemory | None
     ) -> list[Candidate]:
-        from tiermem.stores.base import SearchOp
+        from tiermem.stores.ops import SearchOp
 
         pool = self.planner.settings.k
         keyword = SearchOp(user_id, "keyword", None, query, pool, count_access=False)
@@ -1328,7 +1324,7 @@ class Memory:
 
     def size(self) -> int:
         """How many long-term memories the store holds, every user's."""
-        from tiermem.stores.base import TableSizeOp
+        from tiermem.stores.ops import TableSizeOp
 
         self._check_open()
         return int(self.store.batch([TableSizeOp()])[0])
@@ -1575,7 +1571,7 @@ def _unindexed_candidates(
     rest)."""
     import re
 
-    from tiermem.stores.base import keyword_terms
+    from tiermem.stores.keywords import keyword_terms
 
     terms = set(keyword_terms(query))
     found = []

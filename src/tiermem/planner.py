@@ -40,7 +40,7 @@ from tiermem.buffer import newest_within, summary_message
 from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message, to_anthropic_messages, transcript_line
-from tiermem.stores.base import keyword_terms
+from tiermem.stores.keywords import keyword_terms
 from tiermem.temporal import asks_about_past, time_windows, within
 
 if TYPE_CHECKING:

@@ -34,7 +34,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tiermem.messages import Message, transcript_line
-from tiermem.stores.base import MAX_LIMIT, MemoryRecord
+from tiermem.stores.records import MemoryRecord
+from tiermem.stores.validate import MAX_LIMIT
 
 if TYPE_CHECKING:
     from tiermem.api import MemoryAPI

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from tiermem.errors import InvalidSizeError, InvalidTypeError
-from tiermem.stores.base import check_user_id
+from tiermem.stores.validate import check_user_id
 from tiermem.synopsis.model import TIERS, Synopsis, SynopsisTier, Tier
 
 DEFAULT_IDENTITY_TTL = 604_800  # 7 days, as in seed 001

@@ -11,7 +11,8 @@ from typing import Any
 from tiermem.errors import InvalidSizeError, InvalidTypeError
 from tiermem.llm.base import LLM
 from tiermem.llm.factory import get_llm
-from tiermem.stores.base import MemoryRecord, calculate_importance, check_user_id
+from tiermem.stores.records import MemoryRecord, calculate_importance
+from tiermem.stores.validate import check_user_id
 from tiermem.synopsis.model import CONTEXT_TYPES, IDENTITY_TYPES, TIERS, Synopsis, utc_now
 
 log = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ class SynopsisGenerator:
         """The memories each tier uses: (identity, context), at most ``max_items`` each.
 
         Identity: facts and preferences, name statements first, then by
-        :func:`~tiermem.stores.base.calculate_importance` measured at the newest memory's
+        :func:`~tiermem.stores.records.calculate_importance` measured at the newest memory's
         time. Context: context memories, then summaries, then messages, newest first.
         Duplicates (same text ignoring case and spacing) count once.
         """

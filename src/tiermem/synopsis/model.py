@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Literal, get_args
 
 from tiermem.errors import InvalidTypeError
-from tiermem.stores.base import check_user_id
+from tiermem.stores.validate import check_user_id
 
 Tier = Literal["identity", "context"]
 TIERS: tuple[Tier, ...] = get_args(Tier)

@@ -11,7 +11,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tiermem.errors import InvalidTypeError
-from tiermem.stores.base import MemoryRecord, check_user_id
+from tiermem.stores.records import MemoryRecord
+from tiermem.stores.validate import check_user_id
 from tiermem.synopsis.cache import InMemorySynopsisCache, SynopsisCache
 from tiermem.synopsis.generator import SynopsisGenerator
 from tiermem.synopsis.model import IDENTITY_TYPES, TIERS, Synopsis, SynopsisTier, Tier

@@ -15,7 +15,7 @@ from tiermem.messages import Message
 from tiermem.server import models
 from tiermem.server.deps import ERROR_RESPONSES, Caller
 from tiermem.server.service import Service
-from tiermem.stores.base import MAX_LIMIT, check_text_id
+from tiermem.stores.validate import MAX_LIMIT, check_text_id
 from tiermem.wire import context_to_json, hit_to_json, record_to_json
 
 
