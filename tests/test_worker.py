@@ -45,3 +45,17 @@ def test_identical_lines_are_hashed_and_embedded_once(tmp_path: Path) -> None:
             assert sorted(r.content for r in rows) == sorted(set(embedder.sent))
             assert all(r.memory_type == "message" and r.session_id == "s" for r in rows)
             assert store.work_stats(user).done == 4
+
+
+def test_end_session_waits_for_another_process_folding_the_session(tmp_path: Path) -> None:
+    """Another worker holds the session's summary lease (it is folding it): end_session
+    waits for the lease instead of returning no summary (it did, under load)."""
+    from tiermem.memory import Memory
+
+    config = {"memory": {"worker": {"background": False}}}
+    with Memory(str(tmp_path / "m.db"), config=config, embedder=HashEmbedder(32)) as memory:
+        for day in range(6):
+            memory.add("user", f"On day {day} I planted tomato seedlings.", "u", "s")
+        assert memory.store.summary_due("another-process", "u", "s", 0, 1, 1.0) is not None
+        summary = memory.end_session("u", "s")
+        assert summary is not None and "tomato" in summary

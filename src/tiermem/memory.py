@@ -1117,7 +1117,9 @@ class Memory:
         if self._stored:
             if self._archiver is not None:
                 self._archiver.flush(ERASE_TIMEOUT)
-            summary = self.worker.summarize_session(user_id, session_id, window=0, batch=1)
+            summary = self.worker.summarize_session(
+                user_id, session_id, window=0, batch=1, wait=ERASE_TIMEOUT
+            )
         else:
             buffer = self.buffers.peek(user_id, session_id)
             if buffer is None:

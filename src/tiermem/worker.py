@@ -300,19 +300,27 @@ class StoreWorker:
         *,
         window: int | None = None,
         batch: int | None = None,
+        wait: float = 0.0,
     ) -> str | None:
         """Fold the session's messages older than ``window`` into its summary if at least
-        ``batch`` are waiting and no other process is doing it; the new summary or None."""
-        due = self.store.summary_due(
-            self.owner,
-            user_id,
-            session_id,
-            self.window if window is None else window,
-            self.summary_batch if batch is None else batch,
-            self.lease,
-        )
-        if due is None:
-            return None
+        ``batch`` are waiting; the new summary or None. While another process folds the
+        session (it holds the summary's lease), wait up to ``wait`` seconds for it to
+        finish, then fold what it left."""
+        deadline = time.monotonic() + wait
+        while True:
+            due = self.store.summary_due(
+                self.owner,
+                user_id,
+                session_id,
+                self.window if window is None else window,
+                self.summary_batch if batch is None else batch,
+                self.lease,
+            )
+            if due is not None:
+                break
+            if time.monotonic() >= deadline or not self._unfolded(user_id, session_id):
+                return None
+            time.sleep(0.05)
         summary, rows = due
         messages = [r.message for r in rows]
         text = self._fold(messages, summary.text)
@@ -320,6 +328,14 @@ class StoreWorker:
             self.owner, user_id, session_id, text, summary.upto, rows[-1].seq
         )
         return text if saved else None
+
+    def _unfolded(self, user_id: str, session_id: str | None) -> bool:
+        """Whether the session has messages its summary does not cover yet."""
+        upto = self.store.summary(user_id, session_id).upto
+        after = self.store.transcript(
+            user_id, session_id=session_id, any_session=False, after=upto, limit=1
+        )
+        return bool(after)
 
     def _fold(self, messages: list[Any], previous: str | None) -> str:
         """The summary with ``messages`` merged in; the offline summarizer if the LLM fails."""
