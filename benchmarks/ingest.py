@@ -101,7 +101,7 @@ def sqlite_floor(folder: Path, n: int, synchronous: str, same_table: bool) -> li
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute(f"PRAGMA synchronous={synchronous}")
     if same_table:
-        for ddl in transcript.tables("seq INTEGER PRIMARY KEY AUTOINCREMENT", ""):
+        for ddl in transcript.transcript_table("seq INTEGER PRIMARY KEY AUTOINCREMENT", ""):
             conn.execute(ddl)
         sql, row = TRANSCRIPT_ROW.format(p="?"), transcript_row
     else:
@@ -129,7 +129,7 @@ def pg_floor(url: str, n: int, synchronous_commit: str, same_table: bool) -> lis
     _reset_pg(url)
     with psycopg.connect(url, autocommit=True) as setup:
         if same_table:
-            for ddl in transcript.tables(
+            for ddl in transcript.transcript_table(
                 "seq BIGINT GENERATED ALWAYS AS IDENTITY", "PRIMARY KEY (user_id, seq),"
             ):
                 setup.execute(ddl)

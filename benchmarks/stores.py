@@ -31,8 +31,8 @@ from _common import reproduce_command, rich_table, write_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tiermem.stores.base import MemoryStore
 from tiermem.stores.postgres import PostgresStore
+from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.sqlite import SQLiteStore
 
 K = 10

@@ -16,7 +16,7 @@ from embedders import HashEmbedder
 from fakeserver import FakeServer, Reply
 from tiermem import BufferMemory
 from tiermem.agent import Agent, tool_schema
-from tiermem.chat import run_chat
+from tiermem.cli.chat import run_chat
 from tiermem.errors import (
     ConfigError,
     InputError,

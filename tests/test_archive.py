@@ -12,18 +12,12 @@ import numpy as np
 import pytest
 
 from embedders import FailingEmbedder, HashEmbedder, SlowEmbedder, wait_until
-from tiermem.archive import (
-    CONTEXT_WEIGHT,
-    ArchivedMessage,
-    Archiver,
-    Sink,
-    embed_messages,
-    transcript_sink,
-    working_sink,
-)
+from tiermem.archiver import ArchivedMessage, Archiver, Sink, transcript_sink, working_sink
+from tiermem.message_vectors import CONTEXT_WEIGHT, embed_messages
 from tiermem.messages import Message, transcript_line
-from tiermem.stores.base import index_row, message_entry
+from tiermem.stores.queue import WorkItem
 from tiermem.stores.sqlite import SQLiteStore
+from tiermem.stores.validate import message_entry
 from tiermem.working import WorkingMemory
 
 DIM = 16
@@ -82,7 +76,9 @@ def test_message_entry_and_index_row_keep_time_ids_and_links() -> None:
     entry = message_entry(message, "prev-id", "agent")
     assert entry.line == "tool: 42" and entry.agent_id == "agent"
     assert Message.from_json(entry.json) == message  # the transcript keeps it whole
-    row = index_row(entry, "s", None)
+    assert entry.line is not None
+    item = WorkItem(1, "u", "s", message, entry.line, entry.agent_id, entry.previous_id, 1)
+    row = item.index_row(None)
     assert row.content == "tool: 42" and row.memory_type == "tool" and row.created_at == when
     assert (row.session_id, row.agent_id) == ("s", "agent")
     assert row.metadata == {

@@ -12,7 +12,8 @@ import pytest
 
 from embedders import HashEmbedder
 from tiermem import Memory
-from tiermem.cli import main, pick_id, resolve_id, short_ids, stored_id
+from tiermem.cli import main
+from tiermem.cli.commands import pick_id, resolve_id, short_ids, stored_id
 from tiermem.errors import AmbiguousIdError, InputError, NotFoundError
 
 
@@ -315,7 +316,7 @@ def test_bad_numbers_are_refused_before_anything_heavy_loads(
         "import sys\n"
         "from tiermem.cli import main\n"
         f"code = main({[*argv, *(['--db', str(tmp_path / 'm.db')] if argv[0] != 'demo' else [])]!r})\n"
-        "heavy = ('numpy', 'onnxruntime', 'tiktoken', 'torch', 'sqlite3', 'tiermem.demo')\n"
+        "heavy = ('numpy', 'onnxruntime', 'tiktoken', 'torch', 'sqlite3', 'tiermem.cli.demo')\n"
         "print(code, [m for m in heavy if m in sys.modules])\n"
     )
     out = subprocess.run(

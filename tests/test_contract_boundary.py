@@ -23,10 +23,7 @@ FACES = (
     "integrations",
     "patterns",
     "agent.py",
-    "cli.py",
-    "demo.py",
-    "chat.py",
-    "doctor.py",
+    "cli",
 )
 """The faces, relative to the package (a folder means every module in it). The library's
 core (memory/, stores/, worker, synopsis, embeddings...) is not a face."""

@@ -16,7 +16,7 @@ from psycopg.conninfo import make_conninfo
 from conformance.conftest import pg_url  # noqa: F401  (the session-wide PostgreSQL)
 from conformance.test_synopsis_cache import redis_reachable
 from tiermem.cli import main
-from tiermem.doctor import Check, run_checks
+from tiermem.cli.doctor import Check, run_checks
 
 SRC = str(Path(__file__).parents[1] / "src")
 
@@ -118,7 +118,7 @@ def test_postgres_without_the_driver_says_which_extra(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "sys.modules['psycopg'] = None\n"
-        "from tiermem.doctor import run_checks\n"
+        "from tiermem.cli.doctor import run_checks\n"
         f"for c in run_checks({str(path)!r}):\n"
         "    print(c.name, c.status, c.fix, sep='|')\n"
     )

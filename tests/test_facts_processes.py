@@ -22,8 +22,8 @@ from test_write_path import DIM, open_store, pg_url
 from tiermem.llm import OpenAIModel
 from tiermem.memory import Memory
 from tiermem.messages import Message
-from tiermem.stores.base import MemoryStore
 from tiermem.stores.facts import FactMarkOp
+from tiermem.stores.protocol import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRACTOR = ROOT / "tests" / "procs" / "extractor.py"

@@ -39,9 +39,10 @@ from tiermem.errors import (
 from tiermem.memory import Memory
 from tiermem.messages import Message
 from tiermem.planner import SECTIONS, Context
-from tiermem.stores.base import AddOp, DeleteUserOp
+from tiermem.stores.ops import AddOp, DeleteUserOp
+from tiermem.stores.queue import WorkStats
 from tiermem.stores.sqlite import SQLiteStore
-from tiermem.stores.transcript import AppendOp, WorkStats
+from tiermem.stores.transcript import AppendOp
 
 SMALL_BUFFER = {"memory": {"buffer": {"size": 8, "summary_batch": 4}}}
 NO_FLOOR = {"memory": {**SMALL_BUFFER["memory"], "planner": {"floor": {"enabled": False}}}}

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tiermem.errors import InputError
-from tiermem.stores.base import NewMemory
 from tiermem.stores.migrate import MigrationReport, migrate_embeddings, open_store
+from tiermem.stores.records import NewMemory
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 MODEL = "local/all-MiniLM-L6-v2"

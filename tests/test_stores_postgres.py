@@ -68,7 +68,9 @@ def test_connection_lost_mid_batch_rolls_back(pg: PostgresStore, pg_url: str) ->
     vid = pg.add(victim, "locked row", embedding=vecs(1)[0])
     holder = psycopg.connect(pg_url)
     holder.execute(f"SELECT 1 FROM {pg.table} WHERE id = %s FOR UPDATE", (vid,))
-    from tiermem.stores.base import AddOp, DeleteOp, NewMemory, check_vector
+    from tiermem.stores.ops import AddOp, DeleteOp
+    from tiermem.stores.records import NewMemory
+    from tiermem.stores.validate import check_vector
 
     items = tuple(
         NewMemory(f"row {i}", embedding=check_vector(v, DIM)) for i, v in enumerate(vecs(50))

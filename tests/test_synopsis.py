@@ -28,7 +28,7 @@ from tiermem.errors import (
     MissingUserError,
 )
 from tiermem.llm.openai import OpenAIModel
-from tiermem.stores.base import MemoryRecord
+from tiermem.stores.records import MemoryRecord
 from tiermem.synopsis import (
     InMemorySynopsisCache,
     RedisSynopsisCache,

@@ -26,8 +26,8 @@ from fakeserver import FakeServer, Refusal
 from tiermem.embeddings.openai import OpenAIEmbedder
 from tiermem.errors import InputError, MissingUserError, StoreUnavailableError
 from tiermem.memory import Memory
-from tiermem.stores.base import MemoryStore
 from tiermem.stores.postgres import PostgresStore
+from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,10 +19,11 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from tiermem.stores.base import AccessOp, check_uuids
+from tiermem.stores.ops import AccessOp
+from tiermem.stores.validate import check_uuids
 
 if TYPE_CHECKING:
-    from tiermem.stores.base import MemoryStore
+    from tiermem.stores.protocol import MemoryStore
 
 log = logging.getLogger(__name__)
 

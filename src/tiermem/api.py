@@ -19,8 +19,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from tiermem.messages import Content, Message
 from tiermem.planner import Context, ContextItem
-from tiermem.stores.base import MemoryRecord, SearchResult, StoreStats
-from tiermem.stores.transcript import SessionInfo, TranscriptRow, WorkStats
+from tiermem.stores.queue import WorkStats
+from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
+from tiermem.stores.transcript import SessionInfo, TranscriptRow
 from tiermem.synopsis import Synopsis
 
 MEMORY_TYPES: tuple[str, ...] = ("message", "fact", "preference", "context", "summary", "tool")

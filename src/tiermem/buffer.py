@@ -1,27 +1,18 @@
-"""Short-term memory: a ring of recent messages with count and token windows.
+"""Short-term memory: recent messages with count and token windows.
 
-:class:`BufferMemory` (seeds 000 and 001) and :class:`ConversationBuffer` (seed 003) share
-one core, :class:`RingBuffer`: append is O(1), the window is kept by count and/or by
-tokens, and every message that leaves the window is handed, in order, to the
-registered eviction consumers (the summarizer, the long-term archive), so nothing
-leaves unseen. Eviction never separates an assistant tool call from its results, and
-never keeps a tool result whose call has left.
-
-Sync methods are safe under threads; the ``async_*`` methods also take an asyncio lock
-so that concurrent coroutines see whole operations. Eviction consumers run under the
-buffer's lock, in eviction order: they must be quick (enqueue, don't call a model).
+:class:`BufferMemory` (seeds 000 and 001) and :class:`ConversationBuffer` (seed 003) are
+built on one core, :class:`~tiermem.ring.RingBuffer` (O(1) append, eviction consumers that
+see every message that leaves, tool calls kept with their results); :class:`BufferRegistry`
+keeps one buffer per user and session.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
-from itertools import islice
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from tiermem.errors import (
     InvalidRoleError,
@@ -39,251 +30,13 @@ from tiermem.messages import (
     messages_from_dicts,
     parse_json,
 )
+from tiermem.ring import EvictionConsumer, RingBuffer, check_size
 from tiermem.summarize import ExtractiveSummarizer
 from tiermem.summarize_worker import SummaryPipeline, SummaryPolicy
-from tiermem.tokens import TokenCounter, get_token_counter
-
-log = logging.getLogger(__name__)
-
-EvictionConsumer = Callable[[list[Message]], None]
-"""Receives messages that left a buffer, oldest first."""
+from tiermem.tokens import TokenCounter
 
 SERIAL_VERSION = 1
 _PLAIN_ROLES = ROLES - {"tool"}
-T = TypeVar("T")
-
-
-def _check_size(name: str, value: Any, *, allow_zero: bool = False) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidTypeError(name, f"expected an int or None, got {type(value).__name__}")
-    if value < 0 or (value == 0 and not allow_zero):
-        floor = "0" if allow_zero else "1"
-        raise InvalidSizeError(name, f"must be >= {floor}, got {value}", "or None for no limit")
-    return value
-
-
-class RingBuffer(Generic[T]):
-    """The windowed FIFO both buffers are built on.
-
-    Subclasses say how to read an item: its tool-call ids, the call it answers, and
-    the :class:`Message` consumers receive.
-    """
-
-    def __init__(
-        self,
-        max_items: int | None,
-        max_tokens: int | None = None,
-        token_counter: TokenCounter | None = None,
-    ) -> None:
-        self._max_items = max_items
-        self._max_tokens = _check_size("max_tokens", max_tokens)
-        counts = callable(getattr(token_counter, "count_message", None))
-        if token_counter is not None and not counts:
-            raise InvalidTypeError(
-                "token_counter",
-                f"expected a TokenCounter, got {type(token_counter).__name__}",
-                "pass tiermem.tokens.get_token_counter(...) or None",
-            )
-        self._counter = token_counter
-        self._items: deque[T] = deque()
-        self._costs: deque[int] = deque()
-        self._tokens = 0
-        self._open_calls: dict[str, int] = {}
-        self._consumers: list[EvictionConsumer] = []
-        self._lock = threading.RLock()
-        self._alock: asyncio.Lock | None = None
-        self.evicted_count = 0
-        """Messages that have left the window since creation."""
-
-    # -- item reading (overridden) ----------------------------------------------------
-
-    @staticmethod
-    def _call_ids(item: T) -> list[str] | None:
-        raise NotImplementedError
-
-    @staticmethod
-    def _answers(item: T) -> str | None:
-        raise NotImplementedError
-
-    @staticmethod
-    def _as_message(item: T) -> Message:
-        raise NotImplementedError
-
-    # -- window ---------------------------------------------------------------------
-
-    @property
-    def token_counter(self) -> TokenCounter:
-        """The counter used for the token window and token totals."""
-        if self._counter is None:
-            self._counter = get_token_counter()
-        return self._counter
-
-    @property
-    def tokens(self) -> int:
-        """Tokens of the messages in the window (OpenAI chat counting)."""
-        with self._lock:
-            if self._max_tokens is not None:
-                return self._tokens
-            counter = self.token_counter
-            return sum(counter.count_message(self._as_message(i)) for i in self._items)
-
-    def add_eviction_consumer(self, consumer: EvictionConsumer) -> None:
-        """Register ``consumer`` to receive every message that leaves the window, in order."""
-        if not callable(consumer):
-            raise InvalidTypeError("consumer", "expected a callable taking a list of messages")
-        with self._lock:
-            self._consumers.append(consumer)
-
-    def remove_eviction_consumer(self, consumer: EvictionConsumer) -> None:
-        """Stop sending evictions to ``consumer``."""
-        with self._lock:
-            self._consumers.remove(consumer)
-
-    def _push_all(self, items: Iterable[T]) -> None:
-        with self._lock:
-            for item in items:
-                self._push(item)
-            self._evict()
-
-    def _append(self, item: T, plain: bool) -> None:
-        """Append one item; ``plain`` says it neither calls a tool nor answers one.
-
-        The hot path (a plain item, a count-only window, no tool call in the window)
-        costs a deque append, a length check and at most one popleft.
-        """
-        with self._lock:
-            if plain and self._max_tokens is None and not self._open_calls:
-                items = self._items
-                items.append(item)
-                if self._max_items is not None and len(items) > self._max_items:
-                    evicted = items.popleft()
-                    self.evicted_count += 1
-                    if self._consumers:
-                        self._notify([evicted])
-                return
-            self._push(item)
-            self._evict()
-
-    def _push(self, item: T) -> None:
-        answers = self._answers(item)
-        if answers is not None and answers not in self._open_calls:
-            self._deliver([item])  # its call already left: never keep an orphan result
-            return
-        self._items.append(item)
-        if self._max_tokens is not None:
-            cost = self.token_counter.count_message(self._as_message(item))
-            self._costs.append(cost)
-            self._tokens += cost
-        ids = self._call_ids(item)
-        if ids:
-            for call_id in ids:
-                self._open_calls[call_id] = self._open_calls.get(call_id, 0) + 1
-
-    def _over(self) -> bool:
-        if self._max_items is not None and len(self._items) > self._max_items:
-            return True
-        return self._max_tokens is not None and self._tokens > self._max_tokens
-
-    def _evict(self) -> None:
-        evicted: list[T] = []
-        while self._items and self._over():
-            evicted.extend(self._pop_group())
-        self._deliver(evicted)
-
-    def _pop_left(self) -> T:
-        item = self._items.popleft()
-        if self._max_tokens is not None:
-            self._tokens -= self._costs.popleft()
-        return item
-
-    def _pop_group(self) -> list[T]:
-        """Pop the oldest item, and with a tool call, every result that answers it."""
-        item = self._pop_left()
-        ids = self._call_ids(item)
-        if not ids:
-            return [item]
-        group = [item]
-        pending = set(ids)
-        for call_id in ids:
-            left = self._open_calls.pop(call_id, 1) - 1
-            if left > 0:
-                self._open_calls[call_id] = left
-        while self._items and self._answers(self._items[0]) in pending:
-            group.append(self._pop_left())
-        stray = [i for i in self._items if self._answers(i) in pending]
-        if stray:  # results not right after their call: rare, remove them too
-            self._remove(stray)
-            group.extend(stray)
-        return group
-
-    def _remove(self, items: list[T]) -> None:
-        drop = {id(i) for i in items}
-        if self._max_tokens is None:
-            self._items = deque(i for i in self._items if id(i) not in drop)
-            return
-        kept = [(i, c) for i, c in zip(self._items, self._costs, strict=True) if id(i) not in drop]
-        self._items = deque(i for i, _ in kept)
-        self._costs = deque(c for _, c in kept)
-        self._tokens = sum(self._costs)
-
-    def _deliver(self, items: list[T]) -> None:
-        if items:
-            self.evicted_count += len(items)
-            if self._consumers:
-                self._notify(items)
-
-    def _notify(self, items: list[T]) -> None:
-        messages = [self._as_message(i) for i in items]
-        for consumer in self._consumers:
-            try:
-                consumer(messages)
-            except Exception:
-                log.exception("eviction consumer %r failed on %d messages", consumer, len(items))
-
-    def drain(self) -> int:
-        """Evict every message to the consumers (oldest first); returns how many left."""
-        with self._lock:
-            items = list(self._items)
-            self._reset()
-            self._deliver(items)
-            return len(items)
-
-    def _reset(self) -> None:
-        self._items.clear()
-        self._costs.clear()
-        self._tokens = 0
-        self._open_calls.clear()
-
-    def _snapshot(self) -> list[T]:
-        with self._lock:
-            return list(self._items)
-
-    def _recent(self, n: int) -> list[T]:
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise InvalidTypeError("n", f"expected an int, got {type(n).__name__}")
-        if n < 0:
-            raise InvalidSizeError("n", f"must be >= 0, got {n}", "ask for 0 or more messages")
-        if n == 0:
-            return []
-        with self._lock:
-            recent = list(islice(reversed(self._items), n))
-        recent.reverse()
-        return recent
-
-    def _async_lock(self) -> asyncio.Lock:
-        if self._alock is None:
-            with self._lock:
-                if self._alock is None:
-                    self._alock = asyncio.Lock()
-        return self._alock
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __iter__(self) -> Iterator[T]:
-        return iter(self._snapshot())
 
 
 class BufferMemory(RingBuffer[Message]):
@@ -314,7 +67,7 @@ class BufferMemory(RingBuffer[Message]):
     ) -> None:
         if size is not None:
             buffer_size = size
-        self.buffer_size = _check_size("buffer_size", buffer_size)
+        self.buffer_size = check_size("buffer_size", buffer_size)
         if isinstance(multiplier, bool) or not isinstance(multiplier, int) or multiplier < 1:
             raise InvalidSizeError("multiplier", f"must be an int >= 1, got {multiplier!r}")
         super().__init__(self.buffer_size, max_tokens, token_counter)
@@ -466,7 +219,7 @@ class BufferMemory(RingBuffer[Message]):
         Trimming never separates a tool call from its results; the summary is kept first
         while it fits.
         """
-        limit = _check_size("max_tokens", max_tokens)
+        limit = check_size("max_tokens", max_tokens)
         if limit is None:
             return self.get_formatted_messages()
         with self._lock:
@@ -615,7 +368,7 @@ class ConversationBuffer(RingBuffer[dict[str, Any]]):
         max_tokens: int | None = None,
         token_counter: TokenCounter | None = None,
     ) -> None:
-        self.max_messages = _check_size("max_messages", max_messages, allow_zero=True)
+        self.max_messages = check_size("max_messages", max_messages, allow_zero=True)
         self.enabled = bool(enabled)
         limit = self.max_messages if self.enabled else 0
         super().__init__(limit, max_tokens, token_counter)
@@ -753,7 +506,7 @@ class BufferRegistry:
         max_buffers: int | None = None,
     ) -> None:
         self._factory = factory or (lambda user_id, session_id: BufferMemory())
-        self._max = _check_size("max_buffers", max_buffers)
+        self._max = check_size("max_buffers", max_buffers)
         self._buffers: OrderedDict[tuple[str, str | None], BufferMemory] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -858,8 +611,6 @@ __all__ = [
     "BufferMemory",
     "BufferRegistry",
     "ConversationBuffer",
-    "EvictionConsumer",
-    "RingBuffer",
     "newest_within",
     "summary_message",
     "tool_groups",

@@ -18,12 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from tiermem import __version__
+from tiermem._version import __version__
 from tiermem.errors import InputError, TiermemError
 from tiermem.messages import Message
-from tiermem.stores.base import (
-    MemoryRecord,
-    ScanOp,
+from tiermem.stores.facts import FactMarkOp
+from tiermem.stores.ops import ScanOp
+from tiermem.stores.records import MemoryRecord
+from tiermem.stores.transcript import WORK_STATES, RestoredRow, SessionsOp, SummaryOp
+from tiermem.stores.validate import (
     check_content,
     check_importance,
     check_limit,
@@ -34,8 +36,6 @@ from tiermem.stores.base import (
     check_user_id,
     message_entry,
 )
-from tiermem.stores.facts import FactMarkOp
-from tiermem.stores.transcript import WORK_STATES, RestoredRow, SessionsOp, SummaryOp
 
 FORMAT = "tiermem-archive"
 VERSION = 1
@@ -170,8 +170,9 @@ class Restore:
     def ops(self, embedder: Any, dimension: int) -> list[Any]:
         """The writes of the restore, for one transaction: the memories (embedded again
         when the archive has no vectors or another model's) and the transcript."""
-        from tiermem.stores.base import ImportOp, check_vector
+        from tiermem.stores.ops import ImportOp
         from tiermem.stores.transcript import RestoreOp
+        from tiermem.stores.validate import check_vector
 
         same = (
             self.header["embedding"]["model"] == embedder.model_id
@@ -332,7 +333,7 @@ def _record(
     data: dict[str, Any], user_id: str, header: Mapping[str, Any]
 ) -> tuple[MemoryRecord, np.ndarray | None]:
     from tiermem.embeddings.cache import content_hash
-    from tiermem.stores.base import check_uuid
+    from tiermem.stores.validate import check_uuid
 
     content = check_content(data.get("content"))
     metadata = check_metadata(data.get("metadata"))

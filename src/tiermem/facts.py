@@ -36,20 +36,15 @@ from tiermem.extract import (
     date_label,
 )
 from tiermem.messages import speaker, transcript_line
-from tiermem.stores.base import ListOp, MemoryFilter, NewMemory, SearchOp
-from tiermem.stores.facts import (
-    DueSessionsOp,
-    FactMarkOp,
-    FactsDueOp,
-    FactsFailOp,
-    FactWrite,
-    SaveFactsOp,
-)
+from tiermem.stores.facts import FactWrite
+from tiermem.stores.ops import ListOp, MemoryFilter, SearchOp
+from tiermem.stores.records import NewMemory
 from tiermem.text import folded, term_set
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder
-    from tiermem.stores.base import MemoryRecord, MemoryStore
+    from tiermem.stores.protocol import MemoryStore
+    from tiermem.stores.records import MemoryRecord
     from tiermem.stores.transcript import TranscriptRow
 
 log = logging.getLogger(__name__)
@@ -161,7 +156,7 @@ class FactWorker:
 
     def sweep(self) -> int:
         """Queue every due session of any user (those a dead process left too)."""
-        due = self.store.batch([DueSessionsOp(self.batch, 100)])[0]
+        due = self.store.due_fact_sessions(self.batch, 100)
         self.notify(due)
         return len(due)
 
@@ -204,7 +199,7 @@ class FactWorker:
         """Extract the session's next batch if it is due (``force``: any new message);
         the ids of the facts written, or None when nothing was due or another process
         has the user. Raises the extractor's error after recording it (mark kept)."""
-        op = FactsDueOp(
+        due = self.store.facts_due(
             self.owner,
             user_id,
             session_id,
@@ -213,7 +208,6 @@ class FactWorker:
             self.lease,
             force,
         )
-        due = self.store.batch([op])[0]
         if due is None:
             return None
         try:
@@ -221,15 +215,14 @@ class FactWorker:
         except Exception as exc:
             self.stats.failures += 1
             self.last_error = exc
-            mark = self.store.batch([FactMarkOp(user_id, session_id)])[0]
+            mark = self.store.fact_mark(user_id, session_id)
             retry_in = min(self.retry_backoff * 2**mark.attempts, self.max_backoff)
             reason = f"{type(exc).__name__}: {exc}"
-            self.store.batch([FactsFailOp(self.owner, user_id, session_id, reason, retry_in)])
+            self.store.facts_fail(self.owner, user_id, session_id, reason, retry_in)
             raise
-        save = SaveFactsOp(
-            self.owner, user_id, session_id, due.upto, due.rows[-1].seq, tuple(writes)
+        saved = self.store.save_facts(
+            self.owner, user_id, session_id, due.upto, due.rows[-1].seq, writes
         )
-        saved = self.store.batch([save])[0]
         if saved is not None:
             self.stats.batches += 1
         return None if saved is None else list(saved)

@@ -29,12 +29,12 @@ with needs_extra("server", "tiermem.mcp", "the MCP server"):
     from starlette.responses import JSONResponse
     from starlette.types import Receive, Scope, Send
 
-from tiermem import __version__
+from tiermem._version import __version__
 from tiermem.errors import InputError, TiermemError
 from tiermem.wire import problem_to_error
 
 if TYPE_CHECKING:
-    from tiermem.server.app import Service
+    from tiermem.server.service import Service
 
 USER_HEADER = "x-tiermem-user"
 LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")

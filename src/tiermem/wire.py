@@ -1,7 +1,7 @@
 """The JSON forms of tiermem's public types, shared by the HTTP server and the client.
 
 One module writes and reads them, so what the server sends is what the client rebuilds:
-:class:`~tiermem.stores.base.MemoryRecord`, :class:`~tiermem.stores.base.SearchResult`,
+:class:`~tiermem.stores.records.MemoryRecord`, :class:`~tiermem.stores.records.SearchResult`,
 :class:`~tiermem.planner.Context` and typed errors (``{error, field, message, fix}``,
 where ``error`` names a class of :mod:`tiermem.errors`).
 """
@@ -17,8 +17,9 @@ from tiermem import errors
 from tiermem.errors import InputError, TiermemError
 from tiermem.messages import Message
 from tiermem.planner import Context, ContextItem
-from tiermem.stores.base import MemoryRecord, SearchEvidence, SearchResult
-from tiermem.stores.transcript import SessionInfo, TranscriptRow, WorkStats
+from tiermem.stores.queue import WorkStats
+from tiermem.stores.records import MemoryRecord, SearchEvidence, SearchResult
+from tiermem.stores.transcript import SessionInfo, TranscriptRow
 
 
 def record_to_json(record: MemoryRecord, user_id: str | None = None) -> dict[str, Any]:

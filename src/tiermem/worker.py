@@ -27,24 +27,17 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tiermem.archive import ContextVectors, embed_messages
+from tiermem.embeddings.cache import content_hash
 from tiermem.errors import AuthenticationError, ProviderUnavailableError, StoreError
-from tiermem.stores.base import check_vector, index_row, message_entry
-from tiermem.stores.transcript import (
-    ClaimOp,
-    CompleteOp,
-    FailOp,
-    ReleaseOp,
-    SaveSummaryOp,
-    SummaryDueOp,
-    WorkItem,
-    WorkStatsOp,
-)
+from tiermem.message_vectors import ContextVectors, embed_messages
+from tiermem.stores.queue import WorkItem
+from tiermem.stores.records import NewMemory
+from tiermem.stores.validate import check_vector
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder
     from tiermem.facts import FactWorker
-    from tiermem.stores.base import MemoryStore
+    from tiermem.stores.protocol import MemoryStore
     from tiermem.summarize import Summarizer
 
 log = logging.getLogger(__name__)
@@ -166,7 +159,7 @@ class StoreWorker:
         while True:
             if self.run_once() == 0:
                 idle = self._rounds == 0  # no round of this process is still summarizing
-                if idle and self.store.batch([WorkStatsOp(None)])[0].pending == 0:
+                if idle and self.store.work_stats().pending == 0:
                     left = None if deadline is None else deadline - time.monotonic()
                     return self.facts is None or self.facts.flush(left)
                 if deadline is not None and time.monotonic() >= deadline:
@@ -218,9 +211,7 @@ class StoreWorker:
                 self._rounds -= 1
 
     def _round(self) -> int:
-        items: list[WorkItem] = self.store.batch(
-            [ClaimOp(self.owner, self.batch_size, self.lease)]
-        )[0]
+        items = self.store.claim(self.owner, self.batch_size, self.lease)
         if not items:
             return 0
         try:
@@ -231,16 +222,13 @@ class StoreWorker:
                 return 0
             log.warning("embedding %d messages failed (%s); retrying each alone", len(items), exc)
             vectors = self._embed_alone(items)
-        by_user: dict[str, list[tuple[int, Any]]] = {}
+        by_user: dict[str, list[tuple[int, NewMemory]]] = {}
         for item, vector in zip(items, vectors, strict=True):
             if vector is not None:
-                entry = message_entry(item.message, item.previous_id, item.agent_id)
-                row = index_row(entry, item.session_id, vector)
-                by_user.setdefault(item.user_id, []).append((item.seq, row))
+                by_user.setdefault(item.user_id, []).append((item.seq, item.index_row(vector)))
         for user, rows in by_user.items():
             for start in range(0, len(rows), COMPLETE_ROWS):
-                part = tuple(rows[start : start + COMPLETE_ROWS])
-                self.store.batch([CompleteOp(self.owner, user, part)])
+                self.store.complete(self.owner, user, rows[start : start + COMPLETE_ROWS])
         sessions = {(i.user_id, i.session_id) for i in items}
         self._summarize(sessions)
         if self.facts is not None:
@@ -248,10 +236,17 @@ class StoreWorker:
         return len(items)
 
     def _embed(self, items: list[WorkItem]) -> list[Any]:
-        own = embed_messages(self.embedder, [i.message for i in items])
+        """The vectors to index ``items`` with. Identical lines are embedded once (hashed
+        before the embedder is called, as simonw/llm does): a line's own vector depends
+        on its text alone; the context each message's vector leans toward is its own."""
+        first: dict[str, int] = {}
+        slots = [first.setdefault(content_hash(i.line), len(first)) for i in items]
+        unique = [items[slots.index(n)] for n in range(len(first))]
+        vectors = embed_messages(self.embedder, [i.message for i in unique])
         self._outage_streak = 0  # it answered
-        for row in own:
+        for row in vectors:
             check_vector(row, self.store.dimension)
+        own = vectors[slots]
         keys = [(i.user_id, i.session_id, i.message.message_id, i.previous_id) for i in items]
         return list(self.context.mix(keys, own))
 
@@ -270,8 +265,7 @@ class StoreWorker:
                 self.last_error = exc
                 retry_in = self.retry_backoff * 2 ** (item.attempts - 1)
                 reason = f"{type(exc).__name__}: {exc}"
-                op = FailOp(self.owner, item.user_id, item.seq, reason, retry_in, self.max_attempts)
-                self.store.batch([op])
+                self.store.fail(self.owner, item, reason, retry_in, self.max_attempts)
                 vectors.append(None)
         return vectors
 
@@ -285,9 +279,7 @@ class StoreWorker:
         by_user: dict[str, list[int]] = {}
         for item in items:
             by_user.setdefault(item.user_id, []).append(item.seq)
-        self.store.batch(
-            [ReleaseOp(self.owner, user, tuple(seqs), wait) for user, seqs in by_user.items()]
-        )
+        self.store.release(self.owner, by_user, wait)
 
     # -- summaries --
 
@@ -308,27 +300,42 @@ class StoreWorker:
         *,
         window: int | None = None,
         batch: int | None = None,
+        wait: float = 0.0,
     ) -> str | None:
         """Fold the session's messages older than ``window`` into its summary if at least
-        ``batch`` are waiting and no other process is doing it; the new summary or None."""
-        op = SummaryDueOp(
-            self.owner,
-            user_id,
-            session_id,
-            self.window if window is None else window,
-            self.summary_batch if batch is None else batch,
-            self.lease,
-        )
-        due = self.store.batch([op])[0]
-        if due is None:
-            return None
+        ``batch`` are waiting; the new summary or None. While another process folds the
+        session (it holds the summary's lease), wait up to ``wait`` seconds for it to
+        finish, then fold what it left."""
+        deadline = time.monotonic() + wait
+        while True:
+            due = self.store.summary_due(
+                self.owner,
+                user_id,
+                session_id,
+                self.window if window is None else window,
+                self.summary_batch if batch is None else batch,
+                self.lease,
+            )
+            if due is not None:
+                break
+            if time.monotonic() >= deadline or not self._unfolded(user_id, session_id):
+                return None
+            time.sleep(0.05)
         summary, rows = due
         messages = [r.message for r in rows]
         text = self._fold(messages, summary.text)
-        saved = self.store.batch(
-            [SaveSummaryOp(self.owner, user_id, session_id, text, summary.upto, rows[-1].seq)]
-        )[0]
+        saved = self.store.save_summary(
+            self.owner, user_id, session_id, text, summary.upto, rows[-1].seq
+        )
         return text if saved else None
+
+    def _unfolded(self, user_id: str, session_id: str | None) -> bool:
+        """Whether the session has messages its summary does not cover yet."""
+        upto = self.store.summary(user_id, session_id).upto
+        after = self.store.transcript(
+            user_id, session_id=session_id, any_session=False, after=upto, limit=1
+        )
+        return bool(after)
 
     def _fold(self, messages: list[Any], previous: str | None) -> str:
         """The summary with ``messages`` merged in; the offline summarizer if the LLM fails."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-import json
 import logging
 import math
 import threading
@@ -30,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -39,79 +38,31 @@ import numpy as np
 from tiermem.embeddings.base import Embedder, normalize_rows
 from tiermem.errors import (
     ConfigError,
-    ContentTooLargeError,
     DimensionMismatchError,
     InputError,
-    InvalidSizeError,
     InvalidTypeError,
     MissingUserError,
     NotFoundError,
     ProviderError,
     ProviderTimeoutError,
-    SerializationError,
     TiermemError,
+)
+from tiermem.working_items import (
+    PendingItem,
+    Record,
+    WorkingItem,
+    WorkingStats,
+    check_content,
+    check_id,
+    check_metadata,
+    check_positive,
+    check_search,
+    copy_item,
+    pending_item,
+    resolve_field,
 )
 
 log = logging.getLogger(__name__)
-
-ITEM_OVERHEAD_BYTES = 700
-"""Python-side bytes per item beyond vector, content and metadata JSON (measured by
-benchmarks/working.py with tracemalloc); counted against ``max_memory_mb``."""
-
-RESERVED_KEYS = ("user_id", "session_id", "source", "timestamp")
-
-
-@dataclass(frozen=True)
-class WorkingItem:
-    """One item of working memory, as returned by :meth:`WorkingMemory.search`.
-
-    ``similarity`` is the cosine similarity to the query; ``score`` is what results are
-    ranked by: the similarity, blended with recency when ``recency_bias`` > 0.
-    ``metadata`` holds the caller's keys plus user_id, session_id, source, timestamp.
-    """
-
-    id: int
-    content: str
-    metadata: dict[str, Any]
-    timestamp: float
-    user_id: str | None = None
-    session_id: str | None = None
-    source: str | None = None
-    score: float = 0.0
-    similarity: float = 0.0
-
-
-@dataclass(frozen=True)
-class WorkingStats:
-    """Counters of a WorkingMemory (or of one user's share of it)."""
-
-    items: int
-    users: int
-    size_mb: float
-    max_memory_mb: float
-    dimension: int
-    evicted: int
-    cleanups: int
-    model_id: str | None
-
-
-@dataclass
-class _Record:
-    item: WorkingItem
-    nbytes: int
-
-
-@dataclass
-class _Pending:
-    """A validated item waiting for its vector."""
-
-    content: str
-    metadata: dict[str, Any]
-    user_id: str | None
-    session_id: str | None
-    source: str | None
-    timestamp: float
-    nbytes: int = 0
 
 
 @contextmanager
@@ -173,14 +124,14 @@ class WorkingMemory:
         recency_half_life_s: float = 3600.0,
         faiss_threads: int | None = 1,
     ) -> None:
-        _check_positive("max_memory_mb", max_memory_mb)
+        check_positive("max_memory_mb", max_memory_mb)
         if faiss_threads is not None:
-            _check_positive("faiss_threads", faiss_threads, integer=True)
-        _check_positive("recency_half_life_s", recency_half_life_s)
+            check_positive("faiss_threads", faiss_threads, integer=True)
+        check_positive("recency_half_life_s", recency_half_life_s)
         if embed_timeout is not None:
-            _check_positive("embed_timeout", embed_timeout)
+            check_positive("embed_timeout", embed_timeout)
         if fifo_interval_min:
-            _check_positive("fifo_interval_min", fifo_interval_min)
+            check_positive("fifo_interval_min", fifo_interval_min)
         self.embedder = embedder
         self.dimension = self._resolve_dimension(dimension)
         self.max_memory_mb = float(max_memory_mb)
@@ -190,7 +141,7 @@ class WorkingMemory:
         self.recency_half_life_s = float(recency_half_life_s)
         self.faiss_threads = faiss_threads
         self._lock = threading.RLock()
-        self._records: OrderedDict[int, _Record] = OrderedDict()  # insertion order = age
+        self._records: OrderedDict[int, Record] = OrderedDict()  # insertion order = age
         self._partitions: dict[str | None, _Partition] = {}
         self._ids = itertools.count(1)
         self._bytes = 0
@@ -206,7 +157,7 @@ class WorkingMemory:
 
     def _resolve_dimension(self, dimension: int | None) -> int:
         if dimension is not None:
-            _check_positive("dimension", dimension, integer=True)
+            check_positive("dimension", dimension, integer=True)
         if self.embedder is None:
             from tiermem.embeddings import get_embedder
 
@@ -347,10 +298,11 @@ class WorkingMemory:
             recency_bias: 0..1; ranks by ``(1 - b) * similarity + b * recency``, where
                 recency halves every ``recency_half_life_s``. The ranking stays exact.
         """
-        self._check_search(k, user_id, filter_metadata, recency_bias)
+        check_search(k, filter_metadata, recency_bias)
+        self._scope(user_id)
         vector = self._query_vector(query, "query") if not isinstance(query, str) else None
         if vector is None:
-            vector = self._embed([_check_content(query, "query")])
+            vector = self._embed([check_content(query, "query")])
         return self._search(vector, k, user_id, filter_metadata, recency_bias)
 
     async def asearch(
@@ -363,16 +315,17 @@ class WorkingMemory:
         recency_bias: float = 0.0,
     ) -> list[WorkingItem]:
         """Async twin of :meth:`search`."""
-        self._check_search(k, user_id, filter_metadata, recency_bias)
+        check_search(k, filter_metadata, recency_bias)
+        self._scope(user_id)
         vector = self._query_vector(query, "query") if not isinstance(query, str) else None
         if vector is None:
-            vector = await self._aembed([_check_content(query, "query")])
+            vector = await self._aembed([check_content(query, "query")])
         return self._search(vector, k, user_id, filter_metadata, recency_bias)
 
     def get(self, item_id: int, *, user_id: str | None = None) -> WorkingItem:
         """Return one item; :class:`NotFoundError` if absent or another user's."""
         with self._lock:
-            return _copy(self._owned(item_id, self._scope(user_id)).item)
+            return copy_item(self._owned(item_id, self._scope(user_id)).item)
 
     # ------------------------------------------------------------- remove / clear
 
@@ -444,7 +397,7 @@ class WorkingMemory:
             if user_id is None:
                 items, nbytes = len(self._records), self._bytes
             else:
-                partition = self._partitions.get(_check_id(user_id, "user_id"))
+                partition = self._partitions.get(check_id(user_id, "user_id"))
                 ids = partition.ids if partition else set()
                 items, nbytes = len(ids), sum(self._records[i].nbytes for i in ids)
             return WorkingStats(
@@ -494,9 +447,9 @@ class WorkingMemory:
                     "user_id", "is required: this working memory isolates users", "pass user_id="
                 )
             return None
-        return _check_id(user_id, "user_id")
+        return check_id(user_id, "user_id")
 
-    def _owned(self, item_id: int, user: str | None) -> _Record:
+    def _owned(self, item_id: int, user: str | None) -> Record:
         if isinstance(item_id, bool) or not isinstance(item_id, (int, np.integer)):
             raise InvalidTypeError("item_id", f"expected an int, got {type(item_id).__name__}")
         record = self._records.get(int(item_id))
@@ -512,29 +465,13 @@ class WorkingMemory:
         session_id: str | None,
         source: str | None,
         timestamp: float | datetime | None,
-    ) -> _Pending:
+    ) -> PendingItem:
         """Validate one item and resolve its fields from arguments and metadata."""
-        text = _check_content(content, "content")
-        meta = _check_metadata(metadata)
-        user = self._scope(_resolve(meta, "user_id", user_id))
-        session = _resolve(meta, "session_id", session_id)
-        origin = _resolve(meta, "source", source)
-        stamp = _check_timestamp(timestamp if timestamp is not None else meta.get("timestamp"))
-        meta.update(user_id=user, session_id=session, source=origin, timestamp=stamp)
-        pending = _Pending(text, meta, user, session, origin, stamp)
-        pending.nbytes = (
-            self.dimension * 4
-            + len(text.encode("utf-8"))
-            + len(json.dumps(meta, default=_json_default))
-            + ITEM_OVERHEAD_BYTES
-        )
-        if pending.nbytes > self.max_memory_mb * 1024 * 1024:
-            raise ContentTooLargeError(
-                "content",
-                f"item of {pending.nbytes} bytes exceeds max_memory_mb={self.max_memory_mb}",
-                "raise max_memory_mb or store it in long-term memory",
-            )
-        return pending
+        text = check_content(content, "content")
+        meta = check_metadata(metadata)
+        user = self._scope(resolve_field(meta, "user_id", user_id))
+        limit = self.max_memory_mb
+        return pending_item(text, meta, user, session_id, source, timestamp, self.dimension, limit)
 
     def _pending_many(
         self,
@@ -543,7 +480,7 @@ class WorkingMemory:
         user_id: str | None,
         session_id: str | None,
         source: str | None,
-    ) -> list[_Pending]:
+    ) -> list[PendingItem]:
         if isinstance(contents, str) or not isinstance(contents, Sequence):
             raise InvalidTypeError("contents", "expected a list of str", "pass [content, ...]")
         metas = list(metadatas) if metadatas is not None else [None] * len(contents)
@@ -623,7 +560,7 @@ class WorkingMemory:
             raise InputError(name, "is the zero vector, which has no direction")
         return (array / norm).reshape(1, -1).astype(np.float32)
 
-    def _insert(self, pending: list[_Pending], vectors: np.ndarray) -> list[int]:
+    def _insert(self, pending: list[PendingItem], vectors: np.ndarray) -> list[int]:
         """Write items and vectors together, then enforce the size limit."""
         with self._lock:
             ids = [next(self._ids) for _ in pending]
@@ -638,7 +575,7 @@ class WorkingMemory:
                     session_id=p.session_id,
                     source=p.source,
                 )
-                self._records[item_id] = _Record(item, p.nbytes)
+                self._records[item_id] = Record(item, p.nbytes)
                 self._partitions[p.user_id].ids.add(item_id)
                 self._bytes += p.nbytes
             if self._bytes > self.max_memory_mb * 1024 * 1024:
@@ -680,24 +617,6 @@ class WorkingMemory:
             partition.ids.difference_update(victims)
             if not partition.ids:
                 del self._partitions[user]
-
-    def _check_search(
-        self,
-        k: int,
-        user_id: str | None,
-        filter_metadata: Mapping[str, Any] | None,
-        recency_bias: float,
-    ) -> None:
-        _check_positive("k", k, integer=True)
-        self._scope(user_id)
-        if filter_metadata is not None and not isinstance(filter_metadata, Mapping):
-            raise InvalidTypeError(
-                "filter_metadata", f"expected a dict, got {type(filter_metadata).__name__}"
-            )
-        if isinstance(recency_bias, bool) or not isinstance(recency_bias, (int, float)):
-            raise InvalidTypeError("recency_bias", "expected a float between 0 and 1")
-        if not 0.0 <= recency_bias <= 1.0:
-            raise InvalidSizeError("recency_bias", f"must be in [0, 1], got {recency_bias}")
 
     def _search(
         self,
@@ -749,16 +668,11 @@ class WorkingMemory:
                     continue
                 recency = 0.5 ** (max(0.0, now - item.timestamp) / self.recency_half_life_s)
                 score = (1 - bias) * sim + bias * recency
-                scored.append((score, _copy(item, score, sim)))
+                scored.append((score, copy_item(item, score, sim)))
         return scored, bound
 
 
 _MISSING = object()
-
-
-def _copy(item: WorkingItem, score: float = 0.0, similarity: float = 0.0) -> WorkingItem:
-    """A copy the caller may mutate without touching the stored metadata."""
-    return replace(item, metadata=dict(item.metadata), score=score, similarity=similarity)
 
 
 def _fifo_loop(ref: weakref.ref[WorkingMemory], stop: threading.Event, interval_s: float) -> None:
@@ -772,70 +686,3 @@ def _fifo_loop(ref: weakref.ref[WorkingMemory], stop: threading.Event, interval_
         except Exception:  # a failed cleanup must not kill the timer; it is retried
             log.exception("working memory cleanup failed")
         del memory
-
-
-def _check_positive(name: str, value: object, *, integer: bool = False) -> None:
-    kinds: tuple[type, ...] = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        kind = "an int" if integer else "a number"
-        raise InvalidTypeError(name, f"expected {kind}, got {type(value).__name__}")
-    number = float(value)  # type: ignore[arg-type]  # int or float, checked above
-    if not (number > 0 and math.isfinite(number)):
-        raise InvalidSizeError(name, f"must be a finite number > 0, got {value}")
-
-
-def _check_content(content: object, name: str) -> str:
-    if not isinstance(content, str):
-        raise InvalidTypeError(name, f"expected str, got {type(content).__name__}")
-    if not content.strip():
-        raise InputError(name, "is empty or whitespace", "pass non-empty text")
-    return content
-
-
-def _check_id(value: object, name: str) -> str:
-    if not isinstance(value, str):
-        raise InvalidTypeError(name, f"expected a str, got {type(value).__name__}")
-    if not value.strip():
-        raise InputError(name, "is empty", f"pass a non-empty {name}")
-    return value
-
-
-def _resolve(meta: Mapping[str, Any], key: str, value: str | None) -> str | None:
-    """The field ``key`` from its argument or from metadata; both given must agree."""
-    in_meta = meta.get(key)
-    if value is not None and in_meta is not None and in_meta != value:
-        raise InputError(key, f"{value!r} conflicts with metadata[{key!r}]={in_meta!r}")
-    chosen = value if value is not None else in_meta
-    return None if chosen is None else _check_id(chosen, key)
-
-
-def _check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    if metadata is None:
-        return {}
-    if not isinstance(metadata, Mapping):
-        raise InvalidTypeError("metadata", f"expected a dict, got {type(metadata).__name__}")
-    meta = dict(metadata)
-    for key in meta:
-        if not isinstance(key, str):
-            raise InvalidTypeError("metadata", f"keys must be str, got {type(key).__name__}")
-    try:
-        json.dumps(meta, default=_json_default)
-    except (TypeError, ValueError) as exc:
-        raise SerializationError("metadata", f"is not JSON-serializable: {exc}") from exc
-    return meta
-
-
-def _json_default(value: object) -> object:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON-serializable")
-
-
-def _check_timestamp(value: object) -> float:
-    if value is None:
-        return time.time()
-    if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidTypeError("timestamp", "expected epoch seconds or a datetime")
-    return float(value)

@@ -134,7 +134,7 @@ def test_working_memory_with_the_local_model() -> None:
 
 
 def test_calculate_importance() -> None:
-    from tiermem.stores.base import MemoryRecord, calculate_importance, utcnow
+    from tiermem.stores.records import MemoryRecord, calculate_importance, utcnow
 
     now = utcnow()
     memory = MemoryRecord(id=uuid.uuid4(), user_id="u", content="x", created_at=now)

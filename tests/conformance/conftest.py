@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.stores.base import MemoryStore
 from tiermem.stores.postgres import PostgresStore
+from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.sqlite import SQLiteStore
 
 DIM = 8

@@ -34,8 +34,9 @@ from tiermem.memory import Memory
 from tiermem.messages import Message
 from tiermem.planner import SECTIONS, Context
 from tiermem.server import create_app
-from tiermem.stores.base import MemoryRecord, SearchResult
-from tiermem.stores.transcript import SessionInfo, WorkStats
+from tiermem.stores.queue import WorkStats
+from tiermem.stores.records import MemoryRecord, SearchResult
+from tiermem.stores.transcript import SessionInfo
 from tiermem.synopsis import Synopsis
 
 CONFIG = {"memory": {"buffer": {"size": 8, "summary_batch": 4}, "facts": {"enabled": True}}}

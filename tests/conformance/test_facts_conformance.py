@@ -9,7 +9,6 @@ from datetime import datetime, timezone
 import numpy as np
 
 from tiermem.messages import Message
-from tiermem.stores.base import MemoryStore, NewMemory
 from tiermem.stores.facts import (
     DueSessionsOp,
     FactMarkOp,
@@ -19,6 +18,8 @@ from tiermem.stores.facts import (
     FactWrite,
     SaveFactsOp,
 )
+from tiermem.stores.protocol import MemoryStore
+from tiermem.stores.records import NewMemory
 
 from .conftest import DIM
 

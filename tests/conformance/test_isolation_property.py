@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiermem.stores.base import MemoryStore
+from tiermem.stores.protocol import MemoryStore
 
 from .conftest import DIM
 

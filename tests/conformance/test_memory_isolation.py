@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from embedders import HashEmbedder
 from tiermem.memory import Memory
-from tiermem.stores.base import MemoryStore
+from tiermem.stores.protocol import MemoryStore
 
 from .conftest import DIM
 

@@ -19,15 +19,10 @@ from tiermem.errors import (
     MissingUserError,
     NotFoundError,
 )
-from tiermem.stores.base import (
-    MAX_CONTENT_CHARS,
-    AccessOp,
-    AddOp,
-    MemoryStore,
-    NewMemory,
-    UpdateOp,
-    calculate_importance,
-)
+from tiermem.stores.ops import AccessOp, AddOp, UpdateOp
+from tiermem.stores.protocol import MemoryStore
+from tiermem.stores.records import NewMemory, calculate_importance
+from tiermem.stores.validate import MAX_CONTENT_CHARS
 
 from .conftest import DIM
 
@@ -501,7 +496,7 @@ def test_huge_content(store: MemoryStore, new_user: NewUser) -> None:
 
 def test_failed_batch_writes_nothing(store: MemoryStore, new_user: NewUser) -> None:
     user = new_user()
-    from tiermem.stores.base import check_vector
+    from tiermem.stores.validate import check_vector
 
     items = tuple(
         NewMemory(f"row {i}", embedding=check_vector(v, DIM)) for i, v in enumerate(vecs(5))

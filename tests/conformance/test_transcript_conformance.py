@@ -12,8 +12,8 @@ import pytest
 
 from tiermem.errors import ContentTooLargeError, InputError, InvalidSizeError, MissingUserError
 from tiermem.messages import Message
-from tiermem.stores.base import MemoryStore, append_op, index_row, message_entry
-from tiermem.stores.transcript import (
+from tiermem.stores.protocol import MemoryStore
+from tiermem.stores.queue import (
     ClaimOp,
     CompleteOp,
     FailOp,
@@ -22,6 +22,7 @@ from tiermem.stores.transcript import (
     SummaryDueOp,
     WorkItem,
 )
+from tiermem.stores.validate import append_op
 
 from .conftest import DIM
 
@@ -53,12 +54,7 @@ def complete(store: MemoryStore, owner: str, items: list[WorkItem], seed: int) -
     """Index claimed rows as a worker does (all with the vector ``unit(seed)``)."""
     done = 0
     for user in {i.user_id for i in items}:
-        rows = tuple(
-            (i.seq, index_row(message_entry(i.message, i.previous_id, i.agent_id), i.session_id,
-                              unit(seed)))
-            for i in items
-            if i.user_id == user
-        )  # fmt: skip
+        rows = tuple((i.seq, i.index_row(unit(seed))) for i in items if i.user_id == user)
         done += store.batch([CompleteOp(owner, user, rows)])[0]
     return done
 

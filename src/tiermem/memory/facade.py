@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tiermem.access import AccessLog
-from tiermem.archive import Archiver
+from tiermem.archiver import Archiver
 from tiermem.errors import (
     ConfigError,
     InputError,
@@ -35,12 +35,10 @@ from tiermem.memory.retrieval import Retriever
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Content, Message
 from tiermem.planner import Context, QueryPlanner
-from tiermem.stores.base import (
-    SEARCH_FILTERS,
-    ListOp,
-    MemoryRecord,
-    SearchResult,
-    StoreStats,
+from tiermem.stores.ops import SEARCH_FILTERS, ListOp
+from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
+from tiermem.stores.transcript import AppendOp, SessionInfo
+from tiermem.stores.validate import (
     append_op,
     check_content,
     check_encodable,
@@ -49,7 +47,6 @@ from tiermem.stores.base import (
     check_user_id,
     check_uuid,
 )
-from tiermem.stores.transcript import AppendOp, SessionInfo
 from tiermem.tokens import TokenCounter
 from tiermem.twins import twin
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from tiermem.errors import InputError, InvalidSizeError, InvalidTypeError
 from tiermem.messages import Message, check_fields
-from tiermem.stores.base import MAX_LIMIT, NewMemory, check_content, check_text_id, check_user_id
+from tiermem.stores.records import NewMemory
+from tiermem.stores.validate import MAX_LIMIT, check_content, check_text_id, check_user_id
 
 MEMORY_FIELDS = frozenset(
     {"content", "memory_type", "importance", "session_id", "agent_id", "metadata", "created_at"}

@@ -9,8 +9,9 @@ from tiermem.errors import InvalidTypeError, StoreUnavailableError
 from tiermem.memory.retention import Retention
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message
-from tiermem.stores.base import check_user_id
-from tiermem.stores.transcript import TranscriptRow, WorkStats
+from tiermem.stores.queue import WorkStats
+from tiermem.stores.transcript import TranscriptRow
+from tiermem.stores.validate import check_user_id
 from tiermem.twins import twin
 
 
@@ -66,7 +67,7 @@ class Operations:
 
     def size(self) -> int:
         """How many long-term memories the store holds, every user's."""
-        from tiermem.stores.base import TableSizeOp
+        from tiermem.stores.ops import TableSizeOp
 
         self._tiers.check_open()
         return int(self._tiers.store.batch([TableSizeOp()])[0])

@@ -15,13 +15,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tiermem.archive import ArchivedMessage, Archiver, transcript_sink, working_sink
+from tiermem.archiver import ArchivedMessage, Archiver, transcript_sink, working_sink
 from tiermem.buffer import BufferMemory
 from tiermem.errors import ConfigError, StoreUnavailableError
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message
-from tiermem.stores.base import append_op, message_entry
 from tiermem.stores.transcript import AppendOp, RecentOp, SummaryOp, UnindexedOp
+from tiermem.stores.validate import append_op, message_entry
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +234,9 @@ class Persistent(Retention):
     def end_session(self, user_id: str, session_id: str | None) -> str | None:
         # the summary is kept as a ``summary`` memory (the synopsis reads those)
         self.settle()
-        summary = self.tiers.worker.summarize_session(user_id, session_id, window=0, batch=1)
+        summary = self.tiers.worker.summarize_session(
+            user_id, session_id, window=0, batch=1, wait=ERASE_TIMEOUT
+        )
         if summary:
             self._remember(summary, user_id, "summary", 0.4, session_id=session_id)
         if self.tiers.config.memory.facts.enabled:

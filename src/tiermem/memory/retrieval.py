@@ -20,7 +20,7 @@ from tiermem.memory.retention import Retention
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message, transcript_line
 from tiermem.planner import Candidate
-from tiermem.stores.base import SearchOp
+from tiermem.stores.ops import SearchOp
 from tiermem.text import folded, keyword_matches
 
 log = logging.getLogger(__name__)

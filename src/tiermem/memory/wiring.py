@@ -29,8 +29,9 @@ from tiermem.errors import (
     TiermemError,
 )
 from tiermem.paths import sqlite_file
-from tiermem.stores.base import MAX_CONTENT_CHARS, MemoryStore
+from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.transcript import GenerationOp
+from tiermem.stores.validate import MAX_CONTENT_CHARS
 from tiermem.tokens import TokenCounter, get_token_counter
 
 log = logging.getLogger(__name__)

@@ -31,20 +31,40 @@ import logging
 import threading
 from datetime import timezone
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tiermem.messages import Message, transcript_line
-from tiermem.stores.base import MAX_LIMIT, MemoryRecord
+from tiermem.stores.records import MemoryRecord
+from tiermem.stores.validate import MAX_LIMIT
 
 if TYPE_CHECKING:
     from tiermem.api import MemoryAPI
-    from tiermem.patterns.conversation import ConversationMemory
+    from tiermem.buffer import BufferMemory
 
 log = logging.getLogger(__name__)
 
 MESSAGE_KIND = "conversation"
 STATE_KIND = "conversation_state"
 _PAGE = 500
+
+
+class Conversation(Protocol):
+    """What is saved and restored: a :class:`~tiermem.patterns.ConversationMemory`'s
+    window, summary and buffer."""
+
+    summary: str | None
+
+    @property
+    def messages(self) -> list[Message]: ...
+
+    @property
+    def buffer(self) -> BufferMemory: ...
+
+    def add_message(self, message: Message) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def __len__(self) -> int: ...
 
 
 class _Agent:
@@ -81,7 +101,7 @@ class ConversationStore:
 
     # -- restore -----------------------------------------------------------------------
 
-    def restore(self, agent: str, conversation: ConversationMemory) -> int:
+    def restore(self, agent: str, conversation: Conversation) -> int:
         """Load the saved window and summary of ``agent`` into ``conversation`` (empty);
         returns the messages restored. Starts tracking what leaves its window."""
         state = self._agent(agent)
@@ -157,7 +177,7 @@ class ConversationStore:
 
     # -- save --------------------------------------------------------------------------
 
-    def save(self, agent: str, conversation: ConversationMemory) -> int:
+    def save(self, agent: str, conversation: Conversation) -> int:
         """Store the messages of ``agent`` not stored yet, then its current state; returns
         how many messages were written (see the module's notes on failures).
 

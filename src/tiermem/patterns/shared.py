@@ -20,7 +20,7 @@ from tiermem.errors import InputError, InvalidTypeError, MissingUserError
 from tiermem.messages import Message
 from tiermem.patterns.conversation import ConversationMemory, check_message, check_name
 from tiermem.patterns.vectors import MessageVectors, check_k, check_query, default_embedder
-from tiermem.stores.base import MAX_LIMIT
+from tiermem.stores.validate import MAX_LIMIT
 
 if TYPE_CHECKING:
     from tiermem.api import MemoryAPI

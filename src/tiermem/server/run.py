@@ -58,8 +58,9 @@ def serve(
     with needs_extra("server", "tiermem serve", "the HTTP server"):
         import uvicorn
 
-    from tiermem.server.app import ADMIN_KEY_ENV, create_app
+    from tiermem.server.app import create_app
     from tiermem.server.keys import KeyStore, keys_location
+    from tiermem.server.service import ADMIN_KEY_ENV
 
     if workers < 1:
         raise ConfigError("--workers", f"{workers} is less than 1", "use 1 or more")

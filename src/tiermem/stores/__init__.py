@@ -1,10 +1,10 @@
 """Long-term memory stores: one protocol, SQLite (embedded) and PostgreSQL + pgvector."""
 
-from tiermem.stores.base import (
+from tiermem.stores.ops import MemoryFilter
+from tiermem.stores.protocol import MemoryStore
+from tiermem.stores.records import (
     MEMORY_TYPES,
-    MemoryFilter,
     MemoryRecord,
-    MemoryStore,
     NewMemory,
     SearchEvidence,
     SearchResult,

@@ -22,8 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from tiermem.stores.schema import Migration
+
 if TYPE_CHECKING:
-    from tiermem.stores.base import NewMemory
+    from tiermem.stores.records import NewMemory
     from tiermem.stores.transcript import TranscriptRow
 
 MARKS = "tiermem_fact_marks"
@@ -141,27 +143,39 @@ class FactVersionsOp(NamedTuple):
     memory_id: str
 
 
-FACT_OPS = (DueSessionsOp, FactsDueOp, SaveFactsOp, FactsFailOp, FactMarkOp, FactVersionsOp)
-READ_ONLY_OPS = (DueSessionsOp, FactMarkOp, FactVersionsOp)
-
-
-def tables() -> list[str]:
-    """The statements creating the marks and leases tables (same SQL on both engines)."""
-    return [
-        f"""CREATE TABLE IF NOT EXISTS {MARKS} (
-            user_id TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            upto BIGINT NOT NULL DEFAULT 0,
-            attempts INTEGER NOT NULL DEFAULT 0,
-            error TEXT,
-            retry_at DOUBLE PRECISION NOT NULL DEFAULT 0,
-            updated_at DOUBLE PRECISION NOT NULL,
-            PRIMARY KEY (user_id, session_id))""",
-        f"""CREATE TABLE IF NOT EXISTS {LEASES} (
-            user_id TEXT NOT NULL PRIMARY KEY,
-            lease_owner TEXT,
-            lease_until DOUBLE PRECISION NOT NULL DEFAULT 0)""",
-    ]
+def migrations() -> dict[str, list[Migration]]:
+    """The schema history of the marks and leases tables (same SQL on both engines);
+    append, never edit. As for the transcript's, each first step creates its table if it
+    is missing (older databases hold it already)."""
+    return {
+        MARKS: [
+            Migration(
+                "001_create",
+                lambda t, d: [
+                    f"""CREATE TABLE IF NOT EXISTS {MARKS} (
+                        user_id TEXT NOT NULL,
+                        session_id TEXT NOT NULL,
+                        upto BIGINT NOT NULL DEFAULT 0,
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        error TEXT,
+                        retry_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+                        updated_at DOUBLE PRECISION NOT NULL,
+                        PRIMARY KEY (user_id, session_id))"""
+                ],
+            )
+        ],
+        LEASES: [
+            Migration(
+                "001_create",
+                lambda t, d: [
+                    f"""CREATE TABLE IF NOT EXISTS {LEASES} (
+                        user_id TEXT NOT NULL PRIMARY KEY,
+                        lease_owner TEXT,
+                        lease_until DOUBLE PRECISION NOT NULL DEFAULT 0)"""
+                ],
+            )
+        ],
+    }
 
 
 def current(metadata: Any) -> bool:

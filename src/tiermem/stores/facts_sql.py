@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from tiermem.embeddings.cache import content_hash
-from tiermem.stores.base import AddOp, ListOp, MemoryFilter, MemoryRecord, UpdateOp
 from tiermem.stores.facts import (
     LEASES,
     MARKS,
@@ -29,6 +28,8 @@ from tiermem.stores.facts import (
     SaveFactsOp,
     current,
 )
+from tiermem.stores.ops import AddOp, ListOp, MemoryFilter, UpdateOp
+from tiermem.stores.records import MemoryRecord
 from tiermem.stores.transcript import TRANSCRIPT, session_key, session_value, transcript_row
 from tiermem.stores.transcript_sql import _ROW
 
@@ -67,18 +68,6 @@ class FactsSQL:
 
     def _changed(self, c: Any, user_id: str) -> None:
         raise NotImplementedError
-
-    def _run_facts(self, c: Any, op: Any) -> Any:
-        """Run one fact operation."""
-        handlers: dict[type, Any] = {
-            DueSessionsOp: self._due_sessions,
-            FactsDueOp: self._facts_due,
-            SaveFactsOp: self._save_facts,
-            FactsFailOp: self._facts_fail,
-            FactMarkOp: self._fact_mark,
-            FactVersionsOp: self._fact_versions,
-        }
-        return handlers[type(op)](c, op)
 
     # -- finding and leasing work --
 

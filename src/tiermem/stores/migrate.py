@@ -14,16 +14,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
 
 from tiermem.errors import InputError
-from tiermem.stores.base import (
-    ExistingIdsOp,
-    ImportOp,
-    MemoryRecord,
-    MemoryStore,
-    ScanOp,
-    TableSizeOp,
-    check_limit,
-    check_vector,
-)
+from tiermem.stores.ops import ExistingIdsOp, ImportOp, ScanOp, TableSizeOp
+from tiermem.stores.protocol import MemoryStore
+from tiermem.stores.records import MemoryRecord
+from tiermem.stores.validate import check_limit, check_vector
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder

@@ -27,28 +27,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import tiermem.stores.facts as facts
+import tiermem.stores.schema as schema
+import tiermem.stores.transcript as transcript
 from tiermem.errors import StoreError, StoreUnavailableError
-from tiermem.stores import facts, schema, transcript
-from tiermem.stores.base import (
-    AccessOp,
-    CountOp,
-    ExistingIdsOp,
-    GetOp,
+from tiermem.stores.ops import (
     ListOp,
     MemoryFilter,
-    MemoryRecord,
     Op,
-    ScanOp,
     SearchOp,
-    SearchResult,
-    StatsOp,
-    StoreStats,
-    TableSizeOp,
     UpdateOp,
-    check_durability,
 )
 from tiermem.stores.pgsetup import ensure_vector, import_driver
-from tiermem.stores.sql import SQLStore
+from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
+from tiermem.stores.sql import SQLStore, writes
+from tiermem.stores.validate import check_durability
 from tiermem.text import keyword_terms
 
 if TYPE_CHECKING:
@@ -65,19 +58,6 @@ HNSW_MAX_DIMENSION = 2000
 #: Characters of content indexed for keyword search (a tsvector holds at most 1 MB).
 TSV_MAX_CHARS = 200_000
 _COUNT_TTL = 30.0
-_READS = (
-    GetOp,
-    SearchOp,
-    AccessOp,
-    ListOp,
-    CountOp,
-    StatsOp,
-    ScanOp,
-    ExistingIdsOp,
-    TableSizeOp,
-    *transcript.READ_ONLY_OPS,
-    *facts.READ_ONLY_OPS,
-)
 
 
 def _v1(t: str, dim: int) -> list[str]:
@@ -121,37 +101,30 @@ def _v2_stemmed_keywords(t: str, dim: int) -> list[str]:
     ]
 
 
-def _v3_transcript(t: str, dim: int) -> list[str]:
-    """The transcript and summaries (shared by every dimension's table); keys that lead
-    with ``user_id`` so tables distribute by user."""
+def _v3_user_keys(t: str, dim: int) -> list[str]:
+    """Keys that lead with ``user_id`` so tables distribute by user (named
+    ``003_transcript``: it came with the transcript, whose tables have their own history)."""
     return [
-        *transcript.tables(
-            "seq BIGINT GENERATED ALWAYS AS IDENTITY", "PRIMARY KEY (user_id, seq),"
-        ),
         f"ALTER TABLE {t} DROP CONSTRAINT {t}_pkey",
         f"ALTER TABLE {t} ADD PRIMARY KEY (user_id, id)",
         f"CREATE INDEX {t}_id ON {t} (id)",
     ]
 
 
-def _v4_facts(t: str, dim: int) -> list[str]:
-    """Fact extraction marks and user leases (shared by every dimension's table)."""
-    return facts.tables()
-
-
-def _v5_generations(t: str, dim: int) -> list[str]:
-    """Per-user change generations (shared by every dimension's table)."""
-    return transcript.generation_tables()
-
-
 #: Schema history of a ``memories_{dim}`` table; append, never edit.
 MIGRATIONS = [
     schema.Migration("001_create", _v1),
     schema.Migration("002_stemmed_keywords", _v2_stemmed_keywords),
-    schema.Migration("003_transcript", _v3_transcript),
-    schema.Migration("004_facts", _v4_facts),
-    schema.Migration("005_generations", _v5_generations),
+    schema.Migration("003_transcript", _v3_user_keys),
 ]
+#: Schema histories of the tables every dimension shares; keys that lead with
+#: ``user_id`` so tables distribute by user.
+SHARED = {
+    **transcript.migrations(
+        "seq BIGINT GENERATED ALWAYS AS IDENTITY", "PRIMARY KEY (user_id, seq),"
+    ),
+    **facts.migrations(),
+}
 
 
 def _record(row: dict[str, Any]) -> MemoryRecord:
@@ -333,12 +306,12 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
 
     def _migrate(self, c: psycopg.Connection[Any]) -> None:
         c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema.MIGRATIONS_TABLE,))
-        schema.migrate(c, self.table, self.dimension, MIGRATIONS, "%s")
+        schema.migrate(c, {**SHARED, self.table: MIGRATIONS}, self.dimension, "%s")
 
     def batch(self, ops: Iterable[Op]) -> list[Any]:
         ops = list(ops)
         with self._transaction() as conn:
-            if self.durability != "async_commit" and all(isinstance(op, _READS) for op in ops):
+            if self.durability != "async_commit" and all(writes(op) != "write" for op in ops):
                 # Reads write only access counts: no need to wait for the WAL flush.
                 conn.execute("SET LOCAL synchronous_commit = off")
             return self._run_all(conn, ops)

@@ -1,17 +1,19 @@
 """Versioned schema: each engine keeps its migrations as an ordered list (simonw/llm style).
 
-A migration is a name and a function returning SQL statements for one ``memories_{dim}``
-table. :func:`pending` tells which ones a table still needs; the engine runs them in one
-transaction and records each name in ``tiermem_migrations``, so opening an old database
+Every table has its own list: each ``memories_{dim}`` table (its engine's), and the
+tables every dimension shares (the transcript's and the facts' modules give theirs). A
+migration is a name and a function returning SQL statements for its table. :func:`pending`
+tells which ones a table still needs; the engine runs them in one transaction and records
+each name in ``tiermem_migrations`` under the table's name, so opening an old database
 upgrades it and opening a current one costs one query.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from tiermem.stores.base import utcnow
+from tiermem.stores.records import utcnow
 
 MIGRATIONS_TABLE = "tiermem_migrations"
 
@@ -31,23 +33,25 @@ def pending(migrations: list[Migration], applied: set[str]) -> list[Migration]:
     return [m for m in migrations if m.name not in applied]
 
 
-def migrate(c: Any, table: str, dimension: int, migrations: list[Migration], mark: str) -> None:
-    """Run on connection ``c`` (in its transaction) the migrations ``table`` still needs.
+def migrate(c: Any, tables: Mapping[str, list[Migration]], dimension: int, mark: str) -> None:
+    """Run on connection ``c`` (in its transaction) the migrations each table still needs,
+    table by table in the order given.
 
     ``mark`` is the engine's parameter placeholder (``?`` or ``%s``); rows must be readable
     by column name (``sqlite3.Row``, psycopg's ``dict_row``).
     """
     c.execute(CREATE_MIGRATIONS_TABLE)
-    rows = c.execute(
-        f"SELECT name FROM {MIGRATIONS_TABLE} WHERE table_name = {mark}", (table,)
-    ).fetchall()
-    for migration in pending(migrations, {r["name"] for r in rows}):
-        for statement in migration.sql(table, dimension):
-            c.execute(statement)
-        c.execute(
-            f"INSERT INTO {MIGRATIONS_TABLE} VALUES ({mark}, {mark}, {mark})",
-            (table, migration.name, utcnow().isoformat()),
-        )
+    applied: dict[str, set[str]] = {}
+    for row in c.execute(f"SELECT table_name, name FROM {MIGRATIONS_TABLE}").fetchall():
+        applied.setdefault(row["table_name"], set()).add(row["name"])
+    for table, migrations in tables.items():
+        for migration in pending(migrations, applied.get(table, set())):
+            for statement in migration.sql(table, dimension):
+                c.execute(statement)
+            c.execute(
+                f"INSERT INTO {MIGRATIONS_TABLE} VALUES ({mark}, {mark}, {mark})",
+                (table, migration.name, utcnow().isoformat()),
+            )
 
 
 CREATE_MIGRATIONS_TABLE = (

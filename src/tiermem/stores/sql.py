@@ -1,9 +1,10 @@
 """SQLStore: what the SQLite and PostgreSQL stores share above their SQL.
 
-Both engines run the same operations with the same rules: one dispatch from an op to
-its method, content-hash deduplication on add and import, the checks before an update,
-and search (vector, keyword, or both fused) counting an access of every hit it returns. This class
-holds those rules; each engine implements the small methods that speak its SQL.
+Both engines run the same operations with the same rules: one table from an op's type
+to its method (:data:`HANDLERS`), content-hash deduplication on add and import, the
+checks before an update, and search (vector, keyword, or both fused) counting an access
+of every hit it returns. This class holds those rules; each engine implements the small
+methods that speak its SQL.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from itertools import groupby
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Literal, NamedTuple, TypeVar, cast
 
+import tiermem.stores.facts as facts
+import tiermem.stores.queue as queue
+import tiermem.stores.transcript as tr
 from tiermem.embeddings.cache import content_hash
 from tiermem.errors import InputError, NotFoundError
-from tiermem.stores import transcript as tr
-from tiermem.stores.base import (
+from tiermem.stores.facts_sql import FactsSQL
+from tiermem.stores.ops import (
     AccessOp,
     AddOp,
     CountOp,
@@ -30,22 +34,22 @@ from tiermem.stores.base import (
     ImportOp,
     ListOp,
     MemoryFilter,
-    MemoryRecord,
-    MemoryStore,
     Op,
     ScanOp,
     SearchOp,
-    SearchResult,
     StatsOp,
-    StoreStats,
     TableSizeOp,
     UpdateOp,
+)
+from tiermem.stores.protocol import MemoryStore
+from tiermem.stores.records import (
+    MemoryRecord,
+    SearchResult,
+    StoreStats,
     bump_access,
     reciprocal_rank_fusion,
     utcnow,
 )
-from tiermem.stores.facts import FACT_OPS
-from tiermem.stores.facts_sql import FactsSQL
 from tiermem.stores.transcript_sql import TranscriptSQL
 
 UNPROFILED = ("message", "tool")
@@ -54,28 +58,77 @@ UNPROFILED = ("message", "tool")
 C = TypeVar("C")
 """The engine's connection type."""
 
+Access = Literal["read", "access", "write"]
+"""What an op writes: nothing, only access counts, or data."""
 
-_TRANSCRIPT_HANDLERS: dict[type, str] = {
-    tr.AppendOp: "_append",
-    tr.RecentOp: "_recent",
-    tr.TranscriptOp: "_transcript",
-    tr.SessionsOp: "_sessions",
-    tr.UsersOp: "_users",
-    tr.ClaimOp: "_claim",
-    tr.CompleteOp: "_complete",
-    tr.FailOp: "_fail",
-    tr.ReleaseOp: "_release",
-    tr.RetryOp: "_retry",
-    tr.WorkStatsOp: "_work_stats",
-    tr.SummaryOp: "_summary",
-    tr.SummaryDueOp: "_summary_due",
-    tr.SaveSummaryOp: "_save_summary",
-    tr.ForgetMessagesOp: "_forget_messages",
-    tr.UnindexedOp: "_unindexed",
-    tr.GenerationOp: "_generation",
-    tr.RestoreOp: "_restore",
+
+class Handler(NamedTuple):
+    """The :class:`SQLStore` method that runs an op, and what the op writes."""
+
+    method: str
+    writes: Access
+
+
+HANDLERS: dict[type, Handler] = {
+    # the memory index
+    AddOp: Handler("_run_add", "write"),
+    GetOp: Handler("_run_get", "access"),
+    SearchOp: Handler("_search", "access"),
+    AccessOp: Handler("_run_access", "access"),
+    UpdateOp: Handler("_run_update", "write"),
+    DeleteOp: Handler("_run_delete", "write"),
+    DeleteUserOp: Handler("_run_delete_user", "write"),
+    ListOp: Handler("_list", "read"),
+    CountOp: Handler("_run_count", "read"),
+    StatsOp: Handler("_run_stats", "read"),
+    ScanOp: Handler("_run_scan", "read"),
+    ImportOp: Handler("_run_import", "write"),
+    ExistingIdsOp: Handler("_run_existing_ids", "read"),
+    TableSizeOp: Handler("_run_table_size", "read"),
+    # the transcript and summaries
+    tr.AppendOp: Handler("_append", "write"),
+    tr.RecentOp: Handler("_recent", "read"),
+    tr.TranscriptOp: Handler("_transcript", "read"),
+    tr.SessionsOp: Handler("_sessions", "read"),
+    tr.UsersOp: Handler("_users", "read"),
+    tr.SummaryOp: Handler("_summary", "read"),
+    tr.ForgetMessagesOp: Handler("_forget_messages", "write"),
+    tr.UnindexedOp: Handler("_unindexed", "read"),
+    tr.GenerationOp: Handler("_generation", "read"),
+    tr.RestoreOp: Handler("_restore", "write"),
+    # the work queue
+    queue.ClaimOp: Handler("_claim", "write"),
+    queue.CompleteOp: Handler("_complete", "write"),
+    queue.FailOp: Handler("_fail", "write"),
+    queue.ReleaseOp: Handler("_release", "write"),
+    queue.RetryOp: Handler("_retry", "write"),
+    queue.WorkStatsOp: Handler("_work_stats", "read"),
+    queue.SummaryDueOp: Handler("_summary_due", "write"),
+    queue.SaveSummaryOp: Handler("_save_summary", "write"),
+    # facts
+    facts.DueSessionsOp: Handler("_due_sessions", "read"),
+    facts.FactsDueOp: Handler("_facts_due", "write"),
+    facts.SaveFactsOp: Handler("_save_facts", "write"),
+    facts.FactsFailOp: Handler("_facts_fail", "write"),
+    facts.FactMarkOp: Handler("_fact_mark", "read"),
+    facts.FactVersionsOp: Handler("_fact_versions", "read"),
 }
-"""The method of :class:`TranscriptSQL` that runs each transcript operation."""
+"""Every operation a SQL store runs: its method and what it writes."""
+
+
+def writes(op: Op) -> Access:
+    """What ``op`` writes (a search that counts no access writes nothing)."""
+    if type(op) is SearchOp and not op.count_access:
+        return "read"
+    return handler(op).writes
+
+
+def handler(op: Op) -> Handler:
+    """The handler of ``op``; an InputError for anything else."""
+    found = HANDLERS.get(type(op))
+    if found is None:
+        raise InputError("op", f"{type(op).__name__} is not a store operation")
+    return found
 
 
 class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
@@ -102,53 +155,56 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         return results
 
     def _run(self, c: C, op: Op) -> Any:
-        """Run one operation inside the current transaction."""
-        if isinstance(op, AddOp):
-            if any(m.memory_type not in UNPROFILED for m in op.memories):
-                self._changed(c, op.user_id)  # a profile memory: cached synopses are stale
-            return self._add(c, op)
-        if isinstance(op, GetOp):
-            return self._touch(c, self._by_ids(c, op.user_id, op.ids))
-        if isinstance(op, SearchOp):
-            return self._search(c, op)
-        if isinstance(op, AccessOp):
-            return self._count_access(c, op.user_id, op.ids, utcnow(), op.times)
-        if isinstance(op, UpdateOp):
-            self._changed(c, op.user_id)
-            return self._update(c, op)
-        if isinstance(op, DeleteOp):
-            self._lock_user(c, op.user_id)  # a worker indexing the user finishes first
-            self._changed(c, op.user_id)
-            self._forget_transcript(c, op.user_id, [str(i) for i in op.ids])
-            return self._delete(c, op.user_id, op.ids)
-        if isinstance(op, DeleteUserOp):  # messages not indexed yet count as memories too
-            self._lock_user(c, op.user_id)
-            self._changed(c, op.user_id)
-            self._forget_fact_marks(c, op.user_id)
-            return self._forget_transcript(c, op.user_id, None) + self._delete(c, op.user_id, None)
-        if isinstance(op, ListOp):
-            return self._list(c, op)
-        if isinstance(op, CountOp):
-            return self._count(c, op.user_id, op.filter)
-        if isinstance(op, StatsOp):
-            return self._stats(c, op.user_id)
-        if isinstance(op, ScanOp):
-            return self._scan(c, op.after, op.limit, op.user_id)
-        if isinstance(op, ImportOp):
-            return self._import(c, op.records)
-        if isinstance(op, ExistingIdsOp):
-            return self._existing_ids(c, op.ids)
-        if isinstance(op, TableSizeOp):
-            return self._table_size(c)
-        if isinstance(op, tr.TRANSCRIPT_OPS):
-            return self._run_transcript(c, op)
-        if isinstance(op, FACT_OPS):
-            return self._run_facts(c, op)
-        raise InputError("op", f"{type(op).__name__} is not a store operation")
+        """Run one operation inside the current transaction (see :data:`HANDLERS`)."""
+        return getattr(self, handler(op).method)(c, op)
 
-    def _run_transcript(self, c: C, op: Any) -> Any:
-        """Run one transcript, work or summary operation."""
-        return getattr(self, _TRANSCRIPT_HANDLERS[type(op)])(c, op)
+    # -- the memory index's ops --
+
+    def _run_add(self, c: C, op: AddOp) -> list[uuid.UUID]:
+        if any(m.memory_type not in UNPROFILED for m in op.memories):
+            self._changed(c, op.user_id)  # a profile memory: cached synopses are stale
+        return self._add(c, op)
+
+    def _run_get(self, c: C, op: GetOp) -> list[MemoryRecord]:
+        return self._touch(c, self._by_ids(c, op.user_id, op.ids))
+
+    def _run_access(self, c: C, op: AccessOp) -> int:
+        return self._count_access(c, op.user_id, op.ids, utcnow(), op.times)
+
+    def _run_update(self, c: C, op: UpdateOp) -> MemoryRecord:
+        self._changed(c, op.user_id)
+        return self._update(c, op)
+
+    def _run_delete(self, c: C, op: DeleteOp) -> int:
+        self._lock_user(c, op.user_id)  # a worker indexing the user finishes first
+        self._changed(c, op.user_id)
+        self._forget_transcript(c, op.user_id, [str(i) for i in op.ids])
+        return self._delete(c, op.user_id, op.ids)
+
+    def _run_delete_user(self, c: C, op: DeleteUserOp) -> int:
+        """Messages not indexed yet count as memories too."""
+        self._lock_user(c, op.user_id)
+        self._changed(c, op.user_id)
+        self._forget_fact_marks(c, op.user_id)
+        return self._forget_transcript(c, op.user_id, None) + self._delete(c, op.user_id, None)
+
+    def _run_count(self, c: C, op: CountOp) -> int:
+        return self._count(c, op.user_id, op.filter)
+
+    def _run_stats(self, c: C, op: StatsOp) -> StoreStats:
+        return self._stats(c, op.user_id)
+
+    def _run_scan(self, c: C, op: ScanOp) -> list[MemoryRecord]:
+        return self._scan(c, op.after, op.limit, op.user_id)
+
+    def _run_import(self, c: C, op: ImportOp) -> int:
+        return self._import(c, op.records)
+
+    def _run_existing_ids(self, c: C, op: ExistingIdsOp) -> set[uuid.UUID]:
+        return self._existing_ids(c, op.ids)
+
+    def _run_table_size(self, c: C, op: TableSizeOp) -> int:
+        return self._table_size(c)
 
     # -- writes, shared --
 

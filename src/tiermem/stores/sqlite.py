@@ -19,27 +19,22 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+import tiermem.stores.facts as facts
+import tiermem.stores.schema as schema
+import tiermem.stores.transcript as transcript
 from tiermem.errors import StoreError, StoreUnavailableError
 from tiermem.paths import default_sqlite_path as default_path
 from tiermem.paths import sqlite_file
-from tiermem.stores import facts, schema, transcript
-from tiermem.stores.base import (
-    CountOp,
-    ExistingIdsOp,
+from tiermem.stores.ops import (
     ListOp,
     MemoryFilter,
-    MemoryRecord,
     Op,
-    ScanOp,
     SearchOp,
-    SearchResult,
-    StatsOp,
-    StoreStats,
-    TableSizeOp,
     UpdateOp,
-    check_durability,
 )
-from tiermem.stores.sql import SQLStore
+from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
+from tiermem.stores.sql import SQLStore, writes
+from tiermem.stores.validate import check_durability
 from tiermem.stores.vector_cache import VectorCache, load
 from tiermem.text import keyword_terms
 
@@ -53,15 +48,6 @@ _COLUMNS = (
 # Statements naming rows by id or seq write ``+user_id``: the unary plus keeps SQLite from
 # scanning the user's whole (user_id, ...) index instead of using the primary key (60 ms
 # instead of 0.1 ms for a 50k-row user); the user condition still filters every row.
-_READ_ONLY = (ListOp, CountOp, StatsOp, ScanOp, ExistingIdsOp, TableSizeOp)
-
-
-def _read_only(op: Op) -> bool:
-    """Whether ``op`` writes nothing (a search that counts no access writes nothing)."""
-    return isinstance(op, (*_READ_ONLY, *transcript.READ_ONLY_OPS, *facts.READ_ONLY_OPS)) or (
-        isinstance(op, SearchOp) and not op.count_access
-    )
-
 
 # SQLite allows 32766 parameters; keep IN (...) lists well below it.
 _CHUNK = 500
@@ -115,29 +101,16 @@ def _v2_stemmed_keywords(t: str, dim: int) -> list[str]:
     ]
 
 
-def _v3_transcript(t: str, dim: int) -> list[str]:
-    """The transcript and session summaries (shared by every dimension's table)."""
-    return transcript.tables("seq INTEGER PRIMARY KEY AUTOINCREMENT", "")
-
-
-def _v4_facts(t: str, dim: int) -> list[str]:
-    """Fact extraction marks and user leases (shared by every dimension's table)."""
-    return facts.tables()
-
-
-def _v5_generations(t: str, dim: int) -> list[str]:
-    """Per-user change generations (shared by every dimension's table)."""
-    return transcript.generation_tables()
-
-
 #: Schema history of a ``memories_{dim}`` table; append, never edit.
 MIGRATIONS = [
     schema.Migration("001_create", _v1),
     schema.Migration("002_stemmed_keywords", _v2_stemmed_keywords),
-    schema.Migration("003_transcript", _v3_transcript),
-    schema.Migration("004_facts", _v4_facts),
-    schema.Migration("005_generations", _v5_generations),
 ]
+#: Schema histories of the tables every dimension shares.
+SHARED = {
+    **transcript.migrations("seq INTEGER PRIMARY KEY AUTOINCREMENT", ""),
+    **facts.migrations(),
+}
 
 
 def _ts(value: datetime) -> float:
@@ -258,7 +231,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                 f"cannot open SQLite database {self.path!r}: {exc}"
             ) from exc
         with self._transaction(write=True):
-            schema.migrate(self._conn, self.table, self.dimension, MIGRATIONS, "?")
+            schema.migrate(self._conn, {**SHARED, self.table: MIGRATIONS}, self.dimension, "?")
 
     # -- plumbing --
 
@@ -294,7 +267,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     def batch(self, ops: Iterable[Op]) -> list[Any]:
         ops = list(ops)
-        write = not all(_read_only(op) for op in ops)
+        write = any(writes(op) != "read" for op in ops)
         with self._transaction(write) as conn:
             return self._run_all(conn, ops)
 

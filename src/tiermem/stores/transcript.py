@@ -6,12 +6,9 @@ per occurrence: appending a message writes this one row, nothing else. The searc
 index (``memories_{dim}``) is derived from it: a row's work state (``pending`` / ``done``
 / ``failed``) says whether a worker still has to embed it and write its index row. Until
 then its line is found by :class:`UnindexedOp` (the planner's keyword search reads it).
-Workers in any process claim pending rows with a lease (:class:`ClaimOp`), embed them,
-and complete them (:class:`CompleteOp`: the index row, with its vector, in the same
-transaction) or record the failure (:class:`FailOp`), or, when the embedder is down rather
-than refusing the row, give it back uncounted (:class:`ReleaseOp`); a row whose claimant died is
-claimed again when its lease expires. ``tiermem_summaries`` keeps each session's running
-summary with the last transcript position it covers.
+The work that leaves (index, summaries) is claimed through :mod:`tiermem.stores.queue`.
+``tiermem_summaries`` keeps each session's running summary with the last transcript
+position it covers.
 
 The SQL here is written once for both engines (``{p}`` is the parameter mark; times are
 epoch seconds in both); the engine-specific parts are the id column and row locking.
@@ -26,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from tiermem.messages import Message
+from tiermem.stores.schema import Migration
 
 TRANSCRIPT = "tiermem_transcript"
 SUMMARIES = "tiermem_summaries"
@@ -70,19 +68,6 @@ class Entry(NamedTuple):
 
 
 @dataclass(frozen=True)
-class WorkItem:
-    """A claimed transcript row: ``message`` to embed and index."""
-
-    seq: int
-    user_id: str
-    session_id: str | None
-    message: Message
-    agent_id: str | None
-    previous_id: str | None
-    attempts: int
-
-
-@dataclass(frozen=True)
 class TranscriptRow:
     """One transcript row as stored, with its work state."""
 
@@ -106,15 +91,6 @@ class SessionInfo:
     messages: int
     first: datetime
     last: datetime
-
-
-@dataclass(frozen=True)
-class WorkStats:
-    """Transcript rows by work state (one user's, or everyone's)."""
-
-    pending: int
-    done: int
-    failed: int
 
 
 @dataclass(frozen=True)
@@ -171,37 +147,6 @@ class UsersOp(NamedTuple):
     after: str = ""
 
 
-class ClaimOp(NamedTuple):
-    """Admin (every user): lease up to ``limit`` pending rows to ``owner`` for
-    ``lease`` seconds, oldest first; rows leased by a live claim are skipped."""
-
-    owner: str
-    limit: int
-    lease: float
-
-
-class CompleteOp(NamedTuple):
-    """Index claimed rows the owner still holds and mark them done: ``items`` are
-    (seq, the index row as a NewMemory with its vector), all of ``user_id``. A line the user
-    already has keeps its row. Result: rows completed."""
-
-    owner: str
-    user_id: str
-    items: tuple[tuple[int, Any], ...]
-
-
-class FailOp(NamedTuple):
-    """A claimed row failed: retry it alone after ``retry_in`` seconds, or mark it
-    ``failed`` with ``error`` once it has had ``max_attempts``."""
-
-    owner: str
-    user_id: str
-    seq: int
-    error: str
-    retry_in: float
-    max_attempts: int
-
-
 class UnindexedOp(NamedTuple):
     """The user's newest rows not in the index yet (pending or failed), newest first:
     what keyword search must read beside the index."""
@@ -210,60 +155,11 @@ class UnindexedOp(NamedTuple):
     limit: int = 500
 
 
-class ReleaseOp(NamedTuple):
-    """The claimed rows ``seqs`` of ``user_id`` wait for a dependency that is down: give
-    them back, due in ``retry_in`` seconds, without counting the try. Result: rows given back."""
-
-    owner: str
-    user_id: str
-    seqs: tuple[int, ...]
-    retry_in: float
-
-
-class RetryOp(NamedTuple):
-    """Put a user's failed rows (all, or ``seqs``) back to pending; result: how many."""
-
-    user_id: str
-    seqs: tuple[int, ...] | None = None
-
-
-class WorkStatsOp(NamedTuple):
-    """Rows by work state for one user (``None``: every user, admin)."""
-
-    user_id: str | None
-
-
 class SummaryOp(NamedTuple):
     """A session's running summary (``SessionSummary(None, 0)`` when there is none)."""
 
     user_id: str
     session_id: str | None
-
-
-class SummaryDueOp(NamedTuple):
-    """Lease a session's summary to ``owner`` if at least ``batch`` messages have left the
-    newest ``window`` since it was written; result: the messages to fold in (oldest
-    first) and the current summary, or ``None`` when nothing is due or another process
-    holds the lease."""
-
-    owner: str
-    user_id: str
-    session_id: str | None
-    window: int
-    batch: int
-    lease: float
-
-
-class SaveSummaryOp(NamedTuple):
-    """Write a session's summary covering up to ``upto`` if ``owner`` still holds its
-    lease and it still covers ``previous``; result: whether it was written."""
-
-    owner: str
-    user_id: str
-    session_id: str | None
-    text: str
-    previous: int
-    upto: int
 
 
 class ForgetMessagesOp(NamedTuple):
@@ -306,43 +202,11 @@ class RestoreOp(NamedTuple):
     marks: tuple[tuple[str | None, str], ...] = ()
 
 
-TRANSCRIPT_OPS = (
-    GenerationOp,
-    RestoreOp,
-    ForgetMessagesOp,
-    AppendOp,
-    RecentOp,
-    TranscriptOp,
-    SessionsOp,
-    UsersOp,
-    ClaimOp,
-    CompleteOp,
-    FailOp,
-    ReleaseOp,
-    RetryOp,
-    WorkStatsOp,
-    SummaryOp,
-    SummaryDueOp,
-    SaveSummaryOp,
-    UnindexedOp,
-)
-READ_ONLY_OPS = (
-    RecentOp,
-    TranscriptOp,
-    SessionsOp,
-    UsersOp,
-    WorkStatsOp,
-    SummaryOp,
-    UnindexedOp,
-    GenerationOp,
-)
-
-
 # -- schema --------------------------------------------------------------------------
 
 
-def tables(seq_column: str, primary_key: str) -> list[str]:
-    """The statements creating the transcript and summaries tables.
+def transcript_table(seq_column: str, primary_key: str) -> list[str]:
+    """The statements creating the transcript table and its indexes.
 
     ``seq_column`` declares the ordering column, ``primary_key`` the table constraint
     (SQLite's rowid alias; ``(user_id, seq)`` on PostgreSQL so rows can be distributed by
@@ -375,25 +239,49 @@ def tables(seq_column: str, primary_key: str) -> list[str]:
         # of unindexed messages read them. Every index costs each add: keep them few.
         f"CREATE INDEX IF NOT EXISTS {TRANSCRIPT}_unindexed ON {TRANSCRIPT} (seq)"
         " WHERE state <> 'done'",
-        f"""CREATE TABLE IF NOT EXISTS {SUMMARIES} (
-            user_id TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            text TEXT,
-            upto BIGINT NOT NULL DEFAULT 0,
-            updated_at DOUBLE PRECISION NOT NULL,
-            lease_owner TEXT,
-            lease_until DOUBLE PRECISION NOT NULL DEFAULT 0,
-            PRIMARY KEY (user_id, session_id))""",
     ]
 
 
-def generation_tables() -> list[str]:
-    """The statement creating the generations table (same SQL on both engines)."""
-    return [
-        f"""CREATE TABLE IF NOT EXISTS {GENERATIONS} (
-            user_id TEXT NOT NULL PRIMARY KEY,
-            generation BIGINT NOT NULL DEFAULT 0)"""
-    ]
+def migrations(seq_column: str, primary_key: str) -> dict[str, list[Migration]]:
+    """The schema history of the transcript, summaries and generations tables (shared by
+    every dimension's index); ``seq_column`` and ``primary_key`` as for
+    :func:`transcript_table`. Append, never edit.
+
+    Each first step creates its table if it is missing: databases made before the tables
+    had histories of their own (when the index table's migrations made them) hold them
+    already, and record the step without a change.
+    """
+    return {
+        TRANSCRIPT: [
+            Migration("001_create", lambda t, d: transcript_table(seq_column, primary_key))
+        ],
+        SUMMARIES: [
+            Migration(
+                "001_create",
+                lambda t, d: [
+                    f"""CREATE TABLE IF NOT EXISTS {SUMMARIES} (
+                        user_id TEXT NOT NULL,
+                        session_id TEXT NOT NULL,
+                        text TEXT,
+                        upto BIGINT NOT NULL DEFAULT 0,
+                        updated_at DOUBLE PRECISION NOT NULL,
+                        lease_owner TEXT,
+                        lease_until DOUBLE PRECISION NOT NULL DEFAULT 0,
+                        PRIMARY KEY (user_id, session_id))"""
+                ],
+            )
+        ],
+        GENERATIONS: [
+            Migration(
+                "001_create",
+                lambda t, d: [
+                    f"""CREATE TABLE IF NOT EXISTS {GENERATIONS} (
+                        user_id TEXT NOT NULL PRIMARY KEY,
+                        generation BIGINT NOT NULL DEFAULT 0)"""
+                ],
+            )
+        ],
+    }
 
 
 # -- reading rows ----------------------------------------------------------------------
@@ -411,18 +299,6 @@ def transcript_row(row: Any) -> TranscriptRow:
         memory_id=row["memory_id"],
         previous_id=row["previous_id"],
         agent_id=row["agent_id"],
-    )
-
-
-def work_item(row: Any, attempts: int) -> WorkItem:
-    return WorkItem(
-        seq=int(row["seq"]),
-        user_id=row["user_id"],
-        session_id=session_value(row["session_id"]),
-        message=Message.from_json(row["message"]),
-        agent_id=row["agent_id"],
-        previous_id=row["previous_id"],
-        attempts=attempts,
     )
 
 

@@ -15,43 +15,45 @@ from typing import Any
 
 from tiermem.embeddings.cache import content_hash
 from tiermem.messages import Message
-from tiermem.stores.base import AddOp
 from tiermem.stores.facts import MARKS
+from tiermem.stores.ops import AddOp
+from tiermem.stores.queue import (
+    ClaimOp,
+    CompleteOp,
+    FailOp,
+    ReleaseOp,
+    RetryOp,
+    SaveSummaryOp,
+    SummaryDueOp,
+    WorkItem,
+    WorkStats,
+    WorkStatsOp,
+    work_item,
+)
 from tiermem.stores.transcript import (
     GENERATIONS,
     NO_SESSION,
     SUMMARIES,
     TRANSCRIPT,
     AppendOp,
-    ClaimOp,
-    CompleteOp,
-    FailOp,
     ForgetMessagesOp,
     GenerationOp,
     RecentOp,
-    ReleaseOp,
     RestoreOp,
-    RetryOp,
-    SaveSummaryOp,
     SessionInfo,
     SessionsOp,
     SessionSummary,
-    SummaryDueOp,
     SummaryOp,
     TranscriptOp,
     TranscriptRow,
     UnindexedOp,
     UsersOp,
-    WorkItem,
-    WorkStats,
-    WorkStatsOp,
     epoch,
     from_epoch,
     seqs_marks,
     session_key,
     session_value,
     transcript_row,
-    work_item,
 )
 
 _GONE = "memory_id, message_id, seq, session_id, line"

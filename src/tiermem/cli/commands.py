@@ -1,12 +1,4 @@
-"""The ``tiermem`` command: the library's operations from a shell, with rich output.
-
-Every command that touches memory takes ``--config PATH`` (a YAML file, see
-docs/configuration.md) and ``--db PATH`` (the SQLite file of the embedded store); the
-commands mirror :class:`tiermem.Memory` one to one. A memory has one id everywhere: the
-long-term store's UUID, which ``add`` and ``remember`` print, ``search`` shows (whole, or
-the shortest prefix of at least 8 characters that no other memory of the user shares) and
-``forget --id`` takes (whole or a unique prefix).
-"""
+"""The subcommands of ``tiermem``: one function per command, and the helpers they share."""
 
 from __future__ import annotations
 
@@ -18,14 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiermem import __version__
-from tiermem.errors import (
-    AmbiguousIdError,
-    InputError,
-    InvalidSizeError,
-    SerializationError,
-    TiermemError,
-)
+from tiermem.errors import AmbiguousIdError, InputError, SerializationError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -36,7 +21,8 @@ if TYPE_CHECKING:
 Command = Callable[[argparse.Namespace], int]
 
 
-def _console(stderr: bool = False) -> Console:
+def make_console(stderr: bool = False) -> Console:
+    """A rich console on stdout (or stderr)."""
     from rich.console import Console
 
     return Console(stderr=stderr)
@@ -62,21 +48,21 @@ def _memory(args: argparse.Namespace) -> Iterator[Memory]:
         memory.close()
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from tiermem.demo import run_demo
+def cmd_demo(args: argparse.Namespace) -> int:
+    from tiermem.cli.demo import run_demo
 
     run_demo(db=check_db(args.db), max_tokens=args.max_tokens)
     return 0
 
 
-def _cmd_add(args: argparse.Namespace) -> int:
+def cmd_add(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
         message = memory.add(args.role, args.text, args.user, args.session, name=args.name)
         memory_id = stored_id(memory, args.user, message)
     if memory_id is None:  # nothing goes to the long-term store (retention)
-        _console().print(f"added message {message.message_id} for user {args.user!r}")
+        make_console().print(f"added message {message.message_id} for user {args.user!r}")
     else:
-        _console().print(f"added {memory_id} for user {args.user!r}")
+        make_console().print(f"added {memory_id} for user {args.user!r}")
     return 0
 
 
@@ -200,7 +186,7 @@ def _in_file(exc: InputError, places: Sequence[str], start: int) -> InputError:
     return exc.relabel(f"{where} {found.group(2) or 'message'}")
 
 
-def _cmd_export(args: argparse.Namespace) -> int:
+def cmd_export(args: argparse.Namespace) -> int:
     """``tiermem export``: the user's archive (docs/export.md) to a file or stdout."""
     from tiermem.export import dumps
 
@@ -214,7 +200,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             if out is not sys.stdout:
                 out.close()
     if args.output is not None:
-        _console().print(f"exported user {args.user!r} to {args.output}")
+        make_console().print(f"exported user {args.user!r} to {args.output}")
     return 0
 
 
@@ -231,19 +217,19 @@ def _is_archive(path: Path) -> bool:
     return isinstance(header, dict) and header.get("format") == FORMAT
 
 
-def _cmd_import(args: argparse.Namespace) -> int:
+def cmd_import(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     if _is_archive(args.file):  # an archive of `tiermem export`, restored as --user
         with _memory(args) as memory, args.file.open(encoding="utf-8") as lines:
             added = memory.import_archive(lines, args.user)
-        _console().print(
+        make_console().print(
             f"restored {added['messages']} messages and {added['memories']} memories "
             f"for user {args.user!r}"
         )
         return 0
     rows, places = _read_history(args.file)
-    with _memory(args) as memory, Progress(console=_console()) as progress:
+    with _memory(args) as memory, Progress(console=make_console()) as progress:
         task = progress.add_task("importing", total=len(rows))
         for start in range(0, len(rows), 500):
             chunk = rows[start : start + 500]
@@ -254,11 +240,11 @@ def _cmd_import(args: argparse.Namespace) -> int:
             progress.advance(task, len(chunk))
         progress.update(task, description="archiving")
         memory.flush()
-    _console().print(f"imported {len(rows)} messages for user {args.user!r}")
+    make_console().print(f"imported {len(rows)} messages for user {args.user!r}")
     return 0
 
 
-def _cmd_search(args: argparse.Namespace) -> int:
+def cmd_search(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     with _memory(args) as memory:
@@ -276,51 +262,51 @@ def _cmd_search(args: argparse.Namespace) -> int:
             record.content[:90],
             shown[memory_id],
         )
-    _console().print(table)
+    make_console().print(table)
     return 0
 
 
-def _cmd_context(args: argparse.Namespace) -> int:
+def cmd_context(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
         context = memory.get_context(args.query, args.user, args.session, args.max_tokens)
     if args.json:
         print(json.dumps(context.messages, ensure_ascii=False, indent=2))
     else:
-        _console().print(context.explain(), markup=False, highlight=False)
+        make_console().print(context.explain(), markup=False, highlight=False)
     return 0
 
 
-def _cmd_synopsis(args: argparse.Namespace) -> int:
+def cmd_synopsis(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
         synopsis = memory.synopsis(args.user)
-    _console().print(synopsis.render() or f"nothing is known about {args.user!r} yet")
+    make_console().print(synopsis.render() or f"nothing is known about {args.user!r} yet")
     return 0
 
 
-def _cmd_remember(args: argparse.Namespace) -> int:
+def cmd_remember(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
         memory_id = memory.remember(args.text, args.user, args.type, args.importance)
-    _console().print(f"remembered {memory_id}")
+    make_console().print(f"remembered {memory_id}")
     return 0
 
 
-def _cmd_forget(args: argparse.Namespace) -> int:
+def cmd_forget(args: argparse.Namespace) -> int:
     if bool(args.id) == bool(args.all):
         raise InputError("forget", "give either --id ID or --all", "--all erases the user")
     with _memory(args) as memory:
         if args.all:
             count = memory.forget_user(args.user)
-            _console().print(f"erased {count} memories of user {args.user!r}")
+            make_console().print(f"erased {count} memories of user {args.user!r}")
             return 0
         memory_id = resolve_id(memory, args.user, args.id)
         found = memory.forget(memory_id, args.user)
-    _console().print(
+    make_console().print(
         f"forgotten {memory_id}" if found else f"no memory {memory_id} for user {args.user!r}"
     )
     return 0 if found else 1
 
 
-def _cmd_stats(args: argparse.Namespace) -> int:
+def cmd_stats(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     with _memory(args) as memory:
@@ -335,11 +321,11 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     table.add_row(
         "mean importance", f"{stats.mean_importance:.2f}" if stats.mean_importance else "-"
     )
-    _console().print(table)
+    make_console().print(table)
     return 0
 
 
-def _cmd_config_check(args: argparse.Namespace) -> int:
+def cmd_config_check(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from tiermem.config import check_config
@@ -348,11 +334,11 @@ def _cmd_config_check(args: argparse.Namespace) -> int:
     table = Table("key", "value", title=f"{args.path}: valid")
     for key, value in rows:
         table.add_row(key, value)
-    _console().print(table)
+    make_console().print(table)
     return 0
 
 
-def _cmd_migrate(args: argparse.Namespace) -> int:
+def cmd_migrate(args: argparse.Namespace) -> int:
     from tiermem.stores.migrate import migrate_embeddings
 
     report = migrate_embeddings(
@@ -362,7 +348,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         connection_string=args.connection_string,
         batch_size=args.batch_size,
     )
-    _console().print(
+    make_console().print(
         f"memories_{args.from_dim} -> memories_{args.to_dim}: {report.source_rows} rows, "
         f"{report.migrated} migrated now, {report.already_present} already there, "
         f"{report.duplicates} duplicates skipped; the source table is unchanged"
@@ -370,13 +356,13 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_doctor(args: argparse.Namespace) -> int:
+def cmd_doctor(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
-    from tiermem.doctor import run_checks
+    from tiermem.cli.doctor import run_checks
 
     checks = run_checks(args.config, args.db)
-    console = _console()
+    console = make_console()
     colours = {"ok": "green", "fail": "bold red", "skip": "yellow"}
     for check in checks:
         status = f"[{colours[check.status]}]{check.status:<4}[/]"
@@ -387,21 +373,21 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if any(check.status == "fail" for check in checks) else 0
 
 
-def _cmd_chat(args: argparse.Namespace) -> int:
-    from tiermem.chat import run_chat
+def cmd_chat(args: argparse.Namespace) -> int:
+    from tiermem.cli.chat import run_chat
 
     check_db(args.db)
     return run_chat(args)
 
 
-def _cmd_serve(args: argparse.Namespace) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
     from tiermem.server.run import serve
 
     serve(args.config, args.db, args.host, args.port, args.workers)
     return 0
 
 
-def _cmd_mcp(args: argparse.Namespace) -> int:
+def cmd_mcp(args: argparse.Namespace) -> int:
     import os
 
     from tiermem.mcp import run_stdio
@@ -429,201 +415,21 @@ def _keys(args: argparse.Namespace) -> Iterator[Any]:
         keys.close()
 
 
-def _cmd_keys(args: argparse.Namespace) -> int:
+def cmd_keys(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     with _keys(args) as keys:
         if args.keys_command == "create":
             key, token = keys.create(args.tenant, args.name)
-            _console().print(f"key {key.id} of tenant {key.tenant!r} (shown once, keep it):")
+            make_console().print(f"key {key.id} of tenant {key.tenant!r} (shown once, keep it):")
             print(token)
             return 0
         if args.keys_command == "revoke":
             found = keys.revoke(args.id)
-            _console().print("revoked" if found else f"no active key {args.id!r}")
+            make_console().print("revoked" if found else f"no active key {args.id!r}")
             return 0 if found else 1
         table = Table("id", "tenant", "name", "created", "revoked", title="API keys")
         for key in keys.list(args.tenant):
             table.add_row(key.id, key.tenant, key.name or "", key.created_at, key.revoked_at or "")
-        _console().print(table)
+        make_console().print(table)
     return 0
-
-
-def _command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    name: str,
-    handler: Command,
-    help: str,
-    *,
-    memory: bool = True,
-) -> argparse.ArgumentParser:
-    """Add a subcommand; memory commands get ``--config``, ``--db`` and ``--user``."""
-    parser = commands.add_parser(name, help=help)
-    if memory:
-        parser.add_argument("--config", type=Path, help="YAML configuration")
-        parser.add_argument("--db", help="SQLite file of the embedded store")
-        parser.add_argument("--user", required=True, help="whose memory (user_id)")
-    parser.set_defaults(handler=handler)
-    return parser
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="tiermem", description="Tiered memory for LLM agents.")
-    parser.add_argument("--version", action="version", version=f"tiermem {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    demo = _command(
-        commands, "demo", _cmd_demo, "walk through the tiers on a sample conversation", memory=False
-    )
-    demo.add_argument("--db", help="SQLite file to use (default: a temporary one)")
-    demo.add_argument("--max-tokens", type=int, default=500, help="context budget to show")
-
-    add = _command(commands, "add", _cmd_add, "add one message to a conversation")
-    add.add_argument("text")
-    add.add_argument("--role", default="user")
-    add.add_argument("--name", help="speaker name")
-    add.add_argument("--session")
-
-    imp = _command(
-        commands, "import", _cmd_import, "import a JSON or JSONL history, or restore an archive"
-    )
-    imp.add_argument("file", type=Path)
-    imp.add_argument("--session")
-
-    export = _command(commands, "export", _cmd_export, "write a user's archive (JSON Lines)")
-    export.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
-    export.add_argument("--vectors", action="store_true", help="include the embeddings")
-
-    remember = _command(commands, "remember", _cmd_remember, "store a fact or preference")
-    remember.add_argument("text")
-    remember.add_argument("--type", default="fact", help="fact, preference, context, ...")
-    remember.add_argument("--importance", type=float, default=0.5)
-
-    search = _command(commands, "search", _cmd_search, "search long-term memories")
-    search.add_argument("query")
-    search.add_argument("-k", type=int, default=10)
-    search.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default="hybrid")
-
-    context = _command(commands, "context", _cmd_context, "build and explain a prompt's context")
-    context.add_argument("query")
-    context.add_argument("--session")
-    context.add_argument("--max-tokens", type=int)
-    context.add_argument("--json", action="store_true", help="print the messages as JSON")
-
-    _command(commands, "synopsis", _cmd_synopsis, "show what is known about a user")
-    forget = _command(commands, "forget", _cmd_forget, "delete a memory or a whole user")
-    forget.add_argument("--id", help="the memory to delete: its id, or a unique prefix of it")
-    forget.add_argument("--all", action="store_true", help="erase everything of the user")
-    _command(commands, "stats", _cmd_stats, "figures about a user's memories")
-
-    config = commands.add_parser("config", help="configuration tools")
-    checks = config.add_subparsers(dest="config_command", metavar="COMMAND")
-    check = _command(checks, "check", _cmd_config_check, "validate a YAML file", memory=False)
-    check.add_argument("path", type=Path)
-    check.add_argument("--secrets-file", type=Path)
-
-    migrate = _command(
-        commands,
-        "migrate-embeddings",
-        _cmd_migrate,
-        "re-embed memories_{from} into memories_{to}",
-        memory=False,
-    )
-    migrate.add_argument("--from-dim", type=int, required=True)
-    migrate.add_argument("--to-dim", type=int, required=True)
-    migrate.add_argument("--to-model", required=True, help="e.g. local/all-MiniLM-L6-v2")
-    migrate.add_argument(
-        "--connection-string", required=True, help="postgresql://... or a SQLite file path"
-    )
-    migrate.add_argument("--batch-size", type=int, default=256)
-
-    serve = _command(
-        commands, "serve", _cmd_serve, "serve the HTTP API (tiermem[server])", memory=False
-    )
-    serve.add_argument("--config", help="YAML configuration (PostgreSQL, Redis...)")
-    serve.add_argument("--db", help="SQLite file of the embedded store")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8765)
-    serve.add_argument("--workers", type=int, default=1, help="worker processes")
-
-    mcp = _command(commands, "mcp", _cmd_mcp, "serve a user's memory to an MCP client (stdio)")
-    mcp.add_argument(
-        "--url", help="use a tiermem server (key in TIERMEM_API_KEY) instead of a local store"
-    )
-
-    keys = commands.add_parser("keys", help="API keys of the server (stored hashed)")
-    keys_commands = keys.add_subparsers(dest="keys_command", metavar="COMMAND", required=True)
-    for name, help_text in (
-        ("create", "create a key of a tenant"),
-        ("list", "list keys"),
-        ("revoke", "revoke a key"),
-    ):
-        sub = _command(keys_commands, name, _cmd_keys, help_text, memory=False)
-        sub.add_argument("--config", type=Path, help="YAML configuration")
-        sub.add_argument("--db", help="SQLite file of the embedded store")
-        if name == "revoke":
-            sub.add_argument("id", help="the key's id (tiermem keys list)")
-        else:
-            sub.add_argument("--tenant", required=name == "create", help="tenant name")
-        if name == "create":
-            sub.add_argument("--name", help="a label for the key")
-
-    doctor = _command(
-        commands, "doctor", _cmd_doctor, "check the setup and say what to fix", memory=False
-    )
-    doctor.add_argument("--config", type=Path, help="YAML configuration")
-    doctor.add_argument("--db", help="SQLite file of the embedded store")
-
-    from tiermem.chat import add_chat_arguments
-
-    chat = _command(commands, "chat", _cmd_chat, "chat with the configured model", memory=False)
-    add_chat_arguments(chat)
-    return parser
-
-
-# Numeric options: their range and an example, checked before a command loads anything.
-RANGES: dict[str, tuple[float, float | None, str]] = {
-    "max_tokens": (1, None, "2000"),
-    "k": (1, None, "10"),
-    "importance": (0.0, 1.0, "0.5"),
-    "from_dim": (1, None, "384"),
-    "to_dim": (1, None, "768"),
-    "batch_size": (1, None, "256"),
-}
-
-
-def check_arguments(args: argparse.Namespace) -> None:
-    """Raise InvalidSizeError for a numeric option out of its range (the library would
-    refuse it too, but only after loading the model and the store)."""
-    for name, (low, high, example) in RANGES.items():
-        value = getattr(args, name, None)
-        if value is None or (low <= value and (high is None or value <= high)):
-            continue
-        option = f"-{name}" if len(name) == 1 else f"--{name.replace('_', '-')}"
-        allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise InvalidSizeError(
-            option, f"must be {allowed}, got {value}", f"e.g. {option} {example}"
-        )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``tiermem`` command; returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler: Command | None = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help()
-        return 2
-    try:
-        check_arguments(args)
-        return handler(args)
-    except (TiermemError, OSError) as exc:
-        from rich.markup import escape
-
-        _console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

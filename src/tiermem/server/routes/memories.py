@@ -1,0 +1,193 @@
+"""Messages and memories: add, remember, list, get, update, forget, search, context."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import fields as dataclass_fields
+from typing import Annotated, Any
+
+import anyio
+from fastapi import APIRouter, Query
+
+from tiermem.errors import InputError, InvalidTypeError, NotFoundError, SerializationError
+from tiermem.messages import Message
+from tiermem.server import models
+from tiermem.server.deps import ERROR_RESPONSES, Caller
+from tiermem.server.service import Service
+from tiermem.stores.validate import MAX_LIMIT, check_text_id
+from tiermem.wire import context_to_json, hit_to_json, record_to_json
+
+
+def router(service: Service) -> APIRouter:
+    """The memory API: one route per Memory operation."""
+    router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
+    memory = service.memory
+
+    @router.post("/messages", status_code=201, response_model=models.IdsOut, tags=["messages"])
+    async def add_messages(body: models.MessagesIn, tenant: Caller) -> dict[str, Any]:
+        """Add messages of a conversation (Memory.add_messages); their ids, in order."""
+        user = tenant.scope(body.user_id)
+        session = check_text_id(body.session_id, "session_id")
+        agent = check_text_id(body.agent_id, "agent_id")
+        batch = [_message_dict(raw, i) for i, raw in enumerate(body.messages)]
+
+        def noted() -> None:
+            service.note_user(tenant, body.user_id)
+
+        if memory.commits_messages:  # validated here, committed with concurrent requests
+            added, op = memory.stage_messages(batch, user, session, agent_id=agent)
+            await service.commits.write(op, noted)
+        else:
+
+            def add() -> list[Message]:
+                messages = memory.add_messages(batch, user, session, agent_id=agent)
+                noted()
+                return messages
+
+            added = await anyio.to_thread.run_sync(add)
+        return {"ids": [m.message_id for m in added]}
+
+    @router.post("/memories", status_code=201, response_model=models.IdOut, tags=["memories"])
+    def remember(body: models.MemoryIn, tenant: Caller) -> dict[str, Any]:
+        """Store a fact, preference or other memory now (Memory.remember)."""
+        user = tenant.scope(body.user_id)
+        memory_id = memory.remember(
+            body.content,
+            user,
+            body.memory_type,
+            body.importance,
+            session_id=check_text_id(body.session_id, "session_id"),
+            agent_id=check_text_id(body.agent_id, "agent_id"),
+            metadata=body.metadata,
+        )
+        service.note_user(tenant, body.user_id)
+        return {"id": memory_id}
+
+    @router.post(
+        "/batch/memories", status_code=201, response_model=models.IdsOut, tags=["memories"]
+    )
+    def remember_many(body: models.MemoriesIn, tenant: Caller) -> dict[str, Any]:
+        """Store several memories in one transaction, all or none (Memory.remember_many)."""
+        items = [m.model_dump(exclude_none=True) for m in body.memories]
+        ids = memory.remember_many(items, tenant.scope(body.user_id))
+        service.note_user(tenant, body.user_id)
+        return {"ids": ids}
+
+    @router.get("/memories", response_model=models.MemoryPage, tags=["memories"])
+    def list_memories(
+        tenant: Caller,
+        user_id: str,
+        limit: models.QueryInt = 100,
+        cursor: str | None = None,
+        memory_type: Annotated[list[models.MemoryTypeName] | None, Query()] = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        created_after: models.Timestamp | None = None,
+        created_before: models.Timestamp | None = None,
+        metadata: Annotated[
+            str | None, Query(description='a JSON object of equalities, {"kind": "note"}')
+        ] = None,
+    ) -> dict[str, Any]:
+        """A page of the user's memories, newest first; pass ``next_cursor`` for the next."""
+        offset = _offset(cursor)
+        page = memory.list_memories(
+            tenant.scope(user_id),
+            limit=limit,
+            offset=offset,
+            memory_type=memory_type or None,
+            session_id=session_id,
+            agent_id=agent_id,
+            created_after=created_after,
+            created_before=created_before,
+            metadata=_metadata_filter(metadata),
+        )
+        more = len(page) == limit and offset + limit < MAX_LIMIT
+        return {
+            "memories": [record_to_json(r, user_id) for r in page],
+            "next_cursor": str(offset + limit) if more else None,
+        }
+
+    @router.get("/memories/{memory_id}", response_model=models.MemoryOut, tags=["memories"])
+    def get_memory(memory_id: str, user_id: str, tenant: Caller) -> dict[str, Any]:
+        """One memory of the user."""
+        record = memory.get_memory(memory_id, tenant.scope(user_id))
+        if record is None:
+            raise NotFoundError(f"user {user_id!r} has no memory {memory_id}")
+        return record_to_json(record, user_id)
+
+    @router.patch("/memories/{memory_id}", response_model=models.MemoryOut, tags=["memories"])
+    def update_memory(
+        memory_id: str, user_id: str, body: models.MemoryPatch, tenant: Caller
+    ) -> dict[str, Any]:
+        """Change a memory's content, type, importance or metadata."""
+        record = memory.update_memory(memory_id, tenant.scope(user_id), **body.model_dump())
+        return record_to_json(record, user_id)
+
+    @router.delete("/memories/{memory_id}", response_model=models.DeletedOut, tags=["memories"])
+    def forget(memory_id: str, user_id: str, tenant: Caller) -> dict[str, Any]:
+        """Delete one memory (Memory.forget); ``deleted`` is false if there was none."""
+        return {"deleted": memory.forget(memory_id, tenant.scope(user_id))}
+
+    @router.post("/search", response_model=models.SearchOut, tags=["memories"])
+    def search(body: models.SearchIn, tenant: Caller) -> dict[str, Any]:
+        """Search the user's long-term memories, best first (Memory.search)."""
+        filters = body.filters.model_dump(exclude_none=True) if body.filters else None
+        hits = memory.search(
+            body.query, tenant.scope(body.user_id), body.k, filters, mode=body.mode
+        )
+        return {"results": [hit_to_json(h, body.user_id) for h in hits]}
+
+    @router.post("/context", response_model=models.ContextOut, tags=["context"])
+    async def get_context(body: models.ContextIn, tenant: Caller) -> dict[str, Any]:
+        """The context for a prompt, fitted to ``max_tokens``, with why each item is there."""
+        user = tenant.scope(body.user_id)
+        session = check_text_id(body.session_id, "session_id")
+        # one thread hop: the answer is checked and encoded here, on the event loop
+        context = await anyio.to_thread.run_sync(
+            memory.get_context, body.query, user, session, body.max_tokens
+        )
+        return context_to_json(context)
+
+    return router
+
+
+MESSAGE_FIELDS = frozenset(f.name for f in dataclass_fields(Message) if not f.name.startswith("_"))
+
+
+def _metadata_filter(text: str | None) -> dict[str, Any] | None:
+    """The ``metadata`` query parameter: a JSON object (its values are checked by the store)."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise SerializationError(
+            "metadata", f"is not JSON: {exc}", 'pass a JSON object such as {"kind": "note"}'
+        ) from exc
+    if not isinstance(value, dict):
+        raise InvalidTypeError("metadata", f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _offset(cursor: str | None) -> int:
+    if cursor is None or cursor == "":
+        return 0
+    if not cursor.isdigit() or int(cursor) >= MAX_LIMIT:
+        raise InputError("cursor", f"{cursor!r} is not a cursor", "pass next_cursor as it came")
+    return int(cursor)
+
+
+def _message_dict(raw: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """One message of a request: OpenAI's or tiermem's fields only (``id`` names the id)."""
+    data = dict(raw)
+    if "id" in data and "message_id" not in data:
+        data["message_id"] = data.pop("id")
+    unknown = sorted(set(data) - MESSAGE_FIELDS)
+    if unknown:
+        raise SerializationError(
+            f"messages[{index}].{unknown[0]}",
+            "is not a message field",
+            f"known fields are {', '.join(sorted(MESSAGE_FIELDS))}",
+        )
+    return data

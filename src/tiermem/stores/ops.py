@@ -1,0 +1,199 @@
+"""The operations a store runs: small NamedTuples handed to :meth:`MemoryStore.batch`.
+
+These are the memory index's; the transcript's are in :mod:`tiermem.stores.transcript`,
+the work queue's in :mod:`tiermem.stores.queue` and the facts' in :mod:`tiermem.stores.facts`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any, Literal, NamedTuple, TypeAlias, get_args
+
+import numpy as np
+
+from tiermem.errors import InputError, InvalidTypeError
+from tiermem.stores.records import MemoryRecord, NewMemory
+from tiermem.stores.validate import check_aware, check_memory_type, check_text_id
+
+SearchMode = Literal["vector", "keyword", "hybrid"]
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
+
+Op: TypeAlias = tuple[Any, ...]
+"""Any operation (every op is a NamedTuple); the SQL core's handler table knows them all."""
+
+
+class MemoryFilter(NamedTuple):
+    """Conditions every returned record meets (besides belonging to the user).
+
+    ``metadata`` matches top-level keys by equality with a JSON scalar value.
+    ``created_after`` is inclusive, ``created_before`` exclusive.
+    """
+
+    memory_types: tuple[str, ...] | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    metadata: Mapping[str, str | int | float | bool | None] | None = None
+
+
+NO_FILTER = MemoryFilter()
+
+
+class AddOp(NamedTuple):
+    """Add memories for a user; duplicates (same content) return the existing id."""
+
+    user_id: str
+    memories: tuple[NewMemory, ...]
+
+
+class GetOp(NamedTuple):
+    """Fetch memories by id; counts as an access."""
+
+    user_id: str
+    ids: tuple[uuid.UUID, ...]
+
+
+class SearchOp(NamedTuple):
+    """Vector, keyword or hybrid search within one user's memories.
+
+    Every hit counts as an access unless ``count_access`` is False: a caller that uses
+    only some hits (the query planner) records those with :class:`AccessOp` instead.
+    """
+
+    user_id: str
+    mode: str
+    vector: np.ndarray | None
+    text: str | None
+    limit: int = 10
+    filter: MemoryFilter = NO_FILTER
+    count_access: bool = True
+
+
+class AccessOp(NamedTuple):
+    """Count ``times`` accesses of the user's memories ``ids`` (others' ids are ignored);
+    the result is how many memories were counted."""
+
+    user_id: str
+    ids: tuple[uuid.UUID, ...]
+    times: int = 1
+
+
+class UpdateOp(NamedTuple):
+    """Change fields of one memory; ``None`` leaves a field as it is."""
+
+    user_id: str
+    id: uuid.UUID
+    content: str | None = None
+    embedding: np.ndarray | None = None
+    memory_type: str | None = None
+    importance: float | None = None
+    metadata: Mapping[str, Any] | None = None
+
+
+class DeleteOp(NamedTuple):
+    """Delete memories by id; the result is how many were deleted."""
+
+    user_id: str
+    ids: tuple[uuid.UUID, ...]
+
+
+class DeleteUserOp(NamedTuple):
+    """Erase every memory of a user; the result is how many were deleted."""
+
+    user_id: str
+
+
+class ListOp(NamedTuple):
+    """Page through a user's memories, newest first (not counted as an access)."""
+
+    user_id: str
+    filter: MemoryFilter = NO_FILTER
+    limit: int = 100
+    offset: int = 0
+
+
+class CountOp(NamedTuple):
+    """Count a user's memories matching a filter."""
+
+    user_id: str
+    filter: MemoryFilter = NO_FILTER
+
+
+class StatsOp(NamedTuple):
+    """Aggregate figures about a user's memories."""
+
+    user_id: str
+
+
+class ScanOp(NamedTuple):
+    """Admin: every record of the table (all users, or ``user_id``'s) with id > ``after``,
+    by id, with vectors."""
+
+    after: uuid.UUID | None
+    limit: int
+    user_id: str | None = None
+
+
+class ImportOp(NamedTuple):
+    """Admin: insert complete records as they are (ids, times, counts); skips existing ids
+    and per-user duplicate content. The result is how many were inserted."""
+
+    records: tuple[MemoryRecord, ...]
+
+
+class ExistingIdsOp(NamedTuple):
+    """Admin: which of ``ids`` exist in the table (any user)."""
+
+    ids: tuple[uuid.UUID, ...]
+
+
+class TableSizeOp(NamedTuple):
+    """Admin: how many records the table holds (all users)."""
+
+
+SEARCH_FILTERS = frozenset(
+    {"memory_type", "session_id", "agent_id", "created_after", "created_before", "metadata"}
+)
+"""The keyword filters of search, list and count."""
+
+
+def make_filter(
+    memory_type: str | Iterable[str] | None = None,
+    session_id: str | None = None,
+    agent_id: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> MemoryFilter:
+    """Validate the keyword filters of the derived methods into a :class:`MemoryFilter`."""
+    types: tuple[str, ...] | None = None
+    if memory_type is not None:
+        if not isinstance(memory_type, (str, list, tuple, set, frozenset)):
+            raise InvalidTypeError(
+                "memory_type", f"must be a str or a list of str, got {type(memory_type).__name__}"
+            )
+        raw = (memory_type,) if isinstance(memory_type, str) else tuple(memory_type)
+        types = tuple(check_memory_type(t) for t in raw)
+    if metadata is not None:
+        if not isinstance(metadata, Mapping):
+            raise InvalidTypeError("metadata", f"must be a dict, got {type(metadata).__name__}")
+        for key, val in metadata.items():
+            if not isinstance(key, str) or not key:
+                raise InvalidTypeError("metadata", f"filter key {key!r} must be a non-empty str")
+            if val is not None and not isinstance(val, (str, int, float, bool)):
+                raise InvalidTypeError(
+                    f"metadata.{key}", "filter values must be str, int, float, bool or None"
+                )
+            if isinstance(val, str) and "\x00" in val:
+                raise InputError(f"metadata.{key}", "contains a NUL character")
+    return MemoryFilter(
+        memory_types=types,
+        session_id=check_text_id(session_id, "session_id"),
+        agent_id=check_text_id(agent_id, "agent_id"),
+        created_after=check_aware(created_after, "created_after"),
+        created_before=check_aware(created_before, "created_before"),
+        metadata=dict(metadata) if metadata else None,
+    )

@@ -1,0 +1,298 @@
+"""The work queue: what adding messages leaves to do, claimed by any process with a lease.
+
+A transcript row's work state (``pending`` / ``done`` / ``failed``) says whether a worker
+still has to embed it and write its index row. Workers in any process claim pending rows
+with a lease (:class:`ClaimOp`), embed them, and complete them (:class:`CompleteOp`: the
+index row, with its vector, in the same transaction) or record the failure
+(:class:`FailOp`), or, when the embedder is down rather than refusing the row, give them
+back uncounted (:class:`ReleaseOp`); a row whose claimant died is claimed again when its
+lease expires. A session's running summary is leased the same way (:class:`SummaryDueOp`,
+:class:`SaveSummaryOp`), and so is a user's fact extraction (the ops of
+:mod:`tiermem.stores.facts`).
+
+:class:`WorkQueue` derives a typed method for each from the store's ``batch``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, cast
+
+from tiermem.messages import Message
+from tiermem.stores.facts import (
+    DueSessionsOp,
+    FactMark,
+    FactMarkOp,
+    FactsDue,
+    FactsDueOp,
+    FactsFailOp,
+    FactWrite,
+    SaveFactsOp,
+)
+from tiermem.stores.records import NewMemory
+from tiermem.stores.transcript import SessionSummary, TranscriptRow, session_value
+from tiermem.stores.validate import check_user_id
+
+# -- data ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """A claimed transcript row: ``message`` and its stored ``line`` to embed and index."""
+
+    seq: int
+    user_id: str
+    session_id: str | None
+    message: Message
+    line: str
+    agent_id: str | None
+    previous_id: str | None
+    attempts: int
+
+    def index_row(self, vector: Any) -> NewMemory:
+        """The row's index record: memory_type ``message`` (``tool`` for tool results), its
+        time, and metadata linking it to the message and the one before it."""
+        message = self.message
+        metadata = {
+            "message_id": message.message_id,
+            "role": message.role,
+            **{k: v for k, v in message.metadata.items() if _is_scalar(v)},
+        }
+        if message.name:
+            metadata["name"] = message.name
+        if self.previous_id:
+            metadata["previous_id"] = self.previous_id
+        return NewMemory(
+            content=self.line,
+            embedding=vector,
+            memory_type="tool" if message.role == "tool" else "message",
+            agent_id=self.agent_id,
+            session_id=self.session_id,
+            importance=0.3,
+            metadata=metadata,
+            created_at=message.timestamp,
+        )
+
+
+@dataclass(frozen=True)
+class WorkStats:
+    """Transcript rows by work state (one user's, or everyone's)."""
+
+    pending: int
+    done: int
+    failed: int
+
+
+def work_item(row: Any, attempts: int) -> WorkItem:
+    """The claimed transcript row ``row`` (read by column name)."""
+    return WorkItem(
+        seq=int(row["seq"]),
+        user_id=row["user_id"],
+        session_id=session_value(row["session_id"]),
+        message=Message.from_json(row["message"]),
+        line=row["line"],
+        agent_id=row["agent_id"],
+        previous_id=row["previous_id"],
+        attempts=attempts,
+    )
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+# -- operations ----------------------------------------------------------------------
+
+
+class ClaimOp(NamedTuple):
+    """Admin (every user): lease up to ``limit`` pending rows to ``owner`` for
+    ``lease`` seconds, oldest first; rows leased by a live claim are skipped."""
+
+    owner: str
+    limit: int
+    lease: float
+
+
+class CompleteOp(NamedTuple):
+    """Index claimed rows the owner still holds and mark them done: ``items`` are
+    (seq, the index row as a NewMemory with its vector), all of ``user_id``. A line the user
+    already has keeps its row. Result: rows completed."""
+
+    owner: str
+    user_id: str
+    items: tuple[tuple[int, NewMemory], ...]
+
+
+class FailOp(NamedTuple):
+    """A claimed row failed: retry it alone after ``retry_in`` seconds, or mark it
+    ``failed`` with ``error`` once it has had ``max_attempts``."""
+
+    owner: str
+    user_id: str
+    seq: int
+    error: str
+    retry_in: float
+    max_attempts: int
+
+
+class ReleaseOp(NamedTuple):
+    """The claimed rows ``seqs`` of ``user_id`` wait for a dependency that is down: give
+    them back, due in ``retry_in`` seconds, without counting the try. Result: rows given back."""
+
+    owner: str
+    user_id: str
+    seqs: tuple[int, ...]
+    retry_in: float
+
+
+class RetryOp(NamedTuple):
+    """Put a user's failed rows (all, or ``seqs``) back to pending; result: how many."""
+
+    user_id: str
+    seqs: tuple[int, ...] | None = None
+
+
+class WorkStatsOp(NamedTuple):
+    """Rows by work state for one user (``None``: every user, admin)."""
+
+    user_id: str | None
+
+
+class SummaryDueOp(NamedTuple):
+    """Lease a session's summary to ``owner`` if at least ``batch`` messages have left the
+    newest ``window`` since it was written; result: the messages to fold in (oldest
+    first) and the current summary, or ``None`` when nothing is due or another process
+    holds the lease."""
+
+    owner: str
+    user_id: str
+    session_id: str | None
+    window: int
+    batch: int
+    lease: float
+
+
+class SaveSummaryOp(NamedTuple):
+    """Write a session's summary covering up to ``upto`` if ``owner`` still holds its
+    lease and it still covers ``previous``; result: whether it was written."""
+
+    owner: str
+    user_id: str
+    session_id: str | None
+    text: str
+    previous: int
+    upto: int
+
+
+# -- the protocol ----------------------------------------------------------------------
+
+
+class WorkQueue(ABC):
+    """Claims, leases and dues of background work; every method runs one :meth:`batch`.
+
+    ``owner`` names the claiming process (a lease is only honoured for its holder).
+    """
+
+    @abstractmethod
+    def batch(self, ops: Iterable[Any]) -> list[Any]:
+        """Run ``ops`` in one transaction; one result per op, in order."""
+
+    def claim(self, owner: str, limit: int, lease: float) -> list[WorkItem]:
+        """Lease up to ``limit`` pending rows (every user's), oldest first."""
+        return cast(list[WorkItem], self.batch([ClaimOp(owner, limit, lease)])[0])
+
+    def complete(self, owner: str, user_id: str, items: Sequence[tuple[int, NewMemory]]) -> int:
+        """Index the claimed rows ``(seq, index row)`` of ``user_id`` that ``owner`` still
+        holds and mark them done; how many were."""
+        return cast(int, self.batch([CompleteOp(owner, user_id, tuple(items))])[0])
+
+    def fail(
+        self, owner: str, item: WorkItem, error: str, retry_in: float, max_attempts: int
+    ) -> bool:
+        """Record a claimed row's failure: due again in ``retry_in`` seconds, or ``failed``
+        after ``max_attempts``; False if ``owner`` no longer held it."""
+        op = FailOp(owner, item.user_id, item.seq, error, retry_in, max_attempts)
+        return cast(bool, self.batch([op])[0])
+
+    def release(self, owner: str, seqs: Mapping[str, Sequence[int]], retry_in: float) -> int:
+        """Give back claimed rows (``seqs`` per user) uncounted, due in ``retry_in``
+        seconds; how many were given back."""
+        ops = [ReleaseOp(owner, user, tuple(s), retry_in) for user, s in seqs.items()]
+        return sum(cast(list[int], self.batch(ops)))
+
+    def retry_failed(self, user_id: str, seqs: Sequence[int] | None = None) -> int:
+        """Put the user's failed messages (all, or ``seqs``) back in the queue."""
+        op = RetryOp(check_user_id(user_id), None if seqs is None else tuple(int(s) for s in seqs))
+        return cast(int, self.batch([op])[0])
+
+    def work_stats(self, user_id: str | None = None) -> WorkStats:
+        """Transcript rows pending, done and failed (one user's, or everyone's)."""
+        op = WorkStatsOp(None if user_id is None else check_user_id(user_id))
+        return cast(WorkStats, self.batch([op])[0])
+
+    def summary_due(
+        self,
+        owner: str,
+        user_id: str,
+        session_id: str | None,
+        window: int,
+        batch: int,
+        lease: float,
+    ) -> tuple[SessionSummary, list[TranscriptRow]] | None:
+        """Lease the session's summary if ``batch`` messages have left its newest
+        ``window``: the summary and the messages to fold in, else None."""
+        op = SummaryDueOp(owner, user_id, session_id, window, batch, lease)
+        return cast("tuple[SessionSummary, list[TranscriptRow]] | None", self.batch([op])[0])
+
+    def save_summary(
+        self, owner: str, user_id: str, session_id: str | None, text: str, previous: int, upto: int
+    ) -> bool:
+        """Write the leased summary covering up to ``upto`` if it still covers ``previous``."""
+        op = SaveSummaryOp(owner, user_id, session_id, text, previous, upto)
+        return cast(bool, self.batch([op])[0])
+
+    def due_fact_sessions(self, batch: int, limit: int) -> list[tuple[str, str | None]]:
+        """Up to ``limit`` (user, session) pairs with ``batch`` messages to extract facts from."""
+        return cast(list[tuple[str, str | None]], self.batch([DueSessionsOp(batch, limit)])[0])
+
+    def facts_due(
+        self,
+        owner: str,
+        user_id: str,
+        session_id: str | None,
+        batch: int,
+        limit: int,
+        lease: float,
+        force: bool = False,
+    ) -> FactsDue | None:
+        """Lease the user and return up to ``limit`` of the session's messages after its
+        mark, if ``batch`` are waiting (``force``: ignore the retry time)."""
+        op = FactsDueOp(owner, user_id, session_id, batch, limit, lease, force)
+        return cast("FactsDue | None", self.batch([op])[0])
+
+    def fact_mark(self, user_id: str, session_id: str | None) -> FactMark:
+        """The session's extraction mark."""
+        return cast(FactMark, self.batch([FactMarkOp(user_id, session_id)])[0])
+
+    def save_facts(
+        self,
+        owner: str,
+        user_id: str,
+        session_id: str | None,
+        previous: int,
+        upto: int,
+        writes: Sequence[FactWrite],
+    ) -> list[str] | None:
+        """Write the facts and advance the mark if ``owner`` still holds the user; the ids
+        written, or None when the lease was lost."""
+        op = SaveFactsOp(owner, user_id, session_id, previous, upto, tuple(writes))
+        return cast("list[str] | None", self.batch([op])[0])
+
+    def facts_fail(
+        self, owner: str, user_id: str, session_id: str | None, error: str, retry_in: float
+    ) -> bool:
+        """Record a failed extraction (the mark stays), due again in ``retry_in`` seconds."""
+        op = FactsFailOp(owner, user_id, session_id, error, retry_in)
+        return cast(bool, self.batch([op])[0])

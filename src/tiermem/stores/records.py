@@ -1,0 +1,223 @@
+"""What a store holds and returns: records, search results, figures, and their scores."""
+
+from __future__ import annotations
+
+import copy
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal, NamedTuple, get_args
+
+import numpy as np
+
+MemoryType = Literal["message", "fact", "preference", "context", "summary", "tool"]
+MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
+#: Default explicit importance, as in seed 001 (``explicit_importance or 0.5``).
+DEFAULT_IMPORTANCE = 0.5
+
+# Importance scoring (seed 001): 0.3 recency + 0.3 access frequency + 0.4 explicit.
+RECENCY_HALF_LIFE_DAYS = 30.0
+ACCESS_SATURATION = 100
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware in UTC (every stored timestamp is UTC)."""
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    """One long-term memory, as stored in a ``memories_{dim}`` table.
+
+    ``importance`` is the *explicit* importance in [0, 1] given when the memory was
+    written; :func:`calculate_importance` combines it with recency and access counts.
+    """
+
+    id: uuid.UUID
+    user_id: str
+    content: str
+    memory_type: MemoryType = "fact"
+    agent_id: str | None = None
+    session_id: str | None = None
+    importance: float = DEFAULT_IMPORTANCE
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime = field(default_factory=utcnow)
+    accessed_at: datetime = field(default_factory=utcnow)
+    access_count: int = 0
+    content_hash: str = ""
+    embedding: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (without the embedding)."""
+        return {
+            "id": str(self.id),
+            "user_id": self.user_id,
+            "agent_id": self.agent_id,
+            "session_id": self.session_id,
+            "content": self.content,
+            "content_hash": self.content_hash,
+            "memory_type": self.memory_type,
+            "importance": self.importance,
+            "metadata": self.metadata,
+            "created_at": self.created_at.isoformat(),
+            "accessed_at": self.accessed_at.isoformat(),
+            "access_count": self.access_count,
+        }
+
+
+@dataclass(frozen=True)
+class SearchEvidence:
+    """How hybrid search ranked a record: its place in each list it fused.
+
+    ``rrf`` is the reciprocal-rank-fusion value ``sum(1 / (60 + rank))`` the results are
+    ordered by; ``vector_rank`` / ``similarity`` its place and cosine similarity in the
+    vector list, ``keyword_rank`` / ``keyword_score`` its place and the engine's text
+    rank (FTS5 bm25 negated, or ``ts_rank_cd``) in the keyword list; None where the
+    record was not in that list.
+    """
+
+    rrf: float
+    vector_rank: int | None = None
+    similarity: float | None = None
+    keyword_rank: int | None = None
+    keyword_score: float | None = None
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        return {
+            "rrf": self.rrf,
+            "vector_rank": self.vector_rank,
+            "similarity": self.similarity,
+            "keyword_rank": self.keyword_rank,
+            "keyword_score": self.keyword_score,
+        }
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A record found by a search, with its score (higher is better).
+
+    ``score`` is the cosine similarity for vector search and the engine's text rank for
+    keyword search. For hybrid search it is the relevance in [0, 1]: the fusion value
+    as a share of the best possible (1.0: ranked first by both the vector and the keyword
+    search; 0.5: first in one, absent from the other), in the order of the fusion;
+    ``evidence`` holds the fusion's details (see :meth:`explain`).
+    """
+
+    record: MemoryRecord
+    score: float
+    evidence: SearchEvidence | None = None
+
+    def explain(self) -> str:
+        """One line: the score, and for hybrid search the evidence behind it."""
+        line = f"score {self.score:.3f}"
+        e = self.evidence
+        if e is None:
+            return line
+        vector = "-" if e.vector_rank is None else f"#{e.vector_rank} sim {e.similarity:.3f}"
+        keyword = "-" if e.keyword_rank is None else f"#{e.keyword_rank} rank {e.keyword_score:.3f}"
+        return f"{line} (rrf {e.rrf:.4f}; vector {vector}; keyword {keyword})"
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """Aggregate figures about one user's memories."""
+
+    count: int
+    by_type: dict[str, int]
+    oldest: datetime | None
+    newest: datetime | None
+    total_access_count: int
+    mean_importance: float | None
+
+
+class NewMemory(NamedTuple):
+    """A memory to add; ``embedding`` is filled in by the derived ``add`` if missing."""
+
+    content: str
+    embedding: np.ndarray | None = None
+    memory_type: str = "fact"
+    agent_id: str | None = None
+    session_id: str | None = None
+    importance: float = DEFAULT_IMPORTANCE
+    metadata: Mapping[str, Any] | None = None
+    created_at: datetime | None = None
+
+
+def calculate_importance(
+    memory: MemoryRecord,
+    *,
+    now: datetime | None = None,
+    half_life_days: float = RECENCY_HALF_LIFE_DAYS,
+    access_saturation: int = ACCESS_SATURATION,
+) -> float:
+    """Seed 001's importance score, normalized to [0, 1].
+
+    ``0.3 * recency + 0.3 * access_frequency + 0.4 * explicit_importance`` where
+
+    * recency = ``0.5 ** (age_days / half_life_days)`` (1 when new, 0.5 after 30 days),
+    * access_frequency = ``log(access_count + 1) / log(access_saturation + 1)`` capped at 1
+      (the seed's ``log(access_count + 1)`` scaled so 100 accesses count fully),
+    * explicit_importance = the record's ``importance`` (0.5 unless given).
+
+    The weights sum to 1, so the score stays in [0, 1].
+    """
+    now = now or utcnow()
+    age_days = max(0.0, (now - memory.created_at).total_seconds() / 86_400)
+    recency = 0.5 ** (age_days / half_life_days)
+    frequency = min(1.0, math.log(memory.access_count + 1) / math.log(access_saturation + 1))
+    explicit = min(1.0, max(0.0, memory.importance))
+    return float(0.3 * recency + 0.3 * frequency + 0.4 * explicit)
+
+
+RRF_K = 60
+"""The fusion's rank offset: each list adds ``1 / (RRF_K + rank)``."""
+
+
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[SearchResult]], limit: int, k: int = RRF_K
+) -> list[SearchResult]:
+    """Fuse a vector and a keyword ranking: each record's fusion value is
+    ``sum(1 / (k + rank))`` over the lists it is in, and the results are in that order;
+    the score shown is that value over the best possible (first in every list), so it
+    reads as a relevance in [0, 1]. ``evidence`` keeps each list's rank and score."""
+    fused: dict[uuid.UUID, float] = {}
+    records: dict[uuid.UUID, MemoryRecord] = {}
+    places: dict[uuid.UUID, list[tuple[int, float] | None]] = {}
+    for n, ranking in enumerate(rankings):
+        for rank, hit in enumerate(ranking, start=1):
+            fused[hit.record.id] = fused.get(hit.record.id, 0.0) + 1.0 / (k + rank)
+            records[hit.record.id] = hit.record
+            places.setdefault(hit.record.id, [None] * len(rankings))[n] = (rank, hit.score)
+    best_possible = len(rankings) / (k + 1)
+    best = sorted(fused, key=lambda i: -fused[i])[:limit]
+    return [
+        SearchResult(records[i], fused[i] / best_possible, _evidence(fused[i], places[i]))
+        for i in best
+    ]
+
+
+def _evidence(rrf: float, places: list[tuple[int, float] | None]) -> SearchEvidence:
+    """The evidence of one fused record; ``places``: (rank, score) in the vector and the
+    keyword list, None where it is absent."""
+    vector, keyword = [*places, None, None][:2]
+    return SearchEvidence(
+        rrf=rrf,
+        vector_rank=vector[0] if vector else None,
+        similarity=vector[1] if vector else None,
+        keyword_rank=keyword[0] if keyword else None,
+        keyword_score=keyword[1] if keyword else None,
+    )
+
+
+def bump_access(record: MemoryRecord, now: datetime) -> MemoryRecord:
+    """The record as it is after one more access (what the store just wrote).
+
+    A shallow copy with two fields set: ``dataclasses.replace`` re-runs ``__init__`` and
+    costs five times more, which shows on searches that return hundreds of records.
+    """
+    bumped = copy.copy(record)
+    object.__setattr__(bumped, "access_count", record.access_count + 1)
+    object.__setattr__(bumped, "accessed_at", now)
+    return bumped

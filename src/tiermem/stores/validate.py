@@ -1,0 +1,302 @@
+"""The one validator: what a store accepts is what every engine stores and reads back.
+
+Each ``check_*`` returns the value in its stored form or raises a typed error from
+:mod:`tiermem.errors` naming the field and the fix; :func:`message_entry` and
+:func:`append_op` validate messages for the transcript.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from tiermem.errors import (
+    ConfigError,
+    ContentTooLargeError,
+    DimensionMismatchError,
+    InputError,
+    InvalidSizeError,
+    InvalidTypeError,
+    MissingUserError,
+)
+from tiermem.stores.records import MEMORY_TYPES
+from tiermem.stores.transcript import AppendOp, Entry, message_json
+
+if TYPE_CHECKING:
+    from tiermem.messages import Message
+
+#: Largest ``content`` accepted, in characters (about 250 pages of text).
+MAX_CONTENT_CHARS = 1_000_000
+#: Longest ``user_id``, ``agent_id`` and ``session_id`` (the seed's VARCHAR(255)).
+MAX_ID_CHARS = 255
+#: Largest ``limit`` of one search or list call.
+MAX_LIMIT = 10_000
+
+
+def check_user_id(user_id: object, name: str = "user_id") -> str:
+    """Return ``user_id`` if it is a usable non-blank string, else raise a typed error."""
+    if user_id is None or (isinstance(user_id, str) and not user_id.strip()):
+        raise MissingUserError(name, "is required", "pass the id of the user the memory belongs to")
+    return check_text_id(user_id, name)  # type: ignore[return-value]
+
+
+def check_text_id(value: object, name: str) -> str | None:
+    """Validate an optional short identifier (agent_id, session_id)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidTypeError(name, f"must be a str, got {type(value).__name__}")
+    if len(value) > MAX_ID_CHARS or "\x00" in value:
+        raise InputError(name, f"must be at most {MAX_ID_CHARS} characters without NUL")
+    check_encodable(value, name)
+    return value
+
+
+def check_encodable(text: str, name: str) -> str:
+    """Text every engine can store: UTF-8 encodable (no lone surrogate such as ``\\ud800``)."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError(
+                name,
+                f"holds {text[exc.start]!r} at position {exc.start}, which is not valid Unicode "
+                "(a lone surrogate)",
+                "decode the text with errors='replace' or remove the character",
+            ) from None
+    return text
+
+
+def check_uuid(value: object, name: str = "memory_id") -> uuid.UUID:
+    """Accept a UUID or its string form."""
+    if isinstance(value, uuid.UUID):
+        return value
+    if not isinstance(value, str):
+        raise InvalidTypeError(name, f"must be a str or UUID, got {type(value).__name__}")
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise InputError(name, f"{value!r} is not a UUID", "use the id returned by add()") from None
+
+
+def check_uuids(values: Iterable[object], name: str = "memory_id") -> tuple[uuid.UUID, ...]:
+    """Every value as a UUID (see :func:`check_uuid`)."""
+    return tuple(check_uuid(v, name) for v in values)
+
+
+def check_content(content: object, name: str = "content") -> str:
+    """Non-empty text no longer than :data:`MAX_CONTENT_CHARS`, without NUL characters."""
+    if not isinstance(content, str):
+        raise InvalidTypeError(name, f"must be a str, got {type(content).__name__}")
+    if not content.strip():
+        raise InputError(name, "is empty")
+    if len(content) > MAX_CONTENT_CHARS:
+        raise ContentTooLargeError(
+            name,
+            f"has {len(content)} characters, the maximum is {MAX_CONTENT_CHARS}",
+            "split it or summarize it first",
+        )
+    if "\x00" in content:
+        raise InputError(name, "contains a NUL character")
+    return check_encodable(content, name)
+
+
+def check_memory_type(value: object, name: str = "memory_type") -> str:
+    if value not in MEMORY_TYPES:
+        raise InputError(name, f"{value!r} is not a memory type", f"use one of {MEMORY_TYPES}")
+    return str(value)
+
+
+def check_importance(value: object, name: str = "importance") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidTypeError(name, f"must be a number, got {type(value).__name__}")
+    if not 0.0 <= float(value) <= 1.0:
+        raise InvalidSizeError(name, f"{value} is outside [0, 1]")
+    return float(value)
+
+
+def check_metadata(value: object, name: str = "metadata") -> dict[str, Any]:
+    """A JSON-serializable dict with string keys."""
+    import json
+
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidTypeError(name, f"must be a dict, got {type(value).__name__}")
+    try:
+        text = json.dumps(dict(value), allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InputError(
+            name,
+            f"is not JSON-serializable: {exc}",
+            "use str keys and finite JSON values (str, number, bool, None, list, dict)",
+        ) from None
+    if "\\u0000" in text or "\x00" in text:
+        raise InputError(name, "contains a NUL character")
+    check_encodable(text, name)
+    return cast(dict[str, Any], json.loads(text))
+
+
+#: The times every engine stores and Python reads back (epoch seconds as a double).
+MIN_TIME = datetime(1000, 1, 1, tzinfo=timezone.utc)
+MAX_TIME = datetime(9999, 1, 1, tzinfo=timezone.utc)
+
+
+def check_timestamp(value: object, name: str = "timestamp") -> datetime:
+    """An aware datetime within :data:`MIN_TIME` .. :data:`MAX_TIME` (naive means UTC)."""
+    stamp = check_aware(value, name)
+    assert stamp is not None
+    if not MIN_TIME <= stamp < MAX_TIME:
+        raise InvalidSizeError(
+            name,
+            f"{stamp.isoformat()} is outside the range stored ({MIN_TIME.year} to "
+            f"{MAX_TIME.year - 1})",
+            "pass the time the message was said",
+        )
+    return stamp
+
+
+def message_entry(
+    message: Message,
+    previous_id: str | None,
+    agent_id: str | None,
+    name: str = "message",
+    max_chars: int = MAX_CONTENT_CHARS,
+) -> Entry:
+    """Validate a message for the transcript and index: what this accepts, every engine
+    stores and reads back (the one validator of the write path).
+
+    Refused with a typed error naming the field: empty text without tool calls, images or
+    data; a line over ``max_chars``; NUL characters or lone surrogates anywhere; NaN or
+    infinity in metadata or tool calls; ids over :data:`MAX_ID_CHARS`; a timestamp outside
+    :data:`MIN_TIME` .. :data:`MAX_TIME`; data nested too deeply to serialize.
+    """
+    from tiermem.messages import transcript_line
+
+    check_text_id(message.message_id, f"{name}.message_id")
+    check_text_id(message.name, f"{name}.name")
+    check_text_id(message.tool_call_id, f"{name}.tool_call_id")
+    check_timestamp(message.timestamp, f"{name}.timestamp")
+    try:
+        stored = message_json(message)
+        text = message.text
+    except RecursionError:
+        raise InputError(name, "is nested too deeply to store", "flatten the content") from None
+    except (TypeError, ValueError) as exc:
+        raise InputError(
+            name,
+            f"cannot be stored as JSON: {exc}",
+            "use str keys and finite JSON values (no NaN or infinity)",
+        ) from None
+    if "\\u0000" in stored:
+        raise InputError(name, "contains a NUL character", "remove it")
+    check_encodable(stored, name)
+    if not text.strip():
+        if not (
+            message.tool_calls or message.images or message.structured_data or message.agent_calls
+        ):
+            if message.content is None:
+                raise InvalidTypeError(
+                    f"{name}.content",
+                    "must be text (a str or a list of parts), got None",
+                    "pass the message's text",
+                )
+            raise InputError(f"{name}.content", "is empty", "add text, or do not add the message")
+        line = None
+    else:
+        line = transcript_line(message)
+        if len(line) > max_chars:
+            raise ContentTooLargeError(
+                f"{name}.content",
+                f"has {len(line)} characters with its speaker; the most a message can have "
+                f"is {max_chars}",
+                "split it into several messages",
+            )
+    return Entry(message, stored, line, agent_id, previous_id)
+
+
+def append_op(
+    user_id: str,
+    session_id: str | None,
+    messages: Sequence[Message],
+    agent_id: str | None = None,
+    previous_id: str | None = None,
+    max_chars: int = MAX_CONTENT_CHARS,
+) -> AppendOp:
+    """The validated op of :meth:`MemoryStore.append` (no I/O: it can be built anywhere
+    and run later, with other ops, in one :meth:`MemoryStore.batch`)."""
+    check_user_id(user_id)
+    check_text_id(session_id, "session_id")
+    check_text_id(agent_id, "agent_id")
+    entries = []
+    for i, message in enumerate(messages):
+        name = "message" if len(messages) == 1 else f"messages[{i}]"
+        entries.append(message_entry(message, previous_id, agent_id, name, max_chars))
+        previous_id = message.message_id
+    return AppendOp(user_id, session_id, tuple(entries))
+
+
+def check_position(value: object, name: str = "after") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(name, f"must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise InvalidSizeError(name, f"{value} is negative")
+    return value
+
+
+DURABILITY = {"async_commit": "NORMAL", "committed": "NORMAL", "synced": "FULL"}
+"""Store durability levels, with SQLite's ``synchronous`` setting for each (docs/stores.md,
+"Durability"). SQLite's engine runs in the writing process, so ``async_commit`` is
+``committed`` there; on PostgreSQL it is ``synchronous_commit = off``."""
+
+
+def check_durability(value: object) -> str:
+    """SQLite's ``synchronous`` setting for a durability level (see :data:`DURABILITY`)."""
+    if value not in DURABILITY:
+        raise ConfigError(
+            "durability", f"{value!r} is not a store durability", f"use one of {sorted(DURABILITY)}"
+        )
+    return DURABILITY[str(value)]
+
+
+def check_vector(value: object, dimension: int, name: str = "embedding") -> np.ndarray:
+    """A finite float32 vector of the store's dimension, L2-normalized (cosine storage)."""
+    try:
+        vec = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InvalidTypeError(name, "must be a sequence of numbers") from exc
+    if vec.ndim != 1 or vec.shape[0] != dimension:
+        raise DimensionMismatchError(
+            name,
+            f"has shape {vec.shape}, the table stores {dimension}-dimensional vectors",
+            f"embed with a {dimension}-dimensional model or use a store of dimension={vec.size}",
+        )
+    if not np.all(np.isfinite(vec)):
+        raise InputError(name, "contains NaN or infinity")
+    norm = float(np.linalg.norm(vec))
+    if norm == 0.0:
+        raise InputError(name, "is the zero vector, which has no direction")
+    if abs(norm - 1.0) <= 1e-6:  # already unit length: kept bit for bit (an import)
+        return vec
+    normalized: np.ndarray = (vec / norm).astype(np.float32)
+    return normalized
+
+
+def check_aware(value: object, name: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidTypeError(name, f"must be a datetime, got {type(value).__name__}")
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def check_limit(value: object, name: str = "limit", minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(name, f"must be an int, got {type(value).__name__}")
+    if not minimum <= value <= MAX_LIMIT:
+        raise InvalidSizeError(name, f"{value} is outside [{minimum}, {MAX_LIMIT}]")
+    return value

@@ -1,0 +1,251 @@
+"""Cached synopses: a hit per tier, generation on a miss, invalidation on new facts."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from tiermem.errors import InvalidTypeError
+from tiermem.stores.records import MemoryRecord
+from tiermem.stores.validate import check_user_id
+from tiermem.synopsis.cache import InMemorySynopsisCache, SynopsisCache
+from tiermem.synopsis.generator import SynopsisGenerator
+from tiermem.synopsis.model import IDENTITY_TYPES, TIERS, Synopsis, SynopsisTier, Tier
+from tiermem.synopsis.redis import RedisSynopsisCache
+
+if TYPE_CHECKING:
+    from tiermem.config import SynopsisConfig
+
+FetchMemories = Callable[[str], Sequence[MemoryRecord]]
+AsyncFetchMemories = Callable[[str], Sequence[MemoryRecord] | Awaitable[Sequence[MemoryRecord]]]
+
+
+def cache_from_config(settings: SynopsisConfig) -> SynopsisCache:
+    """The cache ``memory.synopsis`` describes (``backend: memory`` or ``redis``)."""
+    if settings.backend == "redis":
+        return RedisSynopsisCache(
+            settings.redis_url.get_secret_value(),
+            settings.namespace,
+            settings.identity_ttl,
+            settings.context_ttl,
+        )
+    return InMemorySynopsisCache(settings.identity_ttl, settings.context_ttl, settings.namespace)
+
+
+class _KeyedLocks:
+    """One lock per key, dropped when nobody holds or waits on it (single-flight)."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._locks: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+        self._guard = threading.Lock()
+
+    def get(self, key: str) -> Any:
+        with self._guard:
+            lock = self._locks.get(key)
+            if lock is None:
+                lock = self._factory()
+                self._locks[key] = lock
+            return lock
+
+
+class SynopsisService:
+    """Cached synopses: a hit per tier, generation on a miss, invalidation on new facts.
+
+    Args:
+        cache: where tiers live (default: in process, default TTLs).
+        generator: how synopses are written (default: offline).
+        refresh_on_access: a hit re-arms the tier's TTL (sliding expiry), so an active
+            user's identity stays cached until it is invalidated.
+        fetch_memories: default ``user_id -> memories`` used when a call gives none
+            (the facade binds its store here). It should return the user's memories of
+            types fact, preference, context, summary and recent messages; the generator
+            uses at most ``max_items`` per tier.
+
+    When the generator has an LLM but had to fall back offline, the identity tier is
+    cached only for the context TTL, so the LLM's version replaces it soon.
+    Concurrent misses for the same user generate once (per process).
+    """
+
+    def __init__(
+        self,
+        cache: SynopsisCache | None = None,
+        generator: SynopsisGenerator | None = None,
+        *,
+        refresh_on_access: bool = True,
+        fetch_memories: AsyncFetchMemories | None = None,
+    ) -> None:
+        self.cache = cache if cache is not None else InMemorySynopsisCache()
+        self.generator = generator if generator is not None else SynopsisGenerator()
+        if not isinstance(self.cache, SynopsisCache):
+            raise InvalidTypeError("cache", f"expected a SynopsisCache, got {type(cache).__name__}")
+        if not isinstance(self.generator, SynopsisGenerator):
+            raise InvalidTypeError(
+                "generator", f"expected a SynopsisGenerator, got {type(generator).__name__}"
+            )
+        self.refresh_on_access = bool(refresh_on_access)
+        self.fetch_memories = fetch_memories
+        self._locks = _KeyedLocks(threading.Lock)
+        self._alocks = _KeyedLocks(asyncio.Lock)
+
+    def get(
+        self,
+        user_id: str,
+        fetch_memories: FetchMemories | None = None,
+        *,
+        generation: int | None = None,
+    ) -> Synopsis:
+        """The user's synopsis: cached tiers where present, the rest generated and cached.
+
+        ``generation``: the user's change generation, read before the memories; a tier
+        cached at another one is stale (the user's data changed since) and written again.
+        """
+        user_id = check_user_id(user_id)
+        fetch = self._fetch(fetch_memories)
+        cached = _current(self.cache.get_tiers(user_id, refresh=self.refresh_on_access), generation)
+        if len(cached) == len(TIERS):
+            return Synopsis.from_tiers(user_id, cached)
+        with self._locks.get(user_id):
+            cached = _current(self.cache.get_tiers(user_id), generation)  # filled meanwhile?
+            if len(cached) == len(TIERS):
+                return Synopsis.from_tiers(user_id, cached)
+            fresh = self.generator.generate(user_id, _sync_fetch(fetch, user_id))
+            return self._save(user_id, self._parts(cached, fresh, generation))
+
+    async def aget(
+        self,
+        user_id: str,
+        fetch_memories: AsyncFetchMemories | None = None,
+        *,
+        generation: int | None = None,
+    ) -> Synopsis:
+        """Async twin of :meth:`get`; ``fetch_memories`` may be a coroutine function."""
+        user_id = check_user_id(user_id)
+        fetch = self._fetch(fetch_memories)
+        cached = _current(
+            await self.cache.aget_tiers(user_id, refresh=self.refresh_on_access), generation
+        )
+        if len(cached) == len(TIERS):
+            return Synopsis.from_tiers(user_id, cached)
+        async with self._alocks.get(user_id):
+            cached = _current(await self.cache.aget_tiers(user_id), generation)
+            if len(cached) == len(TIERS):
+                return Synopsis.from_tiers(user_id, cached)
+            fresh = await self.generator.agenerate(user_id, await _async_fetch(fetch, user_id))
+            return await self._asave(user_id, self._parts(cached, fresh, generation))
+
+    def generate_synopsis(
+        self,
+        user_id: str,
+        fetch_memories: FetchMemories | None = None,
+        *,
+        generation: int | None = None,
+    ) -> Synopsis:
+        """Seed 001's ``generate_synopsis``: regenerate from all memories and cache both tiers."""
+        user_id = check_user_id(user_id)
+        fresh = self.generator.generate(user_id, _sync_fetch(self._fetch(fetch_memories), user_id))
+        return self._save(user_id, self._parts({}, fresh, generation))
+
+    async def agenerate_synopsis(
+        self, user_id: str, fetch_memories: AsyncFetchMemories | None = None
+    ) -> Synopsis:
+        """Async twin of :meth:`generate_synopsis`."""
+        user_id = check_user_id(user_id)
+        records = await _async_fetch(self._fetch(fetch_memories), user_id)
+        fresh = await self.generator.agenerate(user_id, records)
+        return await self._asave(user_id, self._parts({}, fresh))
+
+    def invalidate(self, user_id: str, tier: Tier | None = None) -> int:
+        """Drop the user's cached tiers (both by default); the next ``get`` regenerates."""
+        return self.cache.invalidate(user_id, tier)
+
+    async def ainvalidate(self, user_id: str, tier: Tier | None = None) -> int:
+        """Async twin of :meth:`invalidate`."""
+        return await self.cache.ainvalidate(user_id, tier)
+
+    def memory_added(self, user_id: str, memory_type: str) -> int:
+        """Invalidate what a new memory makes stale: a fact or preference the identity
+        tier, a context memory the context tier; other types wait for the context TTL."""
+        tier = stale_tier(memory_type)
+        return 0 if tier is None else self.cache.invalidate(user_id, tier)
+
+    async def amemory_added(self, user_id: str, memory_type: str) -> int:
+        """Async twin of :meth:`memory_added`."""
+        tier = stale_tier(memory_type)
+        return 0 if tier is None else await self.cache.ainvalidate(user_id, tier)
+
+    def _fetch(self, given: AsyncFetchMemories | None) -> AsyncFetchMemories:
+        fetch = given if given is not None else self.fetch_memories
+        if fetch is None or not callable(fetch):
+            raise InvalidTypeError(
+                "fetch_memories",
+                f"expected a callable user_id -> memories, got {fetch!r}",
+                "pass fetch_memories= to the call or to SynopsisService()",
+            )
+        return fetch
+
+    def _save(self, user_id: str, parts: _Parts) -> Synopsis:
+        self.cache.set_tiers(user_id, parts.missing, ttl=parts.ttl)
+        return parts.synopsis(user_id)
+
+    async def _asave(self, user_id: str, parts: _Parts) -> Synopsis:
+        await self.cache.aset_tiers(user_id, parts.missing, ttl=parts.ttl)
+        return parts.synopsis(user_id)
+
+    def _parts(
+        self, cached: dict[Tier, SynopsisTier], fresh: Synopsis, generation: int | None = None
+    ) -> _Parts:
+        fell_back = self.generator.llm is not None and fresh.source == "offline"
+        missing = {
+            t: replace(fresh.tier(t), generation=generation) for t in TIERS if t not in cached
+        }
+        return _Parts(cached, missing, self.cache.ttls["context"] if fell_back else None)
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """The tiers found in the cache, the ones generated for it, and their TTL override."""
+
+    cached: dict[Tier, SynopsisTier]
+    missing: dict[Tier, SynopsisTier]
+    ttl: float | None
+
+    def synopsis(self, user_id: str) -> Synopsis:
+        return Synopsis.from_tiers(user_id, {**self.cached, **self.missing})
+
+
+def _current(tiers: dict[Tier, SynopsisTier], generation: int | None) -> dict[Tier, SynopsisTier]:
+    """The tiers written at ``generation`` (all of them when it is None)."""
+    if generation is None:
+        return tiers
+    return {t: e for t, e in tiers.items() if e.generation == generation}
+
+
+def stale_tier(memory_type: str) -> Tier | None:
+    """The tier a new memory of ``memory_type`` makes stale, if any."""
+    if memory_type in IDENTITY_TYPES:
+        return "identity"
+    return "context" if memory_type == "context" else None
+
+
+def _sync_fetch(fetch: AsyncFetchMemories, user_id: str) -> Sequence[MemoryRecord]:
+    records = fetch(user_id)
+    if inspect.isawaitable(records):
+        if inspect.iscoroutine(records):
+            records.close()  # never awaited: close it to avoid a warning
+        raise InvalidTypeError(
+            "fetch_memories", "is async; call aget/agenerate_synopsis or pass a sync function"
+        )
+    return records
+
+
+async def _async_fetch(fetch: AsyncFetchMemories, user_id: str) -> Sequence[MemoryRecord]:
+    records = fetch(user_id)
+    if inspect.isawaitable(records):
+        return await records
+    return records
