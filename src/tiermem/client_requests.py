@@ -19,7 +19,12 @@ from tiermem.planner import Context
 from tiermem.stores.queue import WorkStats
 from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
 from tiermem.stores.transcript import SessionInfo, TranscriptRow
-from tiermem.stores.validate import check_user_id
+from tiermem.stores.validate import (
+    build_message,
+    build_messages,
+    check_message_ids,
+    check_user_id,
+)
 from tiermem.synopsis import Synopsis
 from tiermem.wire import (
     context_from_json,
@@ -57,58 +62,6 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _message(
-    role: Any,
-    content: Any,
-    user_id: str,
-    session_id: str | None,
-    timestamp: Any,
-    metadata: Any,
-    fields: Mapping[str, Any],
-) -> Message:
-    """The message as Memory would build it (validated here, ids kept by the server)."""
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise InvalidTypeError("metadata", f"expected a dict, got {type(metadata).__name__}")
-    meta = {**(metadata or {}), "user_id": user_id}
-    if session_id is not None:
-        meta["session_id"] = session_id
-    extra = dict(fields)
-    if timestamp is not None:
-        extra["timestamp"] = timestamp
-    return Message(role, content, metadata=meta, **extra)
-
-
-def _messages(
-    messages: Iterable[Message | Mapping[str, Any]], user_id: str, session_id: str | None
-) -> list[Message]:
-    if isinstance(messages, (str, bytes, Mapping, Message)) or not isinstance(messages, Iterable):
-        raise InvalidTypeError(
-            "messages",
-            f"expected a list of messages, got {type(messages).__name__}",
-            "wrap a single message in a list",
-        )
-    batch = []
-    for i, raw in enumerate(messages):
-        if isinstance(raw, Message):
-            batch.append(raw)
-        elif isinstance(raw, Mapping):
-            data = dict(raw)
-            batch.append(
-                _message(
-                    data.pop("role", None),
-                    data.pop("content", None),
-                    user_id,
-                    session_id,
-                    data.pop("timestamp", None),
-                    data.pop("metadata", None),
-                    data,
-                )
-            )
-        else:
-            raise InvalidTypeError(f"messages[{i}]", "expected a Message or a message dict")
-    return batch
-
-
 def _stats(data: Mapping[str, Any]) -> StoreStats:
     def when(value: str | None) -> datetime | None:
         return datetime.fromisoformat(value) if value else None
@@ -138,7 +91,7 @@ def add(
     **fields: Any,
 ) -> Call[Message]:
     """Add one message of a conversation (see :meth:`tiermem.Memory.add`)."""
-    message = _message(role, content, user_id, session_id, timestamp, metadata, fields)
+    message = build_message(role, content, user_id, session_id, timestamp, metadata, fields)
     return _append([message], user_id, session_id, agent_id, lambda batch: batch[0])
 
 
@@ -150,7 +103,9 @@ def add_messages(
     agent_id: str | None = None,
 ) -> Call[builtins.list[Message]]:
     """Add a history, all or none (see :meth:`tiermem.Memory.add_messages`)."""
-    return _append(_messages(messages, user_id, session_id), user_id, session_id, agent_id, list)
+    return _append(
+        build_messages(messages, user_id, session_id), user_id, session_id, agent_id, list
+    )
 
 
 def _append(
@@ -338,10 +293,7 @@ def forget(memory_id: str, user_id: str) -> Call[bool]:
 
 def forget_messages(user_id: str, message_ids: Iterable[str]) -> Call[int]:
     """Delete these messages of the user; how many went."""
-    ids = [message_ids] if isinstance(message_ids, str) else message_ids
-    if not isinstance(ids, Iterable):
-        raise InvalidTypeError("message_ids", f"expected a list, got {type(ids).__name__}")
-    body = {"message_ids": list(ids)}
+    body = {"message_ids": check_message_ids(message_ids)}
     return Call("POST", _user_path(user_id, "messages/forget"), _deleted, json=body)
 
 

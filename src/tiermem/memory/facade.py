@@ -40,9 +40,13 @@ from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
 from tiermem.stores.transcript import AppendOp, SessionInfo
 from tiermem.stores.validate import (
     append_op,
+    build_message,
+    build_messages,
     check_content,
     check_encodable,
     check_limit,
+    check_list,
+    check_message_ids,
     check_text_id,
     check_user_id,
     check_uuid,
@@ -198,7 +202,7 @@ class Memory(Operations):
                 with NaN or non-str keys, a lone surrogate, a timestamp out of range.
             StoreUnavailableError: the store did not take the message (nothing was added).
         """
-        message = inputs.message(role, content, user_id, session_id, timestamp, metadata, fields)
+        message = build_message(role, content, user_id, session_id, timestamp, metadata, fields)
         self._record(user_id, session_id, [message], agent_id)
         return message
 
@@ -213,7 +217,7 @@ class Memory(Operations):
         """Import a history (Message objects, or dicts with their own ``timestamp``) in one
         transaction: all messages are validated before any is added, and all or none are.
         """
-        batch = inputs.messages(messages, user_id, session_id)
+        batch = build_messages(messages, user_id, session_id)
         self._record(user_id, session_id, batch, agent_id)
         return batch
 
@@ -249,7 +253,7 @@ class Memory(Operations):
             raise ConfigError(
                 "memory.durability", "messages are not committed at once", "use add_messages"
             )
-        batch = inputs.messages(messages, user_id, session_id)
+        batch = build_messages(messages, user_id, session_id)
         op = append_op(user_id, session_id, batch, agent_id, None, self._tiers.max_chars())
         return batch, op
 
@@ -362,9 +366,7 @@ class Memory(Operations):
         from tiermem.export import read_archive
 
         self._tiers.check_open()
-        inputs.check_list(
-            archive, "archive", "an iterable of lines", "pass open(path) or a list of lines"
-        )
+        check_list(archive, "archive", "an iterable of lines", "pass open(path) or a list of lines")
         restore = read_archive(archive, None if user_id is None else check_user_id(user_id))
         added, rows = self.store.batch(restore.ops(self.embedder, self.store.dimension))
         self.changes.changed(restore.user_id, "imported")
@@ -612,7 +614,7 @@ class Memory(Operations):
         """Delete these messages of the user (by message id) from the transcript and the
         index (an index line another message still says stays); how many went."""
         self._open(user_id)
-        deleted = self._keep.forget_messages(user_id, inputs.message_ids(message_ids))
+        deleted = self._keep.forget_messages(user_id, check_message_ids(message_ids))
         self.changes.changed(user_id, "forgotten")
         return deleted
 

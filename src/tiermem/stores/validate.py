@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -23,11 +23,9 @@ from tiermem.errors import (
     InvalidTypeError,
     MissingUserError,
 )
+from tiermem.messages import Message, check_fields
 from tiermem.stores.records import MEMORY_TYPES
 from tiermem.stores.transcript import AppendOp, Entry, message_json
-
-if TYPE_CHECKING:
-    from tiermem.messages import Message
 
 #: Largest ``content`` accepted, in characters (about 250 pages of text).
 MAX_CONTENT_CHARS = 1_000_000
@@ -300,3 +298,86 @@ def check_limit(value: object, name: str = "limit", minimum: int = 1) -> int:
     if not minimum <= value <= MAX_LIMIT:
         raise InvalidSizeError(name, f"{value} is outside [{minimum}, {MAX_LIMIT}]")
     return value
+
+
+# -- messages as Memory and the clients take them --
+
+
+def build_message(
+    role: Any,
+    content: Any,
+    user_id: str,
+    session_id: str | None,
+    timestamp: Any,
+    metadata: Any,
+    fields: Mapping[str, Any],
+    name: str = "message",
+) -> Message:
+    """A :class:`Message` of the user's session (errors named after ``name``)."""
+    check_user_id(user_id)
+    check_text_id(session_id, "session_id")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise InvalidTypeError("metadata", f"expected a dict, got {type(metadata).__name__}")
+    check_fields(fields, name)
+    meta = {**(metadata or {}), "user_id": user_id}
+    if session_id is not None:
+        meta["session_id"] = session_id
+    extra = dict(fields)
+    if timestamp is not None:
+        extra["timestamp"] = timestamp
+    try:
+        return Message(role, content, metadata=meta, **extra)
+    except InputError as exc:
+        if name == "message" or exc.field.startswith(name):
+            raise
+        raise exc.relabel(f"{name}.{exc.field}") from None
+
+
+def build_messages(
+    items: Iterable[Message | Mapping[str, Any]], user_id: str, session_id: str | None
+) -> list[Message]:
+    """``add_messages``' messages, validated (Message objects as they are)."""
+    check_user_id(user_id)
+    check_list(items, "messages", "a list of messages", "wrap a single message in a list")
+    batch: list[Message] = []
+    for i, raw in enumerate(items):
+        if isinstance(raw, Message):
+            batch.append(raw)
+        elif isinstance(raw, Mapping):
+            data = dict(raw)
+            batch.append(
+                build_message(
+                    data.pop("role", None),
+                    data.pop("content", None),
+                    user_id,
+                    session_id,
+                    data.pop("timestamp", None),
+                    data.pop("metadata", None),
+                    data,
+                    f"messages[{i}]",
+                )
+            )
+        else:
+            raise InvalidTypeError(f"messages[{i}]", "expected a Message or a message dict")
+    if not batch:
+        raise InputError("messages", "is empty", "pass at least one message")
+    return batch
+
+
+def check_list(value: Any, field: str, expected: str, fix: str) -> None:
+    """Refuse where a list is expected a value that is not iterable, or is one item (a
+    str, bytes, a dict or a Message)."""
+    if isinstance(value, (str, bytes, Mapping, Message)) or not isinstance(value, Iterable):
+        raise InvalidTypeError(field, f"expected {expected}, got {type(value).__name__}", fix)
+
+
+def check_message_ids(ids: Any) -> list[str]:
+    """Message ids given as one id or an iterable of ids, each a valid text id."""
+    if isinstance(ids, str):
+        ids = [ids]
+    if isinstance(ids, (bytes, Mapping)) or not isinstance(ids, Iterable):
+        raise InvalidTypeError("message_ids", f"expected a list of ids, got {type(ids).__name__}")
+    found = list(ids)
+    for i, message_id in enumerate(found):
+        check_text_id(message_id, f"message_ids[{i}]")
+    return found
