@@ -103,6 +103,8 @@ HANDLERS: dict[type, Handler] = {
     queue.ReleaseOp: Handler("_release", "write"),
     queue.RetryOp: Handler("_retry", "write"),
     queue.WorkStatsOp: Handler("_work_stats", "read"),
+    queue.QueueStatsOp: Handler("_queue_stats", "read"),
+    queue.HeldOp: Handler("_held", "read"),
     queue.SummaryDueOp: Handler("_summary_due", "write"),
     queue.SaveSummaryOp: Handler("_save_summary", "write"),
     # facts
