@@ -153,6 +153,12 @@ class PersistentConfig(Section):
         description="PostgreSQL: seconds a call waits for a connection before "
         "StoreUnavailableError (the server's 503 with Retry-After).",
     )
+    cache_mb: int = Field(
+        default=512,
+        ge=1,
+        description="SQLite: memory for users' vector matrices in each process (least "
+        "recently used go first); a serving process's memory is set by this, not the store.",
+    )
     user_isolation: Literal[True] = Field(
         default=True, description="Always true: every query filters on user_id at the data layer."
     )
