@@ -58,6 +58,9 @@ HNSW_MAX_DIMENSION = 2000
 #: Characters of content indexed for keyword search (a tsvector holds at most 1 MB).
 TSV_MAX_CHARS = 200_000
 _COUNT_TTL = 30.0
+_COUNTS_MAX = 10_000
+"""Users whose row counts a store keeps (the oldest go first): a process serving a
+million users keeps a bounded dict, not one entry per user it ever saw."""
 
 
 def _v1(t: str, dim: int) -> list[str]:
@@ -489,7 +492,10 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         sql = f"SELECT count(*) AS n FROM {self.table} WHERE user_id = %s"
         n = _scalar(c, sql, [user_id])
         with self._counts_lock:
+            self._counts.pop(user_id, None)
             self._counts[user_id] = (n, now + _COUNT_TTL)
+            while len(self._counts) > _COUNTS_MAX:  # insertion order: the oldest first
+                del self._counts[next(iter(self._counts))]
         return n
 
     def _vector_hits(
