@@ -537,13 +537,25 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         if not terms:
             return []
         where, params = _where(op.user_id, op.filter)
-        sql = (
-            f"SELECT {_COLUMNS}, ts_rank_cd(tsv, q) AS rank"
-            f" FROM {self.table}, to_tsquery('english', %s) AS q"
-            f" WHERE tsv @@ q AND {where} ORDER BY rank DESC, id LIMIT %s"
-        )
         query = " | ".join(f"'{t}'" for t in terms)  # \w+ tokens: no quotes or operators
-        rows = c.execute(sql, [query, *params, limit]).fetchall()
+        if self._user_rows(c, op.user_id) <= self.exact_max_rows:
+            # A small user's rows through the user_id btree, then matched: the GIN index
+            # would read every user's postings of the terms (its cost grows with the
+            # store; OFFSET 0 keeps the planner from choosing it).
+            sql = (
+                f"SELECT {_COLUMNS}, ts_rank_cd(tsv, q) AS rank"
+                f" FROM (SELECT {_COLUMNS}, tsv FROM {self.table} WHERE {where} OFFSET 0)"
+                " AS mine, to_tsquery('english', %s) AS q"
+                " WHERE tsv @@ q ORDER BY rank DESC, id LIMIT %s"
+            )
+            rows = c.execute(sql, [*params, query, limit]).fetchall()
+        else:
+            sql = (
+                f"SELECT {_COLUMNS}, ts_rank_cd(tsv, q) AS rank"
+                f" FROM {self.table}, to_tsquery('english', %s) AS q"
+                f" WHERE tsv @@ q AND {where} ORDER BY rank DESC, id LIMIT %s"
+            )
+            rows = c.execute(sql, [query, *params, limit]).fetchall()
         return [SearchResult(_record(r), float(r["rank"])) for r in rows]
 
     def _stats(self, c: psycopg.Connection[Any], user_id: str) -> StoreStats:
