@@ -163,7 +163,13 @@ def run_one(
         elapsed = time.perf_counter() - start
         stop.set()
         sampler.join()
-        indexed = [gauges(b)["worker_indexed_rows"] for b in bases]
+        # a worker counts its rows when its round ends (after the session summaries)
+        deadline = time.monotonic() + 120
+        while True:
+            indexed = [gauges(b)["worker_indexed_rows"] for b in bases]
+            if sum(indexed) >= len(texts) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
     finally:
         for proc in reversed(procs):
             proc.send_signal(signal.SIGTERM)

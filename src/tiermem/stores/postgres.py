@@ -245,7 +245,7 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         pool_size: int = 4,
         timeout: float = DEFAULT_TIMEOUT,
         exact_max_rows: int = 10_000,
-        ef_search: int = 100,
+        ef_search: int = 400,
         durability: str = "committed",
     ) -> None:
         super().__init__(dimension, embedder)
