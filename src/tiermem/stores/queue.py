@@ -8,7 +8,9 @@ index row, with its vector, in the same transaction) or record the failure
 back uncounted (:class:`ReleaseOp`); a row whose claimant died is claimed again when its
 lease expires. A session's running summary is leased the same way (:class:`SummaryDueOp`,
 :class:`SaveSummaryOp`), and so is a user's fact extraction (the ops of
-:mod:`tiermem.stores.facts`).
+:mod:`tiermem.stores.facts`). Lease times are the store's :attr:`WorkQueue.clock`:
+wall-clock seconds, taken in Python (not from the database) and compared by every process
+with its own clock; a test moves a manual one.
 
 :class:`WorkQueue` derives a typed method for each from the store's ``batch``.
 """
@@ -20,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
+from tiermem.clock import SYSTEM_CLOCK, Clock
 from tiermem.messages import Message
 from tiermem.stores.facts import (
     DueSessionsOp,
@@ -194,6 +197,12 @@ class WorkQueue(ABC):
 
     ``owner`` names the claiming process (a lease is only honoured for its holder).
     """
+
+    clock: Clock = SYSTEM_CLOCK
+    """Where the "now" of leases and retry times comes from: wall-clock seconds, compared
+    by every process sharing the store. A test sets a
+    :class:`~tiermem.clock.ManualClock` (on the store, before its workers are built: they
+    take the store's clock) and expires a lease by advancing it."""
 
     @abstractmethod
     def batch(self, ops: Iterable[Any]) -> list[Any]:

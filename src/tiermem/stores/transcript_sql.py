@@ -8,11 +8,11 @@ other writers); index rows are written by the store's own deduplicating add.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from tiermem.clock import Clock
 from tiermem.embeddings.cache import content_hash
 from tiermem.messages import Message
 from tiermem.stores.facts import MARKS
@@ -77,6 +77,8 @@ class TranscriptSQL:
     """How a query names ``user_id`` when the index on the work state should serve it
     (SQLite: ``+user_id``, so its planner does not walk the user's whole session index)."""
     table: str
+    clock: Clock
+    """Where lease times come from (:attr:`tiermem.stores.queue.WorkQueue.clock`)."""
 
     # -- what the engine provides (SQLStore declares them) --
 
@@ -131,7 +133,7 @@ class TranscriptSQL:
     def _append_rows(self, op: AppendOp) -> list[tuple[Any, ...]]:
         """The parameters of :meth:`_append_sql`, one tuple per message of ``op``."""
         session = session_key(op.session_id)
-        added = time.time()
+        added = self.clock.time()
         return [
             (
                 op.user_id,
@@ -217,7 +219,7 @@ class TranscriptSQL:
 
     def _claim(self, c: Any, op: ClaimOp) -> list[WorkItem]:
         p = self.p
-        now = time.time()
+        now = self.clock.time()
         rows = c.execute(
             f"SELECT {_ROW} FROM {TRANSCRIPT} WHERE state <> 'done' AND state = 'pending'"
             f" AND lease_until <= {p} ORDER BY seq LIMIT {p}{self.claim_lock}",
@@ -275,7 +277,7 @@ class TranscriptSQL:
             f" state = CASE WHEN attempts >= {p} THEN 'failed' ELSE 'pending' END"
             f" WHERE user_id = {p} AND seq = {p} AND lease_owner = {p} AND state = 'pending'",
             (
-                time.time() + op.retry_in,
+                self.clock.time() + op.retry_in,
                 op.error[:2000],
                 op.max_attempts,
                 op.user_id,
@@ -293,7 +295,7 @@ class TranscriptSQL:
             f"UPDATE {TRANSCRIPT} SET lease_owner = NULL, lease_until = {p},"
             f" attempts = attempts - 1 WHERE user_id = {p} AND lease_owner = {p}"
             f" AND state = 'pending' AND seq IN ({seqs_marks(p, op.seqs)})",
-            (time.time() + op.retry_in, op.user_id, op.owner, *op.seqs),
+            (self.clock.time() + op.retry_in, op.user_id, op.owner, *op.seqs),
         )
         return int(cur.rowcount)
 
@@ -331,7 +333,7 @@ class TranscriptSQL:
         """Messages older than the window and newer than the summary, if enough and free."""
         p = self.p
         session = session_key(op.session_id)
-        now = time.time()
+        now = self.clock.time()
         c.execute(
             f"INSERT INTO {SUMMARIES} (user_id, session_id, upto, updated_at)"
             f" VALUES ({p}, {p}, 0, {p})"
@@ -377,7 +379,7 @@ class TranscriptSQL:
             (
                 op.text,
                 op.upto,
-                time.time(),
+                self.clock.time(),
                 op.user_id,
                 session_key(op.session_id),
                 op.owner,
@@ -489,7 +491,7 @@ class TranscriptSQL:
         self._changed(c, op.user_id)
         hashes = {r.entry.line: content_hash(r.entry.line) for r in op.rows if r.entry.line}
         indexed = self._existing_hashes(c, op.user_id, list(set(hashes.values())))
-        added = time.time()
+        added = self.clock.time()
         params = []
         for r in op.rows:
             e = r.entry
