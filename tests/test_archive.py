@@ -189,7 +189,7 @@ def test_close_writes_what_is_queued_and_stops_the_thread(store: SQLiteStore) ->
 
 
 def _threads(archiver: Archiver) -> list[threading.Thread]:
-    thread = archiver._thread
+    thread = archiver._runner._thread
     return [thread] if thread is not None else []
 
 
@@ -199,12 +199,12 @@ def test_close_with_a_timeout_returns_while_the_sink_still_fails(store: SQLiteSt
     archiver.submit(items("ana", 3))
     archiver.close(timeout=0.3)  # returns, though nothing could be written
     assert sink.attempts > 0 and archiver.pending == 3  # never dropped, only not written
-    assert wait_until(lambda: not archiver._thread.is_alive(), 3)  # type: ignore[union-attr]
+    assert wait_until(lambda: not archiver._runner.running, 3)
 
 
 def test_an_idle_archiver_starts_no_thread(store: SQLiteStore) -> None:
     archiver = Archiver(CountingSink(store), HashEmbedder(DIM))
-    assert archiver._thread is None and archiver.flush(0.1)
+    assert archiver._runner._thread is None and archiver.flush(0.1)
     archiver.close()
 
 

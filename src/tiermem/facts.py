@@ -9,7 +9,9 @@ saves everything with the mark in one transaction (:class:`~tiermem.stores.facts
 SaveFactsOp`). Extraction runs on a small thread pool, never on ``add``; when it fails
 (the LLM is down, rate limited, too slow) the mark stays, the session waits with backoff
 and embedding and other users carry on. A malformed answer falls back to the offline
-extractor for that batch. A periodic sweep finds batches a dead process left.
+extractor for that batch. A periodic sweep (a :class:`~tiermem.runner.Runner` on the
+store's clock) finds batches a dead process left. The extractions themselves are jobs on
+the pool, one per session, not a loop: they run until the session has nothing due.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from tiermem.extract import (
     date_label,
 )
 from tiermem.messages import speaker, transcript_line
+from tiermem.runner import Backoff, Runner, backoff_delay
 from tiermem.stores.facts import FactWrite
 from tiermem.stores.ops import ListOp, MemoryFilter, SearchOp
 from tiermem.stores.records import NewMemory
@@ -121,8 +124,14 @@ class FactWorker:
         self._lock = threading.Lock()
         self._running: dict[tuple[str, str | None], Future[None]] = {}
         self._closed = threading.Event()
-        self._sweeper = threading.Thread(target=self._sweep_loop, name="tiermem-facts-sweep")
-        self._sweeper.daemon = True
+        self._sweeper = Runner(
+            self._sweep_round,
+            name="tiermem-facts-sweep",
+            clock=store.clock,
+            idle=sweep_interval,
+            backoff=Backoff(sweep_interval, max_backoff),
+            on_error=self._sweep_failed,
+        )
         self._sweeper.start()
 
     @property
@@ -160,13 +169,13 @@ class FactWorker:
         self.notify(due)
         return len(due)
 
-    def _sweep_loop(self) -> None:
-        while not self._closed.wait(self.sweep_interval):
-            try:
-                self.sweep()
-            except Exception as exc:
-                self.last_error = exc
-                log.warning("looking for due fact extractions failed: %s", exc)
+    def _sweep_round(self) -> bool:
+        self.sweep()
+        return False  # the next look is after the interval
+
+    def _sweep_failed(self, exc: Exception, wait: float) -> None:
+        self.last_error = exc
+        log.warning("looking for due fact extractions failed: %s; again in %.1fs", exc, wait)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Extract every session that is due (in this process's pool) and wait for it;
@@ -188,6 +197,7 @@ class FactWorker:
     def close(self, timeout: float | None = 30.0) -> None:
         """Stop after the extractions under way; what is left stays due in the store."""
         self._closed.set()
+        self._sweeper.close(timeout)
         self.flush(timeout)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -216,7 +226,7 @@ class FactWorker:
             self.stats.failures += 1
             self.last_error = exc
             mark = self.store.fact_mark(user_id, session_id)
-            retry_in = min(self.retry_backoff * 2**mark.attempts, self.max_backoff)
+            retry_in = backoff_delay(self.retry_backoff, mark.attempts, self.max_backoff)
             reason = f"{type(exc).__name__}: {exc}"
             self.store.facts_fail(self.owner, user_id, session_id, reason, retry_in)
             raise
