@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from tiermem.clock import ManualClock
 from embedders import BadOutputEmbedder, FailingEmbedder, HashEmbedder, SlowEmbedder, wait_until
+from tiermem.clock import ManualClock
 from tiermem.errors import (
     ConfigError,
     ContentTooLargeError,

@@ -50,7 +50,9 @@ class AccessLog:
         self._cond = threading.Condition()
         self._writing = threading.Lock()  # one write at a time; flush() waits for it
         self._closed = False
-        self._runner = Runner(self._round, name="tiermem-access", clock=store.clock, gather=interval)
+        self._runner = Runner(
+            self._round, name="tiermem-access", clock=store.clock, gather=interval
+        )
 
     @property
     def pending(self) -> int:
