@@ -5,9 +5,9 @@ without writing (a write transaction per prompt cost 2 ms at p50 and 5 ms at p95
 SQLite) and hands the ids of the memories it actually put in the context to an
 :class:`AccessLog`, whose :class:`~tiermem.runner.Runner` writes them ``interval``
 seconds after the first waiting one, one transaction for all users. Access counts are
-statistics, not data: a crash forgets at most the last interval's counts, and a store that refuses them keeps them for the next
-round (up to ``max_pending`` distinct memories, then the oldest are dropped with a
-warning).
+statistics, not data: a crash forgets at most the last interval's counts, and a store
+that refuses them keeps them for the next round (up to ``max_pending`` distinct
+memories, then the oldest are dropped with a warning).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The archiver: an in-process queue for writes that may wait.
 
-:class:`Archiver` queues messages in process and writes them in batches from a background
-:class:`~tiermem.runner.Runner`: to the in-process working memory when retention keeps nothing in the store, and to
-the store's transcript under ``memory`` durability (bulk loads). A failed batch (embedder
-or database error) stays at the head of the queue and is retried with backoff; ``flush()``
-waits until everything submitted is written; ``pending`` and ``failures`` make the state
-visible.
+:class:`Archiver` queues messages in process and writes them in batches from a
+background :class:`~tiermem.runner.Runner`: to the in-process working memory when
+retention keeps nothing in the store, and to the store's transcript under ``memory``
+durability (bulk loads). A failed batch (embedder or database error) stays at the head
+of the queue and is retried with backoff; ``flush()`` waits until everything submitted
+is written; ``pending`` and ``failures`` make the state visible.
 
 Durability: queued messages are in process memory until their batch is written,
 normally within ``flush_interval`` seconds; a crash loses that queue (``pending`` of

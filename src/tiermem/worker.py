@@ -1,12 +1,13 @@
 """The store worker: finishes, in any process, the work that adding messages leaves.
 
-Adding a message commits it to the transcript, nothing more. A :class:`StoreWorker`
-(one background :class:`~tiermem.runner.Runner` per :class:`~tiermem.Memory`, on the
-store's clock) claims pending rows from the store with a lease, embeds them in batches
-and writes their index rows, vectors included; then it folds the messages that have left each session's window into the session's running
-summary. Any process sharing the store shares this work: a row claimed by a process that
-dies is claimed again when its lease expires, and only the holder of a row's lease
-completes it (one index row per line of a user), so nothing is indexed twice.
+Adding a message commits it to the transcript, nothing more. A :class:`StoreWorker` (one
+background :class:`~tiermem.runner.Runner` per :class:`~tiermem.Memory`, on the store's
+clock) claims pending rows from the store with a lease, embeds them in batches and
+writes their index rows, vectors included; then it folds the messages that have left
+each session's window into the session's running summary. Any process sharing the store
+shares this work: a row claimed by a process that dies is claimed again when its lease
+expires, and only the holder of a row's lease completes it (one index row per line of a
+user), so nothing is indexed twice.
 
 A batch whose embedding fails is retried row by row, so one bad row (a text the
 embedder rejects) never holds up another; a row that keeps failing is retried with

@@ -1,11 +1,11 @@
 """Group commit: concurrent ``POST /v1/messages`` requests share one store transaction.
 
 Each request's messages are validated on their own (:meth:`Memory.stage_messages`), then
-queued. One writer (a :class:`~tiermem.runner.Runner`) takes everything queued, commits it in one transaction and
-answers each request; requests that arrive meanwhile form the next group. Alone, a
-request commits at once; under load one transaction and one thread hop carry many
-requests, where each used to pay its own. A request is answered only after its group
-committed, so an acknowledgement still means durable.
+queued. One writer (a :class:`~tiermem.runner.Runner`) takes everything queued, commits
+it in one transaction and answers each request; requests that arrive meanwhile form the
+next group. Alone, a request commits at once; under load one transaction and one thread
+hop carry many requests, where each used to pay its own. A request is answered only
+after its group committed, so an acknowledgement still means durable.
 
 A group whose transaction fails for a reason other than an unreachable store is committed
 again request by request, so a request that cannot be written fails alone and the others
