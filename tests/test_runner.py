@@ -14,7 +14,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from conformance.conftest import _server_url
-from embedders import HashEmbedder, wait_until
+from embedders import HashEmbedder, SlowEmbedder, wait_until
 from tiermem.clock import SYSTEM_CLOCK, ManualClock
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message
@@ -137,6 +137,17 @@ def test_close_ends_the_waits_and_lets_the_round_in_hand_finish() -> None:
     assert idle.close(timeout=5)  # an idle wait ends at once, on any clock
 
 
+def test_a_runner_renews_its_leases_on_the_clock_until_it_closes() -> None:
+    clock, renewals = ManualClock(), []
+    runner = Runner(Counter(), name="t-renew", clock=clock, renew=lambda: renewals.append(1))
+    runner.wake()
+    assert clock.settle(waits=2) and renewals == []  # the loop idles, the renewer waits
+    clock.advance(10)  # renew_every: 10 s by default
+    assert wait_until(lambda: len(renewals) == 1)
+    assert runner.close(5)
+    assert wait_until(lambda: not any(t.name == "t-renew-lease" for t in threading.enumerate()))
+
+
 def test_backoff_delay_and_the_manual_clock() -> None:
     assert [backoff_delay(0.5, n, 3.0) for n in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
     assert backoff_delay(1.0, 10_000) == float("inf") or backoff_delay(1.0, 10_000) > 1e18
@@ -188,6 +199,26 @@ def test_a_dead_workers_lease_expires_when_the_stores_clock_moves(store: MemoryS
     clock.advance(0.2)
     assert alive.flush(timeout=30) and store.work_stats("ana").done == 3
     assert len(store.list("ana")) == 3
+
+
+def test_a_round_slower_than_its_lease_keeps_its_rows(store: MemoryStore) -> None:
+    clock = store.clock
+    assert isinstance(clock, ManualClock)
+    slow = SlowEmbedder(delay=60, dimension=DIM)  # answers when released
+    worker = StoreWorker(store, slow, lease=30, delay=0)
+    store.append("ana", "s", [Message("user", f"row {i}") for i in range(3)])
+    worker.wake()
+    assert wait_until(lambda: len(worker._held_rows) == 3)  # claimed, embedding
+    renewer = worker._runner._renewer
+    assert renewer is not None and clock.settle()
+    for n in range(1, 5):  # 40 s of the clock: past the 30 s lease, renewed every 10 s
+        clock.advance(10)
+        assert wait_until(lambda n=n: renewer.rounds == n)  # type: ignore[misc]
+    assert store.claim("another", 10, 30) == []  # still the slow worker's
+    slow.release.set()
+    assert wait_until(lambda: store.work_stats("ana").done == 3)
+    assert store.work_stats("ana").pending == 0 and len(store.list("ana")) == 3
+    worker.close()
 
 
 def test_the_workers_gathering_and_idle_looks_are_on_the_stores_clock(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import os
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
@@ -39,7 +40,7 @@ from tiermem.extract import (
 )
 from tiermem.messages import speaker, transcript_line
 from tiermem.runner import Backoff, Runner, backoff_delay
-from tiermem.stores.facts import FactWrite
+from tiermem.stores.facts import FactsDue, FactWrite
 from tiermem.stores.ops import ListOp, MemoryFilter, SearchOp
 from tiermem.stores.records import NewMemory
 from tiermem.text import folded, term_set
@@ -123,6 +124,7 @@ class FactWorker:
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="tiermem-facts")
         self._lock = threading.Lock()
         self._running: dict[tuple[str, str | None], Future[None]] = {}
+        self._leased: Counter[str] = Counter()  # users an extraction of ours holds
         self._closed = threading.Event()
         self._sweeper = Runner(
             self._sweep_round,
@@ -131,6 +133,8 @@ class FactWorker:
             idle=sweep_interval,
             backoff=Backoff(sweep_interval, max_backoff),
             on_error=self._sweep_failed,
+            renew=self._renew,
+            renew_every=lease / 3,
         )
         self._sweeper.start()
 
@@ -220,6 +224,22 @@ class FactWorker:
         )
         if due is None:
             return None
+        with self._lock:
+            self._leased[user_id] += 1
+        try:
+            saved = self._extract(user_id, session_id, due)
+        finally:
+            with self._lock:
+                self._leased[user_id] -= 1
+                if not self._leased[user_id]:
+                    del self._leased[user_id]
+        if saved is not None:
+            self.stats.batches += 1
+        return None if saved is None else list(saved)
+
+    def _extract(self, user_id: str, session_id: str | None, due: FactsDue) -> list[str] | None:
+        """Extract the leased batch and save it (None: the lease was lost); a failure is
+        recorded with its retry time, then raised."""
         try:
             writes = self._writes(user_id, session_id, due.rows)
         except Exception as exc:
@@ -230,12 +250,15 @@ class FactWorker:
             reason = f"{type(exc).__name__}: {exc}"
             self.store.facts_fail(self.owner, user_id, session_id, reason, retry_in)
             raise
-        saved = self.store.save_facts(
+        return self.store.save_facts(
             self.owner, user_id, session_id, due.upto, due.rows[-1].seq, writes
         )
-        if saved is not None:
-            self.stats.batches += 1
-        return None if saved is None else list(saved)
+
+    def _renew(self) -> int:
+        """Extend the leases of the users whose extraction is under way here."""
+        with self._lock:
+            users = tuple(self._leased)
+        return self.store.renew(self.owner, self.lease, fact_users=users) if users else 0
 
     def _writes(
         self, user_id: str, session_id: str | None, rows: list[TranscriptRow]

@@ -12,7 +12,9 @@ every loop the same behaviour:
 * a round that raises is retried after a backoff that doubles up to a cap
   (:class:`Backoff`) and starts over after a round that succeeds;
 * :meth:`~Runner.flush` waits until a round begun after the call found no more work;
-* :meth:`~Runner.close` ends the waits at once and lets the round in hand finish.
+* :meth:`~Runner.close` ends the waits at once and lets the round in hand finish;
+* a loop that holds leases gives ``renew``: it is called every ``renew_every`` seconds
+  while the runner is up, so a round slower than a lease does not lose its work.
 
 Every wait is on a :class:`~tiermem.clock.Clock`, so a test with a
 :class:`~tiermem.clock.ManualClock` moves a loop's time instead of sleeping. The loops:
@@ -80,6 +82,10 @@ class Runner:
         backoff: the wait after a round that raised (default: 1 s doubling up to 30 s).
         on_error: told of each error and the wait before the next try (default: a
             warning in the log).
+        renew: renews the leases the loop holds (a no-op when it holds none); called
+            every ``renew_every`` seconds of the clock, on a thread of its own, from
+            the runner's start to its close, so a slow round keeps its leases.
+        renew_every: seconds between renewals (a fraction of the lease).
     """
 
     def __init__(
@@ -92,6 +98,8 @@ class Runner:
         gather: float = 0.0,
         backoff: Backoff | None = None,
         on_error: OnError | None = None,
+        renew: Round | None = None,
+        renew_every: float = 10.0,
     ) -> None:
         self._round = round
         self.name = name
@@ -112,6 +120,14 @@ class Runner:
         self._closed = False
         self._begun = 0  # rounds begun (each has this number as its ticket)
         self._settled = 0  # the last round that found no more work
+        self._renewer: Runner | None = None
+        if renew is not None:
+
+            def renew_round() -> bool:
+                renew()
+                return False
+
+            self._renewer = Runner(renew_round, name=f"{name}-lease", clock=clock, idle=renew_every)
 
     # -- control --
 
@@ -172,6 +188,8 @@ class Runner:
             self._closed = True
             self._cond.notify_all()
             thread = self._thread
+        if self._renewer is not None:
+            self._renewer.close(timeout)
         if thread is None or thread is threading.current_thread():
             return True
         thread.join(timeout)
@@ -183,6 +201,8 @@ class Runner:
         if self._thread is None and not self._closed:
             self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
             self._thread.start()
+            if self._renewer is not None:
+                self._renewer.start()
 
     def _loop(self) -> None:
         more = False

@@ -69,7 +69,8 @@ class StoreWorker:
         window: messages of a session kept out of its summary (the buffer size).
         summary_batch: messages that must have left the window before a summary is made.
         batch_size: rows claimed and embedded at once.
-        lease: seconds a claim is held before another process may take the rows.
+        lease: seconds a claim is held before another process may take the rows (the
+            background runner renews what a round holds every third of it).
         max_attempts: tries of one row before it is marked failed.
         retry_backoff: seconds before a failed row's first retry (doubles per try).
         delay: seconds a wake-up waits before claiming, so a burst of adds is embedded in
@@ -124,6 +125,8 @@ class StoreWorker:
         self._outage = Backoff(retry_backoff, MAX_OUTAGE_WAIT)  # while the embedder is down
         self._lock = threading.Lock()
         self._rounds = 0  # rounds in progress (this thread's and flush callers')
+        self._held_rows: set[tuple[str, int]] = set()  # claimed, not yet completed
+        self._held_summaries: set[tuple[str, str | None]] = set()  # being folded
         self._runner = Runner(
             self._background_round,
             name="tiermem-worker",
@@ -132,6 +135,8 @@ class StoreWorker:
             gather=delay,
             backoff=Backoff(idle_interval, MAX_OUTAGE_WAIT),
             on_error=self._store_down,
+            renew=self._renew,
+            renew_every=lease / 3,
         )
 
     # -- control --
@@ -179,6 +184,14 @@ class StoreWorker:
         """The runner's round: one batch; more is waiting if it was full."""
         return self.run_once() >= self.batch_size
 
+    def _renew(self) -> int:
+        """Extend the leases of the rows and summaries a round is working on."""
+        with self._lock:
+            rows, summaries = tuple(self._held_rows), tuple(self._held_summaries)
+        if not (rows or summaries):
+            return 0
+        return self.store.renew(self.owner, self.lease, rows, summaries)
+
     def _store_down(self, exc: Exception, wait: float) -> None:
         self.last_error = exc
         log.warning("store worker: %s; retrying in %.1fs", exc, wait)
@@ -200,12 +213,30 @@ class StoreWorker:
         items = self.store.claim(self.owner, self.batch_size, self.lease)
         if not items:
             return 0
+        keys = {(i.user_id, i.seq) for i in items}
+        with self._lock:
+            self._held_rows |= keys
+        try:
+            if not self._index(items):
+                return 0  # the embedder is down: the rows were given back
+        finally:
+            with self._lock:
+                self._held_rows -= keys
+        sessions = {(i.user_id, i.session_id) for i in items}
+        self._summarize(sessions)
+        if self.facts is not None:
+            self.facts.notify(sessions)
+        return len(items)
+
+    def _index(self, items: list[WorkItem]) -> bool:
+        """Embed the claimed rows and complete them (or record why not); False when the
+        embedder is down and they were given back."""
         try:
             vectors = self._embed(items)
         except Exception as exc:
             if embedder_down(exc):
                 self._give_back(items, exc)
-                return 0
+                return False
             log.warning("embedding %d messages failed (%s); retrying each alone", len(items), exc)
             vectors = self._embed_alone(items)
         by_user: dict[str, list[tuple[int, NewMemory]]] = {}
@@ -215,11 +246,7 @@ class StoreWorker:
         for user, rows in by_user.items():
             for start in range(0, len(rows), COMPLETE_ROWS):
                 self.store.complete(self.owner, user, rows[start : start + COMPLETE_ROWS])
-        sessions = {(i.user_id, i.session_id) for i in items}
-        self._summarize(sessions)
-        if self.facts is not None:
-            self.facts.notify(sessions)
-        return len(items)
+        return True
 
     def _embed(self, items: list[WorkItem]) -> list[Any]:
         """The vectors to index ``items`` with. Identical lines are embedded once (hashed
@@ -307,11 +334,17 @@ class StoreWorker:
                 return None
             time.sleep(0.05)
         summary, rows = due
-        messages = [r.message for r in rows]
-        text = self._fold(messages, summary.text)
-        saved = self.store.save_summary(
-            self.owner, user_id, session_id, text, summary.upto, rows[-1].seq
-        )
+        key = (user_id, session_id)
+        with self._lock:
+            self._held_summaries.add(key)
+        try:
+            text = self._fold([r.message for r in rows], summary.text)
+            saved = self.store.save_summary(
+                self.owner, user_id, session_id, text, summary.upto, rows[-1].seq
+            )
+        finally:
+            with self._lock:
+                self._held_summaries.discard(key)
         return text if saved else None
 
     def _unfolded(self, user_id: str, session_id: str | None) -> bool:

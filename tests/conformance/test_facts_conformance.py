@@ -78,6 +78,10 @@ def test_a_user_lease_expires_on_the_stores_clock(
     assert taken is not None and taken.upto == due.upto
     late = SaveFactsOp("a", user, "s1", 0, due.rows[-1].seq, (FactWrite(_fact("Ana likes tea.")),))
     assert store.batch([late])[0] is None  # a lost the lease: nothing written
+    assert store.renew("a", 120, fact_users=[user]) == 0  # b's now: a cannot renew it
+    assert store.renew("b", 120, fact_users=[user]) == 1
+    clock.advance(119)
+    assert store.batch([FactsDueOp("c", user, "s1", 1, 50, 120)])[0] is None  # renewed
 
 
 def test_versions_and_merges(store: MemoryStore, new_user: Callable[[], str]) -> None:

@@ -239,6 +239,26 @@ def test_summaries_are_made_once_and_cover_a_range(store: MemoryStore, new_user:
     assert [r.message.text for r in everything[1]] == [f"m{i}" for i in range(4, 12)]
 
 
+def test_a_holder_renews_its_leases_and_nobody_else_can(
+    store: MemoryStore, new_user: Users, clock: ManualClock
+) -> None:
+    u = new_user()
+    store.append(u, "s", [Message("user", f"m{i}") for i in range(6)])
+    mine = claim_mine(store, "a", u, lease=60)
+    rows = [(u, i.seq) for i in mine]
+    assert store.batch([SummaryDueOp("a", u, "s", 2, 1, 60.0)])[0] is not None
+    clock.advance(50)
+    assert store.renew("thief", 60, rows, [(u, "s")]) == 0  # not its leases
+    assert store.renew("a", 60, rows, [(u, "s")]) == 7  # six rows and the summary
+    clock.advance(50)  # past the first lease, within the renewed one
+    assert claim_mine(store, "b", u) == []
+    assert store.batch([SummaryDueOp("b", u, "s", 2, 1, 60.0)])[0] is None
+    assert complete(store, "a", mine, 1) == 6  # a kept its work
+    assert store.renew("a", 60, rows) == 0  # done rows hold no lease
+    clock.advance(11)
+    assert store.batch([SummaryDueOp("b", u, "s", 2, 1, 60.0)])[0] is not None  # a let it go
+
+
 def test_a_summary_lease_expires_on_the_stores_clock(
     store: MemoryStore, new_user: Users, clock: ManualClock
 ) -> None:

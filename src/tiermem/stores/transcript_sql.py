@@ -15,13 +15,14 @@ from typing import Any
 from tiermem.clock import Clock
 from tiermem.embeddings.cache import content_hash
 from tiermem.messages import Message
-from tiermem.stores.facts import MARKS
+from tiermem.stores.facts import LEASES, MARKS
 from tiermem.stores.ops import AddOp
 from tiermem.stores.queue import (
     ClaimOp,
     CompleteOp,
     FailOp,
     ReleaseOp,
+    RenewOp,
     RetryOp,
     SaveSummaryOp,
     SummaryDueOp,
@@ -298,6 +299,42 @@ class TranscriptSQL:
             (self.clock.time() + op.retry_in, op.user_id, op.owner, *op.seqs),
         )
         return int(cur.rowcount)
+
+    def _renew(self, c: Any, op: RenewOp) -> int:
+        """Extend the owner's leases. A row locked this moment (being completed, saved or
+        claimed) is skipped: a renewal never waits on a lock, so it cannot deadlock."""
+        p, until = self.p, self.clock.time() + op.lease
+        by_user: dict[str, list[int]] = {}
+        for user, seq in op.rows:
+            by_user.setdefault(user, []).append(seq)
+        keys: list[tuple[str, str, tuple[Any, ...]]] = []
+        for user, seqs in sorted(by_user.items()):
+            held = c.execute(
+                f"SELECT seq FROM {TRANSCRIPT} WHERE user_id = {p} AND lease_owner = {p}"
+                f" AND state = 'pending' AND seq IN ({seqs_marks(p, seqs)}){self.claim_lock}",
+                (user, op.owner, *seqs),
+            ).fetchall()
+            if held:
+                mine = [int(r["seq"]) for r in held]
+                keys.append((TRANSCRIPT, f"seq IN ({seqs_marks(p, mine)})", (user, *mine)))
+        summaries = sorted({(u, session_key(s)) for u, s in op.summaries})
+        keys += [(SUMMARIES, f"session_id = {p}", (u, s)) for u, s in summaries]
+        keys += [(LEASES, "1 = 1", (u,)) for u in sorted(set(op.fact_users))]
+        renewed = 0
+        for table, where, params in keys:
+            mine_only = f" WHERE user_id = {p} AND {where} AND lease_owner = {p}"
+            if (
+                table != TRANSCRIPT
+                and not c.execute(
+                    f"SELECT user_id FROM {table}{mine_only}{self.claim_lock}", (*params, op.owner)
+                ).fetchall()
+            ):
+                continue  # not ours any more, or locked this moment
+            cur = c.execute(
+                f"UPDATE {table} SET lease_until = {p}{mine_only}", (until, *params, op.owner)
+            )
+            renewed += max(int(cur.rowcount), 0)
+        return renewed
 
     def _retry(self, c: Any, op: RetryOp) -> int:
         p = self.p
