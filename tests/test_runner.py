@@ -228,11 +228,12 @@ def test_the_workers_gathering_and_idle_looks_are_on_the_stores_clock(tmp_path: 
         worker = StoreWorker(store, HashEmbedder(DIM), delay=0.5, idle_interval=30.0)
         store.append("ana", "s", [Message("user", "the tide was low")])
         worker.wake()
-        assert clock.settle() and store.work_stats("ana").pending == 1  # gathering
+        assert clock.settle(waits=2)  # the loop gathers, its lease renewer waits
+        assert store.work_stats("ana").pending == 1
         clock.advance(0.5)
         assert wait_until(lambda: store.work_stats("ana").done == 1)
         store.append("ana", "s", [Message("user", "nobody woke the worker")])
-        assert clock.settle() and store.work_stats("ana").pending == 1
+        assert clock.settle(waits=2) and store.work_stats("ana").pending == 1
         clock.advance(30)  # its idle look finds it
         assert wait_until(lambda: store.work_stats("ana").done == 2)
         worker.close()
