@@ -14,7 +14,7 @@ from typing import Any, Literal, NamedTuple, TypeAlias, TypedDict, get_args
 import numpy as np
 from typing_extensions import Unpack
 
-from tiermem.errors import InputError, InvalidTypeError
+from tiermem.errors import InputError, InvalidTypeError, refuse_unknown
 from tiermem.stores.records import MemoryRecord, NewMemory
 from tiermem.stores.validate import check_aware, check_memory_type, check_text_id
 
@@ -174,11 +174,7 @@ SEARCH_FILTERS = frozenset(Filters.__annotations__)
 
 def make_filter(**filters: Unpack[Filters]) -> MemoryFilter:
     """Validate the keyword filters of the derived methods into a :class:`MemoryFilter`."""
-    unknown = sorted(set(filters) - SEARCH_FILTERS)
-    if unknown:
-        raise InvalidTypeError(
-            f"filters.{unknown[0]}", "is not a filter", f"use {', '.join(sorted(SEARCH_FILTERS))}"
-        )
+    refuse_unknown(filters, SEARCH_FILTERS, "filters", "a filter")
     memory_type = filters.get("memory_type")
     metadata = filters.get("metadata")
     types: tuple[str, ...] | None = None
