@@ -12,7 +12,7 @@ import json
 import uuid
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import psycopg
@@ -47,7 +47,7 @@ CROSS_USER = {
 class Recording(psycopg.Cursor[Any]):
     """A cursor that keeps every statement it runs, with its parameters."""
 
-    log: list[tuple[str, Any]] = []
+    log: ClassVar[list[tuple[str, Any]]] = []
 
     def execute(self, query: Any, params: Any = None, **kw: Any) -> Any:
         Recording.log.append((str(query), params))
@@ -62,7 +62,7 @@ class Recording(psycopg.Cursor[Any]):
 class Traced(PostgresStore):
     """The store, noting the type of every operation it runs."""
 
-    ran: set[type] = set()
+    ran: ClassVar[set[type]] = set()
 
     def batch(self, ops: Iterable[Op]) -> list[Any]:
         ops = list(ops)
@@ -254,7 +254,7 @@ def test_a_store_is_opened_with_the_count_it_was_made_with(partitioned_url: str)
 def test_a_plain_store_refuses_partitions() -> None:
     url = fresh_database("plain")
     PostgresStore(url, dimension=DIM).close()
-    with pytest.raises(PartitionsMismatchError, match="is 4, but table .* is not partitioned"):
+    with pytest.raises(PartitionsMismatchError, match=r"is 4, but table .* is not partitioned"):
         PostgresStore(url, dimension=DIM, partitions=4)
 
 
