@@ -27,7 +27,8 @@ MAX_PARTITIONS = 1024
 """The most partitions a store may be created with (each is a table with its indexes)."""
 
 _CREATE = re.compile(
-    r"CREATE TABLE (IF NOT EXISTS )?(\w+) \((.*?)\)(?: WITH \(([^()]*)\))?", re.DOTALL | re.IGNORECASE
+    r"CREATE TABLE (IF NOT EXISTS )?(\w+) \((.*?)\)(?: WITH \(([^()]*)\))?",
+    re.DOTALL | re.IGNORECASE,
 )
 _KEY_COLUMN = re.compile(r"^(\s*)(\w+)( [^,\n]*?) PRIMARY KEY\b", re.IGNORECASE | re.MULTILINE)
 """A column declared the primary key on its own line (``id uuid PRIMARY KEY,``)."""

@@ -40,12 +40,11 @@ from tiermem.stores.ops import (
 )
 from tiermem.stores.partitions import MAX_PARTITIONS, check_layout, partitioned
 from tiermem.stores.pgsetup import ensure_vector, import_driver
-from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
+from tiermem.stores.records import MemoryRecord, ReplicaStatus, SearchResult, StoreStats
 from tiermem.stores.replica import (
     DEFAULT_RETRY,
     DEFAULT_WAIT,
     Replica,
-    ReplicaStatus,
     primary_lsn,
     replica_reads,
 )

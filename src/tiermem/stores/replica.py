@@ -23,10 +23,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tiermem.stores.ops import Op, SearchOp
+from tiermem.stores.records import ReplicaStatus
 from tiermem.stores.sql import writes
 
 if TYPE_CHECKING:
@@ -38,22 +38,6 @@ DEFAULT_WAIT = 1.0
 """Seconds a read waits for the replica to replay the primary's last commit."""
 DEFAULT_RETRY = 5.0
 """Seconds between attempts to reach a replica that stopped answering."""
-
-
-@dataclass(frozen=True)
-class ReplicaStatus:
-    """The read replica as this process sees it: ``up`` (reads go to it), how far its
-    replay is behind the primary (bytes of WAL; seconds since it replayed the last
-    transaction it has while it is behind, 0 when caught up; None when unknown), and how
-    many read batches it served, and how many went to the primary because it was
-    ``behind`` or ``down``."""
-
-    up: bool
-    lag_bytes: int | None
-    lag_seconds: float | None
-    reads: int
-    behind: int
-    down: int
 
 
 def lsn(text: str) -> int:
