@@ -106,6 +106,7 @@ class Replica:
         self._up = False
         self._retry_at = 0.0  # the first read tries it
         self._replayed = 0  # the highest replay position seen
+        self._lost_at: float | None = None
         self._counts = {"reads": 0, "behind": 0, "down": 0}
         self._pool = psycopg_pool.ConnectionPool(
             connection_string,
@@ -142,14 +143,16 @@ class Replica:
         except psycopg.Error:
             return False
         with self._lock:
-            self._up = True
-        log.warning("read replica is back: reads go to it again")
+            self._up, lost = True, self._lost_at is not None
+        if lost:
+            log.warning("read replica is back: reads go to it again")
         return True
 
     def _lost(self, exc: BaseException) -> None:
         with self._lock:
             was_up, self._up = self._up, False
             self._retry_at = time.monotonic() + self.retry
+            self._lost_at = time.monotonic()
         if was_up:
             log.warning(
                 "read replica unavailable (%s): reads go to the primary; retrying every %.0f s",
