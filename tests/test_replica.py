@@ -29,12 +29,13 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from embedders import HashEmbedder
 from liveserver import live_server
-from tiermem.cli.doctor import run_checks
+from tiermem.cli.doctor import _postgres
 from tiermem.memory import Memory
 from tiermem.stores.ops import Op
 from tiermem.stores.postgres import PostgresStore
 
 DIM = 16
+pytestmark = pytest.mark.slow  # two PostgreSQL servers started for the module (~15 s)
 
 
 class Standby:
@@ -62,8 +63,8 @@ class Standby:
         log = str(self.data / "standby.log")
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", log, "-w", "start")
 
-    def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+    def stop(self, mode: str = "fast") -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
 
     def execute(self, sql: str) -> Any:
         with psycopg.connect(self.url, autocommit=True) as conn:
@@ -85,7 +86,7 @@ def servers() -> Iterator[tuple[str, Standby]]:
         yield str(primary.get_uri()), standby
     finally:
         try:
-            standby.stop()
+            standby.stop("immediate")
         finally:
             shutil.rmtree(standby.data, ignore_errors=True)
             primary.cleanup()
@@ -148,9 +149,7 @@ def test_reads_land_on_the_standby_and_writes_on_the_primary(store: Traced) -> N
     memory.close()
 
 
-def test_a_write_is_read_at_once_by_any_reader(
-    store: Traced, servers: tuple[str, Standby]
-) -> None:
+def test_a_write_is_read_at_once_by_any_reader(store: Traced, servers: tuple[str, Standby]) -> None:
     """Read-your-writes needs nothing of the writer: a second store (as another process
     would) reads each write the moment it returns, from the standby."""
     other = Traced(servers[0], dimension=DIM, read_connection_string=servers[1].url)
@@ -171,9 +170,7 @@ def test_a_standby_behind_sends_reads_to_the_primary(
     store: Traced, servers: tuple[str, Standby]
 ) -> None:
     standby = servers[1]
-    behind = Traced(
-        servers[0], dimension=DIM, read_connection_string=standby.url, replica_wait=0.2
-    )
+    behind = Traced(servers[0], dimension=DIM, read_connection_string=standby.url, replica_wait=0.2)
     standby.execute("SELECT pg_wal_replay_pause()")
     try:
         u = user()
@@ -222,9 +219,7 @@ def test_a_stopped_standby_is_routed_around_and_used_again(
     assert status is not None and status.up
 
 
-def test_the_lag_is_in_metrics_and_doctor(
-    store: Traced, servers: tuple[str, Standby], tmp_path: Path
-) -> None:
+def test_the_lag_is_in_metrics_and_doctor(store: Traced, servers: tuple[str, Standby]) -> None:
     from tiermem.server import create_app
 
     memory = memory_on(store)
@@ -238,19 +233,12 @@ def test_the_lag_is_in_metrics_and_doctor(
     }
     assert figures["tiermem_replica_up"] == 1.0
     assert figures["tiermem_replica_lag_bytes"] >= 0 and "tiermem_replica_lag_seconds" in figures
-    config = tmp_path / "tiermem.yaml"
     primary, standby = servers
-    config.write_text(
-        "memory:\n  persistent:\n    provider: postgresql\n"
-        f"    connection_string: '{primary}'\n    read_connection_string: '{standby.url}'\n"
-    )
-    checks = {c.name: c for c in run_checks(config)}
+    checks = {c.name: c for c in _postgres(primary, standby.url)}  # what tiermem doctor shows
     assert checks["read replica"].status == "ok" and "lag" in checks["read replica"].detail
-    config.write_text(config.read_text().replace(standby.url, primary))  # not a standby
-    checks = {c.name: c for c in run_checks(config)}
-    assert checks["read replica"].status == "fail" and "not a standby" in checks[
-        "read replica"
-    ].detail
+    checks = {c.name: c for c in _postgres(primary, primary)}  # not a standby
+    assert checks["read replica"].status == "fail"
+    assert "not a standby" in checks["read replica"].detail
 
 
 def _message(text: str) -> Any:
