@@ -283,3 +283,15 @@ def test_only_create_table_statements_change() -> None:
         "CREATE TABLE IF NOT EXISTS g (user_id TEXT NOT NULL PRIMARY KEY) PARTITION BY HASH (user_id)"
     )
     assert hash_partitioned("CREATE INDEX i ON t (x)", 3) == ["CREATE INDEX i ON t (x)"]
+
+
+def test_the_setting_reaches_the_store() -> None:
+    from embedders import HashEmbedder
+    from tiermem.memory import Memory
+
+    persistent = {"provider": "postgresql", "connection_string": fresh_database(), "partitions": 2}
+    memory = Memory(config={"memory": {"persistent": persistent}}, embedder=HashEmbedder(DIM))
+    try:
+        assert memory.store.partitions == 2 and memory.replica_status() is None
+    finally:
+        memory.close()

@@ -68,6 +68,17 @@ def lag(primary: psycopg.Connection[Any], replica: psycopg.Connection[Any]) -> t
     return behind, float(values[1]) if behind else 0.0
 
 
+def _unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the replica cannot be reached (no connection, lost, shutting
+    down), rather than that one query failed (e.g. cancelled by a conflict with replay)."""
+    import psycopg
+
+    if not isinstance(exc, psycopg.Error):
+        return True  # the pool's timeout
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
 def replica_reads(ops: Sequence[Op]) -> list[Op] | None:
     """``ops`` as a replica runs them (a search that counts accesses without counting
     them), or None if one writes."""
@@ -202,7 +213,7 @@ class Replica:
                     return None
                 results = run_all(conn, ops)
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-            if isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout)):
+            if _unreachable(exc):
                 self._lost(exc)
             else:
                 log.warning("read replica failed a read (%s): the primary answers", exc)
