@@ -90,6 +90,11 @@ class ConfigError(InputError):
             Exception.__init__(self, text)
 
 
+class PartitionsMismatchError(ConfigError):
+    """A PostgreSQL store opened with a ``memory.persistent.partitions`` other than the
+    one its tables were created with (partitioned into another count, or not at all)."""
+
+
 class MissingExtraError(ConfigError, ImportError):
     """A feature needs an optional extra that is not installed; the hint is the
     ``pip install 'tiermem[EXTRA]'`` that installs it (see :mod:`tiermem.extras`).
