@@ -368,7 +368,8 @@ def cmd_copy(args: argparse.Namespace) -> int:
     task = bar.add_task("copying", total=None)
 
     def shown(done: int, total: int, user: str) -> None:
-        bar.start()  # on the first page: an error before it prints alone
+        if not bar.live.is_started:  # from the first page on: an error before prints alone
+            bar.start()
         bar.update(task, completed=done, total=total, description=f"copying {user!r}")
 
     try:
@@ -381,7 +382,8 @@ def cmd_copy(args: argparse.Namespace) -> int:
             progress=shown,
         )
     finally:
-        bar.stop()
+        if bar.live.is_started:
+            bar.stop()
     table = Table(
         "user", *COUNTS, "sha256", "check", title=f"{report.source} -> {report.destination}"
     )
