@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from tiermem.stores.schema import Migration
+from tiermem.stores.schema import Migration, created
 
 COPIES = "tiermem_copies"
 
@@ -30,18 +30,9 @@ class SaveCopyStateOp(NamedTuple):
 
 
 def migrations() -> dict[str, list[Migration]]:
-    """The schema history of the copy-state table (same SQL on both engines); append,
-    never edit."""
-    return {
-        COPIES: [
-            Migration(
-                "001_create",
-                lambda t, d: [
-                    f"""CREATE TABLE IF NOT EXISTS {COPIES} (
-                        source TEXT NOT NULL PRIMARY KEY,
-                        state TEXT NOT NULL,
-                        updated_at DOUBLE PRECISION NOT NULL)"""
-                ],
-            )
-        ]
-    }
+    """The schema history of the copy-state table; append, never edit."""
+    columns = (
+        "source TEXT NOT NULL PRIMARY KEY, state TEXT NOT NULL,"
+        " updated_at DOUBLE PRECISION NOT NULL"
+    )
+    return {COPIES: [Migration("001_create", created(columns))]}
