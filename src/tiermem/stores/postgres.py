@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import tiermem.stores.copies as copies
 import tiermem.stores.facts as facts
 import tiermem.stores.schema as schema
 import tiermem.stores.transcript as transcript
@@ -132,6 +133,7 @@ SHARED = {
         "seq BIGINT GENERATED ALWAYS AS IDENTITY", "PRIMARY KEY (user_id, seq),"
     ),
     **facts.migrations(),
+    **copies.migrations(),
 }
 
 
