@@ -21,8 +21,8 @@ import pytest
 from conformance.conftest import fresh_database
 from tiermem.errors import InvalidSizeError, InvalidTypeError, PartitionsMismatchError
 from tiermem.messages import Message
+from tiermem.stores import copies, queue
 from tiermem.stores import facts as fx
-from tiermem.stores import queue
 from tiermem.stores import transcript as tr
 from tiermem.stores.ops import ExistingIdsOp, ImportOp, Op, ScanOp, TableSizeOp
 from tiermem.stores.partitions import hash_partitioned, partition_of
@@ -40,6 +40,8 @@ CROSS_USER = {
     ExistingIdsOp,
     ImportOp,
     fx.DueSessionsOp,
+    copies.CopyStateOp,  # tiermem copy's progress: a table of the store, not of a user
+    copies.SaveCopyStateOp,
 }
 """Operations that read or write several users by design (docs/scaling.md)."""
 

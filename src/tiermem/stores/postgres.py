@@ -133,8 +133,9 @@ SHARED = {
         "seq BIGINT GENERATED ALWAYS AS IDENTITY", "PRIMARY KEY (user_id, seq),"
     ),
     **facts.migrations(),
-    **copies.migrations(),
 }
+#: Tables of the whole store, not of a user (never partitioned).
+STORE_WIDE = copies.migrations()
 
 
 def _record(row: dict[str, Any]) -> MemoryRecord:
@@ -351,10 +352,10 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
 
     def _migrate(self, c: psycopg.Connection[Any]) -> None:
         c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema.MIGRATIONS_TABLE,))
-        tables = partitioned({**SHARED, self.table: MIGRATIONS}, self.partitions)
-        check_layout(c, list(tables), self.partitions)  # before: an old table of another layout
-        schema.migrate(c, tables, self.dimension, "%s")
-        check_layout(c, list(tables), self.partitions)
+        per_user = partitioned({**SHARED, self.table: MIGRATIONS}, self.partitions)
+        check_layout(c, list(per_user), self.partitions)  # before: an old table of another layout
+        schema.migrate(c, {**per_user, **STORE_WIDE}, self.dimension, "%s")
+        check_layout(c, list(per_user), self.partitions)
 
     def batch(self, ops: Iterable[Op]) -> list[Any]:
         ops = list(ops)
