@@ -107,6 +107,7 @@ def _per_user_ops(store: PostgresStore, user: str) -> None:
     with pause(store):
         items = store.claim("w", 10, 30.0)  # cross-user: not one of the statements checked
     mine = [i for i in items if i.user_id == user]
+    assert store.renew("w", 30.0, [(user, i.seq) for i in mine]) == len(mine)
     store.complete("w", user, [(mine[0].seq, NewMemory(mine[0].line or "x", _vector(1)))])
     store.fail("w", mine[1], "boom", 0.0, 1)
     store.release("w", {user: [mine[2].seq]}, 0.0)
@@ -114,8 +115,10 @@ def _per_user_ops(store: PostgresStore, user: str) -> None:
     store.retry_failed(user, [mine[1].seq])
     due = store.summary_due("w", user, "s1", window=1, batch=1, lease=30.0)
     assert due is not None
+    assert store.renew("w", 30.0, summaries=[(user, "s1")]) == 1
     store.save_summary("w", user, "s1", "bees", due[0].upto, due[1][-1].seq)
     store.facts_due("w", user, "s1", batch=1, limit=10, lease=30.0)
+    assert store.renew("w", 30.0, fact_users=[user]) == 1
     fact = NewMemory("Ana keeps bees", _vector(2), "fact", metadata={"claim": "bees"})
     written = store.save_facts("w", user, "s1", 0, rows[-1].seq, [fx.FactWrite(fact)])
     store.fact_mark(user, "s1")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tiermem.clock import ManualClock
 from tiermem.stores.postgres import PostgresStore
 from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.sqlite import SQLiteStore
@@ -85,6 +86,15 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStor
         yield request.getfixturevalue("pg_store")
     else:
         yield request.getfixturevalue("pg_partitioned_store")
+
+
+@pytest.fixture
+def clock(store: MemoryStore) -> Iterator[ManualClock]:
+    """A manual clock for ``store``'s leases for the test (the real one again after)."""
+    manual = ManualClock()
+    store.clock = manual
+    yield manual
+    del store.clock  # the class's: the real clock
 
 
 @pytest.fixture

@@ -104,6 +104,7 @@ HANDLERS: dict[type, Handler] = {
     queue.CompleteOp: Handler("_complete", "write"),
     queue.FailOp: Handler("_fail", "write"),
     queue.ReleaseOp: Handler("_release", "write"),
+    queue.RenewOp: Handler("_renew", "write"),
     queue.RetryOp: Handler("_retry", "write"),
     queue.WorkStatsOp: Handler("_work_stats", "read"),
     queue.SummaryDueOp: Handler("_summary_due", "write"),
