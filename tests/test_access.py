@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from embedders import HashEmbedder
+from embedders import HashEmbedder, wait_until
 from tiermem.access import AccessLog
+from tiermem.clock import ManualClock
 from tiermem.errors import InputError
 from tiermem.memory import Memory
 from tiermem.stores.sqlite import SQLiteStore
@@ -31,17 +32,16 @@ def counts(store: SQLiteStore, user: str) -> dict[str, int]:
 def test_counts_are_written_in_the_background_and_by_flush(store: SQLiteStore) -> None:
     a, b = store.add_many("u1", ["alpha", "beta"])
     (c,) = store.add_many("u2", ["alpha"])
-    log = AccessLog(store, interval=0.05)
+    clock = ManualClock()
+    store.clock = clock
+    log = AccessLog(store, interval=60)
     log.record("u1", [str(a), str(a), str(b)])
     log.record("u1", [str(a)])
     log.record("u2", [str(c)])
-    done = threading.Event()
-    for _ in range(200):  # the thread writes within a few intervals
-        if counts(store, "u1") == {"alpha": 3, "beta": 1}:
-            done.set()
-            break
-        threading.Event().wait(0.02)
-    assert done.is_set() and counts(store, "u2") == {"alpha": 1}
+    assert clock.settle() and log.pending == 3  # an interval's accesses gather
+    clock.advance(60)
+    assert wait_until(lambda: counts(store, "u1") == {"alpha": 3, "beta": 1})
+    assert counts(store, "u2") == {"alpha": 1}
     assert log.pending == 0
     log.record("u1", [str(b)])
     log.close()  # writes what waits

@@ -13,6 +13,7 @@ import pytest
 
 from embedders import FailingEmbedder, HashEmbedder, SlowEmbedder, wait_until
 from tiermem.archiver import ArchivedMessage, Archiver, Sink, transcript_sink, working_sink
+from tiermem.clock import ManualClock
 from tiermem.message_vectors import CONTEXT_WEIGHT, embed_messages
 from tiermem.messages import Message, transcript_line
 from tiermem.stores.queue import WorkItem
@@ -104,8 +105,12 @@ def test_batches_and_flush(store: SQLiteStore) -> None:
 
 
 def test_a_partial_batch_is_written_after_the_flush_interval(store: SQLiteStore) -> None:
-    archiver = Archiver(CountingSink(store), HashEmbedder(DIM), batch_size=100, flush_interval=0.05)
+    clock = ManualClock()
+    sink = CountingSink(store)
+    archiver = Archiver(sink, HashEmbedder(DIM), batch_size=100, flush_interval=60, clock=clock)
     archiver.submit(items("ana", 3))
+    assert clock.settle() and stored(store, "ana") == 0  # waiting for company
+    clock.advance(60)
     assert wait_until(lambda: stored(store, "ana") == 3, 5)
     archiver.close()
 
@@ -165,13 +170,17 @@ def test_a_failing_embedder_keeps_the_batch_pending(store: SQLiteStore) -> None:
 
 
 def test_discard_user_drops_only_that_users_queue(store: SQLiteStore) -> None:
+    clock = ManualClock()
     sink = CountingSink(store, fail=1)
-    archiver = Archiver(sink, HashEmbedder(DIM), batch_size=100, retry_backoff=0.3)
+    archiver = Archiver(
+        sink, HashEmbedder(DIM), batch_size=100, flush_interval=0, retry_backoff=1, clock=clock
+    )
     archiver.submit(items("ana", 5) + items("ben", 4) + items("ana", 2, start=5))
     assert wait_until(lambda: archiver.failures == 1)  # the batch is back in the queue
     assert archiver.discard_user("ana") == 7
     assert archiver.discard_user("ana") == 0
     assert archiver.pending == 4
+    clock.advance(1)  # the backoff is over
     assert archiver.flush(10)
     assert stored(store, "ana") == 0 and stored(store, "ben") == 4
     archiver.close()
@@ -189,7 +198,7 @@ def test_close_writes_what_is_queued_and_stops_the_thread(store: SQLiteStore) ->
 
 
 def _threads(archiver: Archiver) -> list[threading.Thread]:
-    thread = archiver._thread
+    thread = archiver._runner._thread
     return [thread] if thread is not None else []
 
 
@@ -199,12 +208,12 @@ def test_close_with_a_timeout_returns_while_the_sink_still_fails(store: SQLiteSt
     archiver.submit(items("ana", 3))
     archiver.close(timeout=0.3)  # returns, though nothing could be written
     assert sink.attempts > 0 and archiver.pending == 3  # never dropped, only not written
-    assert wait_until(lambda: not archiver._thread.is_alive(), 3)  # type: ignore[union-attr]
+    assert wait_until(lambda: not archiver._runner.running, 3)
 
 
 def test_an_idle_archiver_starts_no_thread(store: SQLiteStore) -> None:
     archiver = Archiver(CountingSink(store), HashEmbedder(DIM))
-    assert archiver._thread is None and archiver.flush(0.1)
+    assert archiver._runner._thread is None and archiver.flush(0.1)
     archiver.close()
 
 

@@ -397,3 +397,21 @@ def test_durability_names_its_choices() -> None:
         assert load({"memory": {"durability": durability}}).memory.durability == durability
     exc = error({"memory": {"durability": "async"}})
     assert exc.field == "memory.durability" and "'async_commit'" in str(exc)
+
+
+def test_partitions_and_the_read_replica_are_postgresql_settings() -> None:
+    persistent = {
+        "provider": "postgresql",
+        "connection_string": "postgresql://a@h/db",
+        "partitions": 16,
+        "read_connection_string": "postgresql://a@replica/db",
+    }
+    config = load({"memory": {"persistent": persistent}}).memory.persistent
+    assert config.partitions == 16 and config.replica_wait == 1.0
+    assert config.read_connection_string is not None
+    assert "a@replica" not in repr(config)  # a secret, masked
+    for key, value in (("partitions", 4), ("read_connection_string", "postgresql://r/db")):
+        exc = error({"memory": {"persistent": {key: value}}})
+        assert exc.field == f"memory.persistent.{key}" and "provider: postgresql" in str(exc)
+    exc = error({"memory": {"persistent": {**persistent, "partitions": -1}}})
+    assert exc.field == "memory.persistent.partitions"

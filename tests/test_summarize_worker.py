@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 from embedders import wait_until
 from fakeserver import FakeServer
 from tiermem.buffer import BufferMemory
+from tiermem.clock import ManualClock
 from tiermem.errors import InvalidSizeError, InvalidTypeError, SerializationError
 from tiermem.llm import OpenAIModel
 from tiermem.messages import Message
@@ -161,6 +161,20 @@ def test_a_crashing_summarizer_never_loses_messages() -> None:
     assert all(f"m{i}" in (buffer.summary or "") for i in range(6))
 
 
+def test_a_retry_waits_for_the_clock_not_for_real_time() -> None:
+    clock = ManualClock()
+    rec = Recorder(fail=1)
+    applied: list[str] = []
+    policy = SummaryPolicy(batch_size=2, retry_backoff=60)
+    pipeline = SummaryPipeline(rec, lambda _, s: applied.append(s), lambda: None, policy, clock)
+    pipeline([Message("user", "m0"), Message("user", "m1")])
+    assert clock.settle()  # failed once, waiting a minute to retry
+    assert pipeline.stats.failures == 1 and applied == []
+    assert not pipeline.flush(timeout=0.05)  # a minute of the clock has not passed
+    clock.advance(60)
+    assert pipeline.flush(timeout=5) and applied == ["m0|m1"]
+
+
 def test_pending_batches_survive_a_restart() -> None:
     rec = Recorder(fail=1000)
     policy = SummaryPolicy(batch_size=2, retry_backoff=30)
@@ -169,8 +183,9 @@ def test_pending_batches_survive_a_restart() -> None:
         buffer.add_message(
             "user", f"I visited city number {i} in 2020."
         )  # 5 evicted: two batches pending, one message in the partial batch
-    time.sleep(0.1)
     assert buffer.summarization is not None
+    pipeline = buffer.summarization
+    assert wait_until(lambda: pipeline.stats.failures >= 1)  # it waits to retry
     buffer.summarization.close()  # end the retry wait: the process is going down
     saved = json.loads(buffer.to_json())
     assert len(saved["pending_summaries"]["batches"]) == 2

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from embedders import BadOutputEmbedder, FailingEmbedder, HashEmbedder, SlowEmbedder, wait_until
+from tiermem.clock import ManualClock
 from tiermem.errors import (
     ConfigError,
     ContentTooLargeError,
@@ -379,12 +380,17 @@ def test_fifo_evicts_oldest_first_on_add() -> None:
 
 
 def test_cleanup_after_lowering_the_limit_and_on_the_interval() -> None:
+    clock = ManualClock()
     memory = WorkingMemory(
-        embedder=HashEmbedder(DIM), max_memory_mb=1, fifo_interval_min=0.001
-    )  # every 60 ms
+        embedder=HashEmbedder(DIM), max_memory_mb=1, fifo_interval_min=5, clock=clock
+    )
     memory.add_many([f"item number {i}" for i in range(200)], user_id="u")
     assert len(memory) == 200
     memory.max_memory_mb = memory.size_mb / 2
+    assert clock.settle()  # the cleanup waits for its interval
+    clock.advance(299)
+    assert clock.settle() and len(memory) == 200 and memory.stats().cleanups == 0
+    clock.advance(1)  # five minutes have passed
     assert wait_until(lambda: len(memory) <= 100)
     assert memory.size_mb <= memory.max_memory_mb and memory.stats().cleanups >= 1
     assert_consistent(memory)

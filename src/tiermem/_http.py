@@ -16,6 +16,7 @@ import random
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tiermem.errors import (
@@ -145,41 +146,32 @@ class HttpClient:
 
     def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST ``body`` to ``base_url + path``; retry transient failures; return the JSON."""
-        import httpx
-
-        url = self._url(path)
-        client = self._sync_client()
-        attempt = 0
-        while True:
-            try:
-                response = client.post(url, json=body)
-            except httpx.HTTPError as exc:
-                wait = self._plan_retry(url, attempt, exc=exc)
-            else:
-                if response.is_success:
-                    return self._decode(response, url)
-                wait = self._plan_retry(url, attempt, response=response)
-            time.sleep(wait)
+        url, client, attempt = self._url(path), self._sync_client(), 0
+        while isinstance(step := self._settle(url, attempt, _post(client.post, url, body)), float):
+            time.sleep(step)
             attempt += 1
+        return step
 
     async def apost_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """Async twin of :meth:`post_json`."""
-        import httpx
-
-        url = self._url(path)
-        client = self._async_client()
-        attempt = 0
-        while True:
-            try:
-                response = await client.post(url, json=body)
-            except httpx.HTTPError as exc:
-                wait = self._plan_retry(url, attempt, exc=exc)
-            else:
-                if response.is_success:
-                    return self._decode(response, url)
-                wait = self._plan_retry(url, attempt, response=response)
-            await asyncio.sleep(wait)
+        url, client, attempt = self._url(path), self._async_client(), 0
+        while isinstance(
+            step := self._settle(url, attempt, await _apost(client, url, body)), float
+        ):
+            await asyncio.sleep(step)
             attempt += 1
+        return step
+
+    def _settle(
+        self, url: str, attempt: int, outcome: httpx.Response | httpx.HTTPError
+    ) -> dict[str, Any] | float:
+        """The decoded answer of a successful request, else the seconds to wait before
+        the next attempt (raises the typed error when no retry is left)."""
+        if not isinstance(outcome, BaseException):
+            if outcome.is_success:
+                return self._decode(outcome, url)
+            return self._plan_retry(url, attempt, response=outcome)
+        return self._plan_retry(url, attempt, exc=outcome)
 
     # -- helpers -------------------------------------------------------------------
 
@@ -284,3 +276,27 @@ def _retry_after(response: httpx.Response) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(float(when.timestamp()) - time.time(), 0.0)
+
+
+def _post(
+    post: Callable[..., httpx.Response], url: str, body: dict[str, Any]
+) -> httpx.Response | httpx.HTTPError:
+    """The response to one POST, or the transport error that stopped it."""
+    import httpx
+
+    try:
+        return post(url, json=body)
+    except httpx.HTTPError as exc:
+        return exc
+
+
+async def _apost(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any]
+) -> httpx.Response | httpx.HTTPError:
+    """Async twin of :func:`_sent`."""
+    import httpx
+
+    try:
+        return await client.post(url, json=body)
+    except httpx.HTTPError as exc:
+        return exc

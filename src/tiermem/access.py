@@ -3,11 +3,11 @@
 Seed 001's importance counts how often a memory is used. ``Memory.get_context`` searches
 without writing (a write transaction per prompt cost 2 ms at p50 and 5 ms at p95 on
 SQLite) and hands the ids of the memories it actually put in the context to an
-:class:`AccessLog`, which a background thread writes every ``interval`` seconds, one
-transaction for all users. Access counts are statistics, not data: a crash forgets at
-most the last interval's counts, and a store that refuses them keeps them for the next
-round (up to ``max_pending`` distinct memories, then the oldest are dropped with a
-warning).
+:class:`AccessLog`, whose :class:`~tiermem.runner.Runner` writes them ``interval``
+seconds after the first waiting one, one transaction for all users. Access counts are
+statistics, not data: a crash forgets at most the last interval's counts, and a store
+that refuses them keeps them for the next round (up to ``max_pending`` distinct
+memories, then the oldest are dropped with a warning).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from tiermem.runner import Runner
 from tiermem.stores.ops import AccessOp
 from tiermem.stores.validate import check_uuids
 
@@ -49,7 +50,9 @@ class AccessLog:
         self._cond = threading.Condition()
         self._writing = threading.Lock()  # one write at a time; flush() waits for it
         self._closed = False
-        self._thread: threading.Thread | None = None
+        self._runner = Runner(
+            self._round, name="tiermem-access", clock=store.clock, gather=interval
+        )
 
     @property
     def pending(self) -> int:
@@ -71,11 +74,9 @@ class AccessLog:
                 key = (user_id, memory_id)
                 self._pending[key] = self._pending.get(key, 0) + 1
             self._trim()
-            if self._thread is None and self._pending:
-                self._thread = threading.Thread(
-                    target=self._run, name="tiermem-access", daemon=True
-                )
-                self._thread.start()
+            waiting = bool(self._pending)
+        if waiting:
+            self._runner.wake()  # written once the interval's accesses have gathered
 
     def discard_user(self, user_id: str) -> None:
         """Forget the waiting accesses of ``user_id`` (the user is being erased); a write
@@ -109,20 +110,13 @@ class AccessLog:
         """Write what is waiting and stop the thread."""
         with self._cond:
             self._closed = True
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
-            thread.join()
+        self._runner.close(None)
         self.flush()
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                if not self._closed:
-                    self._cond.wait(self.interval)
-                if self._closed:
-                    return
-            self.flush()
+    def _round(self) -> bool:
+        if not self.flush():
+            self._runner.wake()  # refused: the counts kept are tried again in an interval
+        return False
 
     def _trim(self) -> None:
         dropped = 0

@@ -14,11 +14,13 @@ The same bad input raises the same :mod:`tiermem.errors` class on every face.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
+
+from typing_extensions import Unpack
 
 from tiermem.messages import Content, Message
 from tiermem.planner import Context, ContextItem
+from tiermem.stores.ops import Filters
 from tiermem.stores.queue import WorkStats
 from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
 from tiermem.stores.transcript import SessionInfo, TranscriptRow
@@ -133,12 +135,7 @@ class MemoryAPI(Protocol):
         *,
         limit: int = 100,
         offset: int = 0,
-        memory_type: str | Iterable[str] | None = None,
-        session_id: str | None = None,
-        agent_id: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        **filters: Unpack[Filters],
     ) -> list[MemoryRecord]:
         """A page of the user's memories, newest first (``metadata``: top-level keys
         equal to these scalar values)."""
@@ -318,12 +315,7 @@ class AsyncMemoryAPI(Protocol):
         *,
         limit: int = 100,
         offset: int = 0,
-        memory_type: str | Iterable[str] | None = None,
-        session_id: str | None = None,
-        agent_id: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        **filters: Unpack[Filters],
     ) -> list[MemoryRecord]: ...
 
     async def aget_memory(self, memory_id: str, user_id: str) -> MemoryRecord | None: ...

@@ -1,11 +1,11 @@
 """The archiver: an in-process queue for writes that may wait.
 
-:class:`Archiver` queues messages in process and writes them in batches from a background
-thread: to the in-process working memory when retention keeps nothing in the store, and to
-the store's transcript under ``memory`` durability (bulk loads). A failed batch (embedder
-or database error) stays at the head of the queue and is retried with backoff; ``flush()``
-waits until everything submitted is written; ``pending`` and ``failures`` make the state
-visible.
+:class:`Archiver` queues messages in process and writes them in batches from a
+background :class:`~tiermem.runner.Runner`: to the in-process working memory when
+retention keeps nothing in the store, and to the store's transcript under ``memory``
+durability (bulk loads). A failed batch (embedder or database error) stays at the head
+of the queue and is retried with backoff; ``flush()`` waits until everything submitted
+is written; ``pending`` and ``failures`` make the state visible.
 
 Durability: queued messages are in process memory until their batch is written,
 normally within ``flush_interval`` seconds; a crash loses that queue (``pending`` of
@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tiermem.clock import Clock
 from tiermem.errors import ClosedError
 from tiermem.message_vectors import ContextVectors, embed_messages
 from tiermem.messages import Message, transcript_line
+from tiermem.runner import Backoff, Runner
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from tiermem.working import WorkingMemory
 
 log = logging.getLogger(__name__)
+
+MAX_RETRY_WAIT = 30.0
+"""Seconds at most between two tries of a batch that keeps failing."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,9 @@ class Archiver:
         embedder: embeds each batch in one call (None: the sink gets no vectors).
         batch_size: messages per embed call and transaction.
         flush_interval: seconds a partial batch may wait before it is written.
-        retry_backoff: first retry delay after a failure (doubles, up to 30 s).
+        retry_backoff: first retry delay after a failure (doubles, up to
+            :data:`MAX_RETRY_WAIT`).
+        clock: where the waits take their time (a test's manual clock).
     """
 
     def __init__(
@@ -107,6 +113,7 @@ class Archiver:
         batch_size: int = 64,
         flush_interval: float = 0.2,
         retry_backoff: float = 0.5,
+        clock: Clock | None = None,
     ) -> None:
         self.sink = sink
         self.embedder = embedder
@@ -118,10 +125,16 @@ class Archiver:
         self.last_error: BaseException | None = None
         self._queue: deque[ArchivedMessage] = deque()
         self._writing: list[ArchivedMessage] = []  # the batch being written
-        self._flushing = 0  # callers waiting in flush(): partial batches go at once
         self._cond = threading.Condition()
         self._closed = False
-        self._thread: threading.Thread | None = None
+        self._runner = Runner(
+            self._round,
+            name="tiermem-archiver",
+            clock=clock,
+            gather=flush_interval,
+            backoff=Backoff(retry_backoff, MAX_RETRY_WAIT),
+            on_error=self._failed,
+        )
         self.context = ContextVectors()
 
     @property
@@ -136,13 +149,8 @@ class Archiver:
             if self._closed:
                 raise ClosedError("the archiver is closed")
             self._queue.extend(items)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="tiermem-archiver", daemon=True
-                )
-                self._thread.start()
-            if len(self._queue) >= self.batch_size:
-                self._cond.notify_all()
+            full = len(self._queue) >= self.batch_size
+        self._runner.wake(now=full)  # a partial batch waits flush_interval for company
 
     def unwritten(self, user_id: str, session_id: str | None) -> set[str]:
         """Ids of the session's messages not yet written (queued or being written): the
@@ -164,19 +172,7 @@ class Archiver:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every submitted message is written; False on timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            self._flushing += 1
-            self._cond.notify_all()
-            try:
-                while self._queue or self._writing:
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if left is not None and left <= 0:
-                        return False
-                    self._cond.wait(0.05 if left is None else min(left, 0.05))
-            finally:
-                self._flushing -= 1
-        return True
+        return self.pending == 0 or self._runner.flush(timeout)
 
     def close(self, timeout: float | None = 30.0) -> list[ArchivedMessage]:
         """Write what is queued (up to ``timeout``), stop the worker, and return what could
@@ -184,56 +180,33 @@ class Archiver:
         self.flush(timeout)
         with self._cond:
             self._closed = True
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
+        self._runner.close(timeout)
         with self._cond:
             return list(self._queue)
 
-    def _take(self) -> list[ArchivedMessage] | None:
+    def _round(self) -> bool:
+        """Write the oldest batch; a failed one goes back to the head of the queue (the
+        runner retries it after its backoff). Whether more is queued."""
         with self._cond:
-            while not self._queue:
-                if self._closed:
-                    return None
-                self._cond.wait()
-            if len(self._queue) < self.batch_size and not (self._closed or self._flushing):
-                self._cond.wait(self.flush_interval)
             if not self._queue:
-                return [] if not self._closed else None
+                return False
             batch = [self._queue.popleft() for _ in range(min(self.batch_size, len(self._queue)))]
             self._writing = batch
-            return batch
-
-    def _run(self) -> None:
-        delay = self.retry_backoff
-        while True:
-            batch = self._take()
-            if batch is None:
-                return
-            if not batch:
-                continue
-            try:
-                self._write(batch)
-            except Exception as exc:  # keep the batch: it goes back to the head
-                self.failures += 1
-                self.last_error = exc
-                log.warning(
-                    "archiving %d messages failed (%s); retrying in %.1fs", len(batch), exc, delay
-                )
-                with self._cond:
-                    self._queue.extendleft(reversed(batch))
-                    self._writing = []
-                    self._cond.notify_all()
-                    if self._closed:
-                        return
-                    self._cond.wait(delay)
-                delay = min(delay * 2, 30.0)
-                continue
-            delay = self.retry_backoff
+        try:
+            self._write(batch)
+        except Exception:
             with self._cond:
+                self._queue.extendleft(reversed(batch))
                 self._writing = []
-                self._cond.notify_all()
+            raise
+        with self._cond:
+            self._writing = []
+            return bool(self._queue)
+
+    def _failed(self, exc: Exception, wait: float) -> None:
+        self.failures += 1
+        self.last_error = exc
+        log.warning("archiving messages failed (%s); retrying in %.1fs", exc, wait)
 
     def _write(self, batch: list[ArchivedMessage]) -> None:
         if self.embedder is None:

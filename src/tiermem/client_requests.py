@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from typing_extensions import Unpack
+
 from tiermem.errors import InputError, InvalidTypeError
 from tiermem.messages import Content, Message
 from tiermem.planner import Context
+from tiermem.stores.ops import Filters, make_filter
 from tiermem.stores.queue import WorkStats
 from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
 from tiermem.stores.transcript import SessionInfo, TranscriptRow
@@ -201,29 +204,23 @@ def list_memories(
     *,
     limit: int = 100,
     offset: int = 0,
-    memory_type: str | Iterable[str] | None = None,
-    session_id: str | None = None,
-    agent_id: str | None = None,
-    created_after: datetime | None = None,
-    created_before: datetime | None = None,
-    metadata: Mapping[str, Any] | None = None,
+    **filters: Unpack[Filters],
 ) -> Call[builtins.list[MemoryRecord]]:
     """A page of the user's memories, newest first (``metadata`` is sent as JSON)."""
     if isinstance(offset, int) and not isinstance(offset, bool) and offset < 0:
         raise InputError("offset", f"{offset} is negative", "use 0 or more")
+    make_filter(**filters)  # the store's checks, before anything is sent
+    metadata, memory_type = filters.get("metadata"), filters.get("memory_type")
     try:
         wanted = None if metadata is None else json.dumps(metadata, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidTypeError("metadata", f"cannot be sent as JSON: {exc}") from exc
     params = {
+        **filters,
         "user_id": user_id,
         "limit": limit,
         "cursor": str(offset) if offset else None,
         "memory_type": [memory_type] if isinstance(memory_type, str) else memory_type,
-        "session_id": session_id,
-        "agent_id": agent_id,
-        "created_after": created_after,
-        "created_before": created_before,
         "metadata": wanted,
     }
     read = _records("memories")

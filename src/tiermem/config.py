@@ -162,6 +162,24 @@ class PersistentConfig(Section):
     user_isolation: Literal[True] = Field(
         default=True, description="Always true: every query filters on user_id at the data layer."
     )
+    partitions: int = Field(
+        default=0,
+        ge=0,
+        le=1024,
+        description="PostgreSQL: create the tables hash-partitioned by user_id into this many "
+        "(0: not partitioned); fixed when the tables are created.",
+    )
+    read_connection_string: SecretStr | None = Field(
+        default=None,
+        description="PostgreSQL: a streaming replica's URI; reads go there, writes and "
+        "claims to connection_string.",
+    )
+    replica_wait: float = Field(
+        default=1.0,
+        ge=0,
+        description="Seconds a read waits for the replica to replay the newest commit "
+        "before it reads the primary.",
+    )
 
     @field_validator("path")
     @classmethod
@@ -176,12 +194,13 @@ class PersistentConfig(Section):
                 "is required when provider is postgresql",
                 "e.g. connection_string: ${{ secrets.POSTGRES_URI }}",
             )
-        if self.provider == "sqlite" and self.connection_string is not None:
-            raise KeyProblem(
-                "connection_string",
-                "is only used with provider: postgresql",
-                "for sqlite set path, or set provider: postgresql",
-            )
+        for key in ("connection_string", "read_connection_string", "partitions"):
+            if self.provider == "sqlite" and getattr(self, key):
+                raise KeyProblem(
+                    key,
+                    "is only used with provider: postgresql",
+                    "for sqlite set path, or set provider: postgresql",
+                )
         return self
 
 

@@ -8,6 +8,8 @@ against the seeds' plain exceptions keeps working.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class TiermemError(Exception):
     """Base class of every error tiermem raises on purpose."""
@@ -86,6 +88,11 @@ class ConfigError(InputError):
         if also:
             text = "; also ".join(_with_hint(f, p, h) for f, p, h in self.problems)
             Exception.__init__(self, text)
+
+
+class PartitionsMismatchError(ConfigError):
+    """A PostgreSQL store opened with a ``memory.persistent.partitions`` other than the
+    one its tables were created with (partitioned into another count, or not at all)."""
 
 
 class MissingExtraError(ConfigError, ImportError):
@@ -170,3 +177,22 @@ class MissingExtensionError(StoreUnavailableError):
 
 class CacheError(TiermemError):
     """The synopsis or shared cache backend failed."""
+
+
+def refuse_unknown(
+    given: Iterable[str],
+    known: Iterable[str],
+    where: str,
+    what: str,
+    kind: type[InputError] = InvalidTypeError,
+) -> None:
+    """Raise ``kind`` naming the first of ``given`` not in ``known`` (a typo in a name
+    would otherwise be dropped without a word): ``where.name is not <what>``."""
+    names = sorted(known)
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise kind(
+            f"{where}.{unknown[0]}" if where else unknown[0],
+            f"is not {what}",
+            f"use one of {', '.join(names)}",
+        )

@@ -24,7 +24,13 @@ from tiermem.messages import Message
 from tiermem.stores.facts import FactMarkOp
 from tiermem.stores.ops import ScanOp
 from tiermem.stores.records import MemoryRecord
-from tiermem.stores.transcript import WORK_STATES, RestoredRow, SessionsOp, SummaryOp
+from tiermem.stores.transcript import (
+    WORK_STATES,
+    RestoredRow,
+    SessionsOp,
+    SummaryOp,
+    TranscriptRow,
+)
 from tiermem.stores.validate import (
     check_content,
     check_importance,
@@ -61,7 +67,37 @@ def archive_lines(
     include_vectors: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """The archive of ``user_id`` in ``store``, line by line (page by page from the store)."""
-    yield {
+    yield header_line(user_id, model, dimension, include_vectors)
+    counts = dict.fromkeys(KINDS[1:-1], 0)
+    ids: dict[tuple[str | None, int], str] = {}  # (session, seq) -> message id
+    after = 0
+    while True:
+        rows = store.transcript(user_id, after=after, limit=PAGE)
+        for row in rows:
+            ids[(row.session_id, row.seq)] = row.message.message_id
+            counts["message"] += 1
+            yield message_line(row)
+        if len(rows) < PAGE:
+            break
+        after = rows[-1].seq
+    for line in session_lines(store, user_id, ids):
+        counts[line["kind"]] += 1
+        yield line
+    last = None
+    while True:
+        page = store.batch([ScanOp(last, PAGE, user_id)])[0]
+        for record in page:
+            counts["memory"] += 1
+            yield memory_line(record, include_vectors)
+        if len(page) < PAGE:
+            break
+        last = page[-1].id
+    yield {"kind": "end", "counts": counts}
+
+
+def header_line(user_id: str, model: str, dimension: int, include_vectors: bool) -> dict[str, Any]:
+    """The first line of an archive: what it is, whose, and the model of its vectors."""
+    return {
         "kind": "header",
         "format": FORMAT,
         "version": VERSION,
@@ -71,27 +107,27 @@ def archive_lines(
         "vectors": include_vectors,
         "created_at": _time(datetime.now(timezone.utc)),
     }
-    counts = dict.fromkeys(KINDS[1:-1], 0)
-    ids: dict[tuple[str | None, int], str] = {}  # (session, seq) -> message id
-    after = 0
-    while True:
-        rows = store.transcript(user_id, after=after, limit=PAGE)
-        for row in rows:
-            ids[(row.session_id, row.seq)] = row.message.message_id
-            counts["message"] += 1
-            yield {
-                "kind": "message",
-                "session_id": row.session_id,
-                "agent_id": row.agent_id,
-                "previous_id": row.previous_id,
-                "state": row.state,
-                "attempts": row.attempts,
-                "error": row.error,
-                "message": row.message.to_dict(),
-            }
-        if len(rows) < PAGE:
-            break
-        after = rows[-1].seq
+
+
+def message_line(row: TranscriptRow) -> dict[str, Any]:
+    """The archive line of one transcript row."""
+    return {
+        "kind": "message",
+        "session_id": row.session_id,
+        "agent_id": row.agent_id,
+        "previous_id": row.previous_id,
+        "state": row.state,
+        "attempts": row.attempts,
+        "error": row.error,
+        "message": row.message.to_dict(),
+    }
+
+
+def session_lines(
+    store: Any, user_id: str, ids: Mapping[tuple[str | None, int], str]
+) -> Iterator[dict[str, Any]]:
+    """The ``summary`` and ``fact_mark`` lines of the user's sessions; ``ids`` maps each
+    transcript row's (session, seq) to its message id."""
     for session in sorted(store.batch([SessionsOp(user_id)])[0], key=_session_order):
         sid = session.session_id
         summary, mark = store.batch([SummaryOp(user_id, sid), FactMarkOp(user_id, sid)])
@@ -102,18 +138,7 @@ def archive_lines(
             covered = _covered(ids, sid, upto)
             if covered is None or (kind == "summary" and not summary.text):
                 continue
-            counts[kind] += 1
             yield {"kind": kind, "session_id": sid, **extra, "upto_message_id": covered}
-    last = None
-    while True:
-        page = store.batch([ScanOp(last, PAGE, user_id)])[0]
-        for record in page:
-            counts["memory"] += 1
-            yield _memory_line(record, include_vectors)
-        if len(page) < PAGE:
-            break
-        last = page[-1].id
-    yield {"kind": "end", "counts": counts}
 
 
 def _session_order(session: Any) -> str:
@@ -126,7 +151,8 @@ def _covered(ids: Mapping[tuple[str | None, int], str], session: str | None, upt
     return None if best is None else ids[(session, best)]
 
 
-def _memory_line(record: MemoryRecord, include_vectors: bool) -> dict[str, Any]:
+def memory_line(record: MemoryRecord, include_vectors: bool) -> dict[str, Any]:
+    """The archive line of one memory (with its vector when ``include_vectors``)."""
     line = {
         "kind": "memory",
         "id": str(record.id),
@@ -169,16 +195,22 @@ class Restore:
 
     def ops(self, embedder: Any, dimension: int) -> list[Any]:
         """The writes of the restore, for one transaction: the memories (embedded again
-        when the archive has no vectors or another model's) and the transcript."""
+        when the archive has no vectors or another model's) and the transcript.
+
+        ``embedder`` None: the archive's vectors are the store's (a copy between stores);
+        every memory must carry one.
+        """
         from tiermem.stores.ops import ImportOp
         from tiermem.stores.transcript import RestoreOp
         from tiermem.stores.validate import check_vector
 
-        same = (
+        same = embedder is None or (
             self.header["embedding"]["model"] == embedder.model_id
             and self.header["embedding"]["dimension"] == embedder.dimension
         )
         missing = [i for i, v in enumerate(self.vectors) if v is None or not same]
+        if missing and embedder is None:
+            raise InputError(f"memories[{missing[0]}].embedding", "is missing")
         vectors = list(self.vectors)
         for start in range(0, len(missing), 256):
             part = missing[start : start + 256]
@@ -396,4 +428,16 @@ def _stamp(value: Any, name: str) -> datetime:
     return check_timestamp(stamp, name)
 
 
-__all__ = ["FORMAT", "KINDS", "VERSION", "Restore", "archive_lines", "dumps", "read_archive"]
+__all__ = [
+    "FORMAT",
+    "KINDS",
+    "VERSION",
+    "Restore",
+    "archive_lines",
+    "dumps",
+    "header_line",
+    "memory_line",
+    "message_line",
+    "read_archive",
+    "session_lines",
+]

@@ -9,7 +9,9 @@ saves everything with the mark in one transaction (:class:`~tiermem.stores.facts
 SaveFactsOp`). Extraction runs on a small thread pool, never on ``add``; when it fails
 (the LLM is down, rate limited, too slow) the mark stays, the session waits with backoff
 and embedding and other users carry on. A malformed answer falls back to the offline
-extractor for that batch. A periodic sweep finds batches a dead process left.
+extractor for that batch. A periodic sweep (a :class:`~tiermem.runner.Runner` on the
+store's clock) finds batches a dead process left. The extractions themselves are jobs on
+the pool, one per session, not a loop: they run until the session has nothing due.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
@@ -36,7 +39,8 @@ from tiermem.extract import (
     date_label,
 )
 from tiermem.messages import speaker, transcript_line
-from tiermem.stores.facts import FactWrite
+from tiermem.runner import Backoff, Runner, backoff_delay
+from tiermem.stores.facts import FactsDue, FactWrite
 from tiermem.stores.ops import ListOp, MemoryFilter, SearchOp
 from tiermem.stores.records import NewMemory
 from tiermem.text import folded, term_set
@@ -120,9 +124,18 @@ class FactWorker:
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="tiermem-facts")
         self._lock = threading.Lock()
         self._running: dict[tuple[str, str | None], Future[None]] = {}
+        self._leased: Counter[str] = Counter()  # users an extraction of ours holds
         self._closed = threading.Event()
-        self._sweeper = threading.Thread(target=self._sweep_loop, name="tiermem-facts-sweep")
-        self._sweeper.daemon = True
+        self._sweeper = Runner(
+            self._sweep_round,
+            name="tiermem-facts-sweep",
+            clock=store.clock,
+            idle=sweep_interval,
+            backoff=Backoff(sweep_interval, max_backoff),
+            on_error=self._sweep_failed,
+            renew=self._renew,
+            renew_every=lease / 3,
+        )
         self._sweeper.start()
 
     @property
@@ -160,13 +173,13 @@ class FactWorker:
         self.notify(due)
         return len(due)
 
-    def _sweep_loop(self) -> None:
-        while not self._closed.wait(self.sweep_interval):
-            try:
-                self.sweep()
-            except Exception as exc:
-                self.last_error = exc
-                log.warning("looking for due fact extractions failed: %s", exc)
+    def _sweep_round(self) -> bool:
+        self.sweep()
+        return False  # the next look is after the interval
+
+    def _sweep_failed(self, exc: Exception, wait: float) -> None:
+        self.last_error = exc
+        log.warning("looking for due fact extractions failed: %s; again in %.1fs", exc, wait)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Extract every session that is due (in this process's pool) and wait for it;
@@ -188,6 +201,7 @@ class FactWorker:
     def close(self, timeout: float | None = 30.0) -> None:
         """Stop after the extractions under way; what is left stays due in the store."""
         self._closed.set()
+        self._sweeper.close(timeout)
         self.flush(timeout)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -210,22 +224,41 @@ class FactWorker:
         )
         if due is None:
             return None
+        with self._lock:
+            self._leased[user_id] += 1
+        try:
+            saved = self._extract(user_id, session_id, due)
+        finally:
+            with self._lock:
+                self._leased[user_id] -= 1
+                if not self._leased[user_id]:
+                    del self._leased[user_id]
+        if saved is not None:
+            self.stats.batches += 1
+        return None if saved is None else list(saved)
+
+    def _extract(self, user_id: str, session_id: str | None, due: FactsDue) -> list[str] | None:
+        """Extract the leased batch and save it (None: the lease was lost); a failure is
+        recorded with its retry time, then raised."""
         try:
             writes = self._writes(user_id, session_id, due.rows)
         except Exception as exc:
             self.stats.failures += 1
             self.last_error = exc
             mark = self.store.fact_mark(user_id, session_id)
-            retry_in = min(self.retry_backoff * 2**mark.attempts, self.max_backoff)
+            retry_in = backoff_delay(self.retry_backoff, mark.attempts, self.max_backoff)
             reason = f"{type(exc).__name__}: {exc}"
             self.store.facts_fail(self.owner, user_id, session_id, reason, retry_in)
             raise
-        saved = self.store.save_facts(
+        return self.store.save_facts(
             self.owner, user_id, session_id, due.upto, due.rows[-1].seq, writes
         )
-        if saved is not None:
-            self.stats.batches += 1
-        return None if saved is None else list(saved)
+
+    def _renew(self) -> int:
+        """Extend the leases of the users whose extraction is under way here."""
+        with self._lock:
+            users = tuple(self._leased)
+        return self.store.renew(self.owner, self.lease, fact_users=users) if users else 0
 
     def _writes(
         self, user_id: str, session_id: str | None, rows: list[TranscriptRow]

@@ -30,7 +30,7 @@ with needs_extra("server", "tiermem.mcp", "the MCP server"):
     from starlette.types import Receive, Scope, Send
 
 from tiermem._version import __version__
-from tiermem.errors import InputError, TiermemError
+from tiermem.errors import InputError, TiermemError, refuse_unknown
 from tiermem.wire import problem_to_error
 
 if TYPE_CHECKING:
@@ -117,11 +117,12 @@ class TypedServer(MCPServer):
         schema = next((t.input_schema for t in await self.list_tools() if t.name == name), None)
         if schema is None:
             return  # an unknown tool: the SDK names it
-        known = sorted(schema.get("properties", {}))
-        unknown = sorted(set(arguments) - set(known))
-        if unknown:
-            hint = f"its arguments are {', '.join(known)}; the server fixes the user"
-            raise tool_error(InputError(unknown[0], f"is not an argument of {name}", hint))
+        known, what = schema.get("properties", {}), f"an argument of {name}"
+        try:
+            refuse_unknown(arguments, known, "", what, InputError)
+        except InputError as exc:  # the hint also says why no argument names the user
+            hint = f"{exc.hint}; the server fixes the user"
+            raise tool_error(InputError(exc.field, exc.problem, hint)) from None
 
 
 def build_server(resolve: Resolver) -> MCPServer:

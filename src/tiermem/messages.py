@@ -17,7 +17,13 @@ from datetime import datetime, timezone
 from itertools import count
 from typing import Any, Union
 
-from tiermem.errors import InvalidRoleError, InvalidSizeError, InvalidTypeError, SerializationError
+from tiermem.errors import (
+    InvalidRoleError,
+    InvalidSizeError,
+    InvalidTypeError,
+    SerializationError,
+    refuse_unknown,
+)
 
 ROLES = frozenset({"user", "assistant", "system", "tool", "agent_call", "agent_response"})
 """Roles a message may have."""
@@ -48,13 +54,7 @@ EXTRA_FIELDS = frozenset(_FIELDS) - {"role", "content", "metadata"}
 
 def check_fields(fields: Mapping[str, Any], name: str = "message") -> None:
     """Refuse keyword arguments that are not message fields (a typo would be lost)."""
-    unknown = sorted(set(fields) - EXTRA_FIELDS)
-    if unknown:
-        raise InvalidTypeError(
-            f"{name}.{unknown[0]}",
-            "is not a message field",
-            f"use one of {', '.join(sorted(EXTRA_FIELDS))}",
-        )
+    refuse_unknown(fields, EXTRA_FIELDS, name, "a message field")
 
 
 def generate_id() -> str:

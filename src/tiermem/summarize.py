@@ -169,12 +169,10 @@ class MemorySummarizer:
         self, messages: Sequence[MessageLike], previous_summary: str | None = None
     ) -> str:
         """Async twin of :meth:`summarize` (a sync-only model runs in a thread)."""
-        if not messages:
-            return previous_summary or ""
-        prompt = self.prompt(messages, previous_summary)
-        if isinstance(self.model, LLM):
+        if messages and isinstance(self.model, LLM):
+            prompt = self.prompt(messages, previous_summary)
             return (await self.model.acomplete(prompt, **self.options)).text.strip()
-        return str(await asyncio.to_thread(self.model.generate, prompt)).strip()
+        return await asyncio.to_thread(self.summarize, messages, previous_summary)
 
 
 def _check_template(field: str, template: str, names: tuple[str, ...]) -> None:

@@ -4,7 +4,9 @@ A :class:`SummaryPipeline` is an eviction consumer of a buffer. It gathers evict
 messages into batches (seed 001: the oldest ``batch_size`` become one entry of the
 ``summaries`` ring, and the running ``summary`` absorbs them). Batches wait in a
 queue and are summarized in order by a background task on a small shared thread
-pool, so appending to the buffer never waits on an LLM.
+pool, so appending to the buffer never waits on an LLM. A pipeline is a job on that pool
+(one at a time per buffer, ended when its queue is empty), not a loop with its own
+thread, so it is not a :class:`~tiermem.runner.Runner`: many buffers share four threads.
 
 A batch whose summarizer fails (provider error, timeout) stays pending: it is
 visible in :attr:`SummaryPipeline.pending`, counted in :attr:`SummaryPipeline.stats`,
@@ -24,8 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tiermem.clock import SYSTEM_CLOCK, Clock
 from tiermem.errors import InvalidSizeError, InvalidTypeError, SerializationError
 from tiermem.messages import Message, messages_from_dicts
+from tiermem.runner import backoff_delay
 from tiermem.summarize import ExtractiveSummarizer, Summarizer
 
 log = logging.getLogger(__name__)
@@ -128,6 +132,7 @@ class SummaryPipeline:
         apply: called with ``(batch summary, new running summary)`` per batch, in order.
         current: returns the running summary the next batch is merged into.
         policy: batching, mode, retries and fallback (:class:`SummaryPolicy`).
+        clock: where retry waits take their time (a test's manual clock).
     """
 
     def __init__(
@@ -136,6 +141,7 @@ class SummaryPipeline:
         apply: Apply,
         current: Callable[[], str | None],
         policy: SummaryPolicy | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if not isinstance(summarizer, Summarizer):
             raise InvalidTypeError(
@@ -155,6 +161,7 @@ class SummaryPipeline:
         self._idle = threading.Condition(self._lock)
         self._running = False
         self._closed = threading.Event()
+        self.clock = clock or SYSTEM_CLOCK
 
     # -- intake (the eviction consumer) -------------------------------------------------
 
@@ -225,7 +232,9 @@ class SummaryPipeline:
 
     def close(self) -> None:
         """Stop retry waits early (pending batches stay pending, for :meth:`to_dict`)."""
-        self._closed.set()
+        with self._idle:
+            self._closed.set()
+            self._idle.notify_all()
 
     # -- persistence ---------------------------------------------------------------------
 
@@ -302,8 +311,9 @@ class SummaryPipeline:
         )
         if summarizer is self.summarizer and failures >= self.policy.max_failures:
             return  # next attempt uses the fallback at once
-        delay = min(self.policy.retry_backoff * 2.0 ** (failures - 1), self.policy.max_backoff)
-        self._closed.wait(delay)
+        delay = backoff_delay(self.policy.retry_backoff, failures - 1, self.policy.max_backoff)
+        with self._idle:
+            self.clock.wait_for(self._idle, self._closed.is_set, delay)
 
 
 def _read_state(data: Mapping[str, Any]) -> tuple[list[PendingBatch], list[Message]]:

@@ -1,12 +1,13 @@
 """The store worker: finishes, in any process, the work that adding messages leaves.
 
-Adding a message commits it to the transcript, nothing more. A :class:`StoreWorker`
-(one background thread per :class:`~tiermem.Memory`) claims pending rows from the store
-with a lease, embeds them in batches and writes their index rows, vectors included; then
-it folds the messages that have left each session's window into the session's running
-summary. Any process sharing the store shares this work: a row claimed by a process that
-dies is claimed again when its lease expires, and only the holder of a row's lease
-completes it (one index row per line of a user), so nothing is indexed twice.
+Adding a message commits it to the transcript, nothing more. A :class:`StoreWorker` (one
+background :class:`~tiermem.runner.Runner` per :class:`~tiermem.Memory`, on the store's
+clock) claims pending rows from the store with a lease, embeds them in batches and
+writes their index rows, vectors included; then it folds the messages that have left
+each session's window into the session's running summary. Any process sharing the store
+shares this work: a row claimed by a process that dies is claimed again when its lease
+expires, and only the holder of a row's lease completes it (one index row per line of a
+user), so nothing is indexed twice.
 
 A batch whose embedding fails is retried row by row, so one bad row (a text the
 embedder rejects) never holds up another; a row that keeps failing is retried with
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from tiermem.embeddings.cache import content_hash
 from tiermem.errors import AuthenticationError, ProviderUnavailableError, StoreError
 from tiermem.message_vectors import ContextVectors, embed_messages
+from tiermem.runner import Backoff, Runner, backoff_delay
 from tiermem.stores.queue import WorkItem
 from tiermem.stores.records import NewMemory
 from tiermem.stores.validate import check_vector
@@ -67,12 +69,15 @@ class StoreWorker:
         window: messages of a session kept out of its summary (the buffer size).
         summary_batch: messages that must have left the window before a summary is made.
         batch_size: rows claimed and embedded at once.
-        lease: seconds a claim is held before another process may take the rows.
+        lease: seconds a claim is held before another process may take the rows (the
+            background runner renews what a round holds every third of it).
         max_attempts: tries of one row before it is marked failed.
         retry_backoff: seconds before a failed row's first retry (doubles per try).
         delay: seconds a wake-up waits before claiming, so a burst of adds is embedded in
             one batch (fewer, larger transactions beside the adds).
-        idle_interval: seconds between looks at the store when there is nothing to do.
+        idle_interval: seconds between looks at the store when there is nothing to do
+            (and the first wait after a round the store refused; it doubles while the
+            store stays down, up to :data:`MAX_OUTAGE_WAIT`).
         background: run a background thread (False: only :meth:`flush`, :meth:`drain`
             and :meth:`run_once` do work, in the caller's thread; other processes may).
         facts: extracts facts from the sessions whose messages it embedded (if given).
@@ -116,36 +121,34 @@ class StoreWorker:
         """Rows whose embedding failed (each retried alone) since start."""
         self.outages = 0
         """Batches given back because the embedder was down, since start."""
-        self._outage_streak = 0  # batches given back since the embedder last answered
-        self._cond = threading.Condition()
-        self._wanted = False
-        self._closed = False
+        self.clock = store.clock
+        self._outage = Backoff(retry_backoff, MAX_OUTAGE_WAIT)  # while the embedder is down
+        self._lock = threading.Lock()
         self._rounds = 0  # rounds in progress (this thread's and flush callers')
-        self._thread: threading.Thread | None = None
+        self._held_rows: set[tuple[str, int]] = set()  # claimed, not yet completed
+        self._held_summaries: set[tuple[str, str | None]] = set()  # being folded
+        self._runner = Runner(
+            self._background_round,
+            name="tiermem-worker",
+            clock=self.clock,
+            idle=idle_interval,
+            gather=delay,
+            backoff=Backoff(idle_interval, MAX_OUTAGE_WAIT),
+            on_error=self._store_down,
+            renew=self._renew,
+            renew_every=lease / 3,
+        )
 
     # -- control --
 
     def wake(self) -> None:
         """New rows were added: look for work now (starts the thread on first use)."""
-        with self._cond:
-            if self._closed or not self.background:
-                return
-            self._wanted = True
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._loop, name="tiermem-worker", daemon=True
-                )
-                self._thread.start()
-            self._cond.notify_all()
+        if self.background:
+            self._runner.wake()
 
     def close(self, timeout: float | None = 30.0) -> None:
         """Stop the thread after the batch in hand; unclaimed work stays in the store."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
+        self._runner.close(timeout)
         if self.facts is not None:
             self.facts.close(timeout)
 
@@ -164,7 +167,7 @@ class StoreWorker:
                     return self.facts is None or self.facts.flush(left)
                 if deadline is not None and time.monotonic() >= deadline:
                     return False
-                time.sleep(0.02)
+                time.sleep(0.02)  # another process holds the rest: look again
             elif deadline is not None and time.monotonic() >= deadline:
                 return False
 
@@ -177,49 +180,63 @@ class StoreWorker:
                 return False
         return True
 
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                if self._closed:
-                    return
-                self._wanted = False
-            try:
-                done = self.run_once()
-            except Exception as exc:  # the store is down: try again later
-                self.last_error = exc
-                log.warning("store worker: %s; retrying in %.1fs", exc, self.idle_interval)
-                done = 0
-            if done >= self.batch_size:
-                continue
-            with self._cond:
-                if not (self._wanted or self._closed):
-                    self._cond.wait(self.idle_interval)
-                if self._wanted and not self._closed:
-                    self._cond.wait(self.delay)  # let the burst that woke us gather
+    def _background_round(self) -> bool:
+        """The runner's round: one batch; more is waiting if it was full."""
+        return self.run_once() >= self.batch_size
+
+    def _renew(self) -> int:
+        """Extend the leases of the rows and summaries a round is working on."""
+        with self._lock:
+            rows, summaries = tuple(self._held_rows), tuple(self._held_summaries)
+        if not (rows or summaries):
+            return 0
+        return self.store.renew(self.owner, self.lease, rows, summaries)
+
+    def _store_down(self, exc: Exception, wait: float) -> None:
+        self.last_error = exc
+        log.warning("store worker: %s; retrying in %.1fs", exc, wait)
 
     # -- one round --
 
     def run_once(self) -> int:
         """Claim one batch, embed it, index it and fold what left a window into its
         session's summary; the rows handled."""
-        with self._cond:
+        with self._lock:
             self._rounds += 1
         try:
             return self._round()
         finally:
-            with self._cond:
+            with self._lock:
                 self._rounds -= 1
 
     def _round(self) -> int:
         items = self.store.claim(self.owner, self.batch_size, self.lease)
         if not items:
             return 0
+        keys = {(i.user_id, i.seq) for i in items}
+        with self._lock:
+            self._held_rows |= keys
+        try:
+            if not self._index(items):
+                return 0  # the embedder is down: the rows were given back
+        finally:
+            with self._lock:
+                self._held_rows -= keys
+        sessions = {(i.user_id, i.session_id) for i in items}
+        self._summarize(sessions)
+        if self.facts is not None:
+            self.facts.notify(sessions)
+        return len(items)
+
+    def _index(self, items: list[WorkItem]) -> bool:
+        """Embed the claimed rows and complete them (or record why not); False when the
+        embedder is down and they were given back."""
         try:
             vectors = self._embed(items)
         except Exception as exc:
             if embedder_down(exc):
                 self._give_back(items, exc)
-                return 0
+                return False
             log.warning("embedding %d messages failed (%s); retrying each alone", len(items), exc)
             vectors = self._embed_alone(items)
         by_user: dict[str, list[tuple[int, NewMemory]]] = {}
@@ -229,11 +246,7 @@ class StoreWorker:
         for user, rows in by_user.items():
             for start in range(0, len(rows), COMPLETE_ROWS):
                 self.store.complete(self.owner, user, rows[start : start + COMPLETE_ROWS])
-        sessions = {(i.user_id, i.session_id) for i in items}
-        self._summarize(sessions)
-        if self.facts is not None:
-            self.facts.notify(sessions)
-        return len(items)
+        return True
 
     def _embed(self, items: list[WorkItem]) -> list[Any]:
         """The vectors to index ``items`` with. Identical lines are embedded once (hashed
@@ -243,7 +256,7 @@ class StoreWorker:
         slots = [first.setdefault(content_hash(i.line), len(first)) for i in items]
         unique = [items[slots.index(n)] for n in range(len(first))]
         vectors = embed_messages(self.embedder, [i.message for i in unique])
-        self._outage_streak = 0  # it answered
+        self._outage.reset()  # it answered
         for row in vectors:
             check_vector(row, self.store.dimension)
         own = vectors[slots]
@@ -263,7 +276,7 @@ class StoreWorker:
                     return vectors + [None] * (len(items) - position)
                 self.failures += 1
                 self.last_error = exc
-                retry_in = self.retry_backoff * 2 ** (item.attempts - 1)
+                retry_in = backoff_delay(self.retry_backoff, item.attempts - 1)
                 reason = f"{type(exc).__name__}: {exc}"
                 self.store.fail(self.owner, item, reason, retry_in, self.max_attempts)
                 vectors.append(None)
@@ -273,8 +286,7 @@ class StoreWorker:
         """The embedder is down: release ``items`` uncounted, due after the backoff."""
         self.outages += 1
         self.last_error = exc
-        wait = min(self.retry_backoff * 2**self._outage_streak, MAX_OUTAGE_WAIT)
-        self._outage_streak += 1
+        wait = self._outage.next()
         log.warning("the embedder is down (%s); %d messages wait %.1fs", exc, len(items), wait)
         by_user: dict[str, list[int]] = {}
         for item in items:
@@ -322,11 +334,17 @@ class StoreWorker:
                 return None
             time.sleep(0.05)
         summary, rows = due
-        messages = [r.message for r in rows]
-        text = self._fold(messages, summary.text)
-        saved = self.store.save_summary(
-            self.owner, user_id, session_id, text, summary.upto, rows[-1].seq
-        )
+        key = (user_id, session_id)
+        with self._lock:
+            self._held_summaries.add(key)
+        try:
+            text = self._fold([r.message for r in rows], summary.text)
+            saved = self.store.save_summary(
+                self.owner, user_id, session_id, text, summary.upto, rows[-1].seq
+            )
+        finally:
+            with self._lock:
+                self._held_summaries.discard(key)
         return text if saved else None
 
     def _unfolded(self, user_id: str, session_id: str | None) -> bool:

@@ -137,7 +137,7 @@ class WorkerProcess:
             lag = (
                 0.0
                 if queue.oldest_pending is None
-                else max(0.0, time.time() - queue.oldest_pending)
+                else max(0.0, self.store.clock.time() - queue.oldest_pending)
             )
         return {
             "pending_work": None if queue is None else float(queue.pending),

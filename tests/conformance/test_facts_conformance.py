@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from tiermem.clock import ManualClock
 from tiermem.messages import Message
 from tiermem.stores.facts import (
     DueSessionsOp,
@@ -61,6 +62,26 @@ def test_a_user_is_leased_to_one_extraction(
     stale = SaveFactsOp("b", user, "s1", 0, again.rows[-1].seq, ())
     assert store.batch([stale])[0] is None  # the mark moved on since 0
     assert store.get(user, tea).content == "Ana likes tea."
+
+
+def test_a_user_lease_expires_on_the_stores_clock(
+    store: MemoryStore, new_user: Callable[[], str], clock: ManualClock
+) -> None:
+    user = new_user()
+    _messages(store, user, "s1", ["I live in Lisbon.", "I like tea."])
+    due = store.batch([FactsDueOp("a", user, "s1", 1, 50, 120)])[0]
+    assert due is not None
+    clock.advance(119)
+    assert store.batch([FactsDueOp("b", user, "s1", 1, 50, 120)])[0] is None  # a holds it
+    clock.advance(2)  # a died mid-extraction
+    taken = store.batch([FactsDueOp("b", user, "s1", 1, 50, 120)])[0]
+    assert taken is not None and taken.upto == due.upto
+    late = SaveFactsOp("a", user, "s1", 0, due.rows[-1].seq, (FactWrite(_fact("Ana likes tea.")),))
+    assert store.batch([late])[0] is None  # a lost the lease: nothing written
+    assert store.renew("a", 120, fact_users=[user]) == 0  # b's now: a cannot renew it
+    assert store.renew("b", 120, fact_users=[user]) == 1
+    clock.advance(119)
+    assert store.batch([FactsDueOp("c", user, "s1", 1, 50, 120)])[0] is None  # renewed
 
 
 def test_versions_and_merges(store: MemoryStore, new_user: Callable[[], str]) -> None:

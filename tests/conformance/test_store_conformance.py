@@ -528,3 +528,17 @@ def test_concurrent_adds_of_same_content_keep_one(store: MemoryStore, new_user: 
         t.join()
     assert not errors and len(set(results)) == 1
     assert store.count(user) == 1
+
+
+def test_copy_state_is_kept_per_source_and_replaced(store: MemoryStore) -> None:
+    from tiermem.stores.copies import CopyStateOp, SaveCopyStateOp
+
+    source = f"/copies/{uuid.uuid4()}.db"
+    assert store.batch([CopyStateOp(source)]) == [None]
+    state = {"after_user": "ana", "user": "bob", "phase": "messages", "cursor": 12, "rows": 40}
+    store.batch([SaveCopyStateOp(source, state)])
+    assert store.batch([CopyStateOp(source)]) == [state]
+    store.batch([SaveCopyStateOp(source, {**state, "cursor": 30})])
+    assert store.batch([CopyStateOp(source)])[0]["cursor"] == 30
+    first = store.batch([CopyStateOp(None)])[0]  # any copy's, for the "not empty" check
+    assert first is not None and isinstance(first[1], dict)

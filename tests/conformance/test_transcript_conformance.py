@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tiermem.clock import ManualClock
 from tiermem.errors import ContentTooLargeError, InputError, InvalidSizeError, MissingUserError
 from tiermem.messages import Message
 from tiermem.stores.protocol import MemoryStore
@@ -146,14 +146,16 @@ def test_unindexed_until_completed_then_found_by_keyword_and_vector(
 
 
 def test_a_claimed_row_is_not_claimed_twice_until_its_lease_expires(
-    store: MemoryStore, new_user: Users
+    store: MemoryStore, new_user: Users, clock: ManualClock
 ) -> None:
     u = new_user()
     store.append(u, "s", [Message("user", f"row {i}") for i in range(3)])
-    mine = claim_mine(store, "a", u, lease=0.5)
+    mine = claim_mine(store, "a", u, lease=60)
     assert len(mine) == 3
     assert claim_mine(store, "b", u) == []  # leased to a
-    time.sleep(0.6)  # a died: its lease expires
+    clock.advance(59.9)
+    assert claim_mine(store, "b", u) == []  # still a's
+    clock.advance(0.2)  # a died: its lease expires
     taken = claim_mine(store, "b", u)
     assert sorted(i.seq for i in taken) == sorted(i.seq for i in mine)
     assert all(i.attempts == 2 for i in taken)
@@ -200,7 +202,7 @@ def test_a_row_waits_for_its_backoff(store: MemoryStore, new_user: Users) -> Non
 
 
 def test_rows_given_back_for_an_outage_keep_their_attempts(
-    store: MemoryStore, new_user: Users
+    store: MemoryStore, new_user: Users, clock: ManualClock
 ) -> None:
     """ReleaseOp (the embedder is down): only the holder gives rows back, uncounted, due
     after ``retry_in``; they never turn failed however often it happens."""
@@ -216,7 +218,9 @@ def test_rows_given_back_for_an_outage_keep_their_attempts(
     store.batch([ReleaseOp("w", u, tuple(i.seq for i in items), 30.0)])
     assert claim_mine(store, "w", u) == []  # not before 30 s
     assert store.work_stats(u).pending == 2 and store.work_stats(u).failed == 0
-    store.delete_user(u)  # a shared database: no row waiting 30 s for other tests' flush()
+    clock.advance(30.1)
+    assert [i.attempts for i in claim_mine(store, "w", u)] == [1, 1]  # due: the outage is over
+    store.delete_user(u)  # a shared database: no row leased for 30 s to hold up others' flush()
 
 
 def test_a_stopping_worker_finds_what_it_holds_and_the_queue_reports_it(
@@ -228,7 +232,7 @@ def test_a_stopping_worker_finds_what_it_holds_and_the_queue_reports_it(
     store.append(u, "s", [Message("user", f"m{i}") for i in range(3)])
     stats = store.queue_stats()
     assert stats.pending >= 3 and stats.oldest_pending is not None
-    assert stats.oldest_pending <= time.time()
+    assert stats.oldest_pending <= store.clock.time()
     items = claim_mine(store, "stopping", u)
     assert store.held("stopping") == {u: [i.seq for i in items]}
     assert store.held("another") == {}
@@ -256,6 +260,40 @@ def test_summaries_are_made_once_and_cover_a_range(store: MemoryStore, new_user:
     assert store.summary(u, "other").text is None
     everything = store.batch([SummaryDueOp("b", u, "s", 0, 1, 30.0)])[0]
     assert [r.message.text for r in everything[1]] == [f"m{i}" for i in range(4, 12)]
+
+
+def test_a_holder_renews_its_leases_and_nobody_else_can(
+    store: MemoryStore, new_user: Users, clock: ManualClock
+) -> None:
+    u = new_user()
+    store.append(u, "s", [Message("user", f"m{i}") for i in range(6)])
+    mine = claim_mine(store, "a", u, lease=60)
+    rows = [(u, i.seq) for i in mine]
+    assert store.batch([SummaryDueOp("a", u, "s", 2, 1, 60.0)])[0] is not None
+    clock.advance(50)
+    assert store.renew("thief", 60, rows, [(u, "s")]) == 0  # not its leases
+    assert store.renew("a", 60, rows, [(u, "s")]) == 7  # six rows and the summary
+    clock.advance(50)  # past the first lease, within the renewed one
+    assert claim_mine(store, "b", u) == []
+    assert store.batch([SummaryDueOp("b", u, "s", 2, 1, 60.0)])[0] is None
+    assert complete(store, "a", mine, 1) == 6  # a kept its work
+    assert store.renew("a", 60, rows) == 0  # done rows hold no lease
+    clock.advance(11)
+    assert store.batch([SummaryDueOp("b", u, "s", 2, 1, 60.0)])[0] is not None  # a let it go
+
+
+def test_a_summary_lease_expires_on_the_stores_clock(
+    store: MemoryStore, new_user: Users, clock: ManualClock
+) -> None:
+    u = new_user()
+    store.append(u, "s", [Message("user", f"m{i}") for i in range(6)])
+    assert store.batch([SummaryDueOp("a", u, "s", 2, 1, 30.0)])[0] is not None
+    clock.advance(29.9)
+    assert store.batch([SummaryDueOp("b", u, "s", 2, 1, 30.0)])[0] is None  # a holds it
+    clock.advance(0.2)  # a died folding it
+    _, rows = store.batch([SummaryDueOp("b", u, "s", 2, 1, 30.0)])[0]
+    assert store.batch([SaveSummaryOp("a", u, "s", "late", 0, rows[-1].seq)])[0] is False
+    assert store.batch([SaveSummaryOp("b", u, "s", "m0-m3", 0, rows[-1].seq)])[0] is True
 
 
 def test_erasure_takes_transcript_summaries_and_index_together(

@@ -7,30 +7,17 @@ keeps them fast; they are about the adapters, not the model.
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from conformance.conftest import _server_url
+from conformance.conftest import fresh_database
 from embedders import HashEmbedder
 from tiermem.memory import Memory
 from tiermem.stores.postgres import PostgresStore
 
 DIM = 32
-
-
-def fresh_database() -> str:
-    """The URL of a new, empty database on the test PostgreSQL server."""
-    url = os.environ.get("TIERMEM_TEST_PG_URL") or _server_url()
-    name = f"adapters_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return make_conninfo(**{**conninfo_to_dict(url), "dbname": name})
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

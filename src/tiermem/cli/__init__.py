@@ -21,6 +21,7 @@ from tiermem.cli.commands import (
     cmd_chat,
     cmd_config_check,
     cmd_context,
+    cmd_copy,
     cmd_demo,
     cmd_doctor,
     cmd_export,
@@ -128,6 +129,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     migrate.add_argument("--batch-size", type=int, default=256)
 
+    copy = _command(
+        commands, "copy", cmd_copy, "copy a whole store into another, verified", memory=False
+    )
+    copy.add_argument("--from", dest="source", required=True, help="SQLite file or postgresql://")
+    copy.add_argument("--to", dest="destination", required=True, help="SQLite file or URL")
+    copy.add_argument("--dimension", type=int, help="the memories_N table to copy, if several")
+    copy.add_argument("--merge", action="store_true", help="copy into a store of other data")
+    copy.add_argument("--batch-size", type=int, default=500, help="rows per transaction")
+
     serve = _command(
         commands, "serve", cmd_serve, "serve the HTTP API (tiermem[server])", memory=False
     )
@@ -194,6 +204,7 @@ RANGES: dict[str, tuple[float, float | None, str]] = {
     "port": (1, 65535, "9100"),
     "grace": (0.0, None, "10"),
     "idle": (0.01, None, "0.5"),
+    "dimension": (1, None, "384"),
 }
 
 

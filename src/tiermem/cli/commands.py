@@ -356,6 +356,65 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_copy(args: argparse.Namespace) -> int:
+    """``tiermem copy``: every user's data and the keys into another store, verified."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.table import Table
+
+    from tiermem.copying import copy_store
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    bar = Progress(*columns, console=make_console(stderr=True), transient=True)
+    task = bar.add_task("copying", total=None)
+
+    def shown(done: int, total: int, user: str) -> None:
+        if not bar.live.is_started:  # from the first page on: an error before prints alone
+            bar.start()
+        bar.update(task, completed=done, total=total, description=f"copying {user!r}")
+
+    try:
+        report = copy_store(
+            args.source,
+            args.destination,
+            dimension=args.dimension,
+            merge=args.merge,
+            batch_size=args.batch_size,
+            progress=shown,
+        )
+    finally:
+        if bar.live.is_started:
+            bar.stop()
+    table = Table(
+        "user", *COUNTS, "sha256", "check", title=f"{report.source} -> {report.destination}"
+    )
+    bad = {id(u) for u in report.mismatches}
+    for user in report.users:
+        counts = [
+            str(user.source.get(k, 0))
+            if user.source.get(k, 0) == user.destination.get(k, 0)
+            else f"{user.source.get(k, 0)} -> {user.destination.get(k, 0)}"
+            for k in COUNTS
+        ]
+        check = "MISMATCH" if id(user) in bad else "ok" if user.same else "ok (merged)"
+        table.add_row(repr(user.user_id), *counts, user.source_hash[:12], check)
+    console = make_console()
+    console.print(table)
+    sent, added = report.sent, report.added
+    console.print(
+        f"{'resumed' if report.resumed else 'copied'} into memories_{report.dimension}: "
+        f"{added['message']} messages and {added['memory']} memories added "
+        f"({sent['message'] - added['message']} and {sent['memory'] - added['memory']} were "
+        f"there), {sent['summary']} summaries, {sent['fact_mark']} fact marks; "
+        f"keys and tenant users: {report.keys[1]} of {report.keys[0]} rows in the destination; "
+        f"{len(report.users)} users verified, {len(report.mismatches)} mismatched",
+        highlight=False,
+    )
+    return 0 if report.ok else 1
+
+
+COUNTS = ("message", "summary", "fact_mark", "memory")
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from rich.markup import escape
 

@@ -1,9 +1,10 @@
 """``tiermem doctor``: check every part a :class:`~tiermem.Memory` needs, say what to fix.
 
 The checks, in order: the configuration, the embedding model (loaded and run once), the
-token encoding, the long-term store (for PostgreSQL: the driver, the connection and the
-pgvector extension), and the synopsis cache (Redis when configured). A check that cannot
-run because an earlier one failed is skipped. Nothing is written, except that a
+token encoding, the long-term store (for PostgreSQL: the driver, the connection, the
+pgvector extension, and the read replica and its lag when one is configured), and the
+synopsis cache (Redis when configured). A check that cannot run because an earlier one
+failed is skipped. Nothing is written, except that a
 PostgreSQL database where the role may create pgvector gets it, as the store would.
 """
 
@@ -88,7 +89,11 @@ def _tokens(config: Any) -> Check:
 def _store(config: Any, db: str | None, embedder: Any) -> list[Check]:
     persistent = config.memory.persistent
     if persistent.provider == "postgresql" and persistent.enabled:
-        return _postgres(persistent.connection_string.get_secret_value())
+        replica = persistent.read_connection_string
+        return _postgres(
+            persistent.connection_string.get_secret_value(),
+            None if replica is None else replica.get_secret_value(),
+        )
     path = db or (str(persistent.path) if persistent.enabled else ":memory:")
     return [_sqlite(path, embedder)]
 
@@ -116,7 +121,7 @@ def _sqlite(path: str, embedder: Any) -> Check:
     return Check(name, "ok", f"SQLite {file} opens (table memories_{embedder.dimension})")
 
 
-def _postgres(url: str) -> list[Check]:
+def _postgres(url: str, replica: str | None = None) -> list[Check]:
     from tiermem.stores.pgsetup import ensure_vector, import_driver
 
     try:
@@ -143,7 +148,22 @@ def _postgres(url: str) -> list[Check]:
             checks.append(_failed("pgvector", exc, "see docs/postgres.md"))
         else:
             checks.append(Check("pgvector", "ok", f"vector {version}"))
+        if replica is not None:
+            checks.append(_replica(psycopg, conn, replica))
     return checks
+
+
+def _replica(psycopg: Any, primary: Any, url: str) -> Check:
+    """The read replica answers, is a standby, and how far its replay is behind."""
+    from tiermem.stores.replica import lag
+
+    fix = "check memory.persistent.read_connection_string and that the standby runs"
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+            behind, seconds = lag(primary, conn)
+    except (psycopg.Error, ValueError) as exc:
+        return _failed("read replica", exc, fix)
+    return Check("read replica", "ok", f"standby, lag {behind} bytes, {seconds:.1f} s")
 
 
 def _synopsis_cache(config: Any) -> Check:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from typing_extensions import Unpack
 
 from tiermem.access import AccessLog
 from tiermem.archiver import Archiver
@@ -35,7 +36,7 @@ from tiermem.memory.retrieval import Retriever
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Content, Message
 from tiermem.planner import Context, QueryPlanner
-from tiermem.stores.ops import SEARCH_FILTERS, ListOp
+from tiermem.stores.ops import Filters, ListOp
 from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
 from tiermem.stores.transcript import AppendOp, SessionInfo
 from tiermem.stores.validate import (
@@ -389,13 +390,6 @@ class Memory(Operations):
         self._check_query(query, user_id)
         if filters is not None and not isinstance(filters, Mapping):
             raise InvalidTypeError("filters", f"expected a dict, got {type(filters).__name__}")
-        unknown = sorted(set(filters or {}) - SEARCH_FILTERS)
-        if unknown:
-            raise InvalidTypeError(
-                f"filters.{unknown[0]}",
-                "is not a search filter",
-                f"use {', '.join(sorted(SEARCH_FILTERS))}",
-            )
         vector = self._embed(query) if mode != "keyword" and query.strip() else None
         return list(
             self.store.search(user_id, query, vector=vector, mode=mode, limit=k, **(filters or {}))
@@ -444,26 +438,11 @@ class Memory(Operations):
         *,
         limit: int = 100,
         offset: int = 0,
-        memory_type: str | Iterable[str] | None = None,
-        session_id: str | None = None,
-        agent_id: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        **filters: Unpack[Filters],
     ) -> list[MemoryRecord]:
         """A page of the user's long-term memories, newest first, filtered by type (one or
-        several), session, agent, creation time or ``metadata`` (top-level keys equal to
-        these str, int, float, bool or None values)."""
+        several), session, agent, creation time or metadata (:class:`Filters`)."""
         self._tiers.check_open()
-        filters: dict[str, Any] = {
-            "session_id": session_id,
-            "agent_id": agent_id,
-            "created_after": created_after,
-            "created_before": created_before,
-            "metadata": metadata,
-        }
-        if memory_type is not None:
-            filters["memory_type"] = memory_type
         user_id = check_user_id(user_id)
         return list(self.store.list(user_id, limit=limit, offset=offset, **filters))
 

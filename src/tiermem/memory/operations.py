@@ -10,6 +10,7 @@ from tiermem.memory.retention import Retention
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message
 from tiermem.stores.queue import WorkStats
+from tiermem.stores.records import ReplicaStatus
 from tiermem.stores.transcript import TranscriptRow
 from tiermem.stores.validate import check_user_id
 from tiermem.twins import twin
@@ -71,6 +72,12 @@ class Operations:
 
         self._tiers.check_open()
         return int(self._tiers.store.batch([TableSizeOp()])[0])
+
+    def replica_status(self) -> ReplicaStatus | None:
+        """The PostgreSQL read replica as this process sees it (up, lag in bytes and
+        seconds, reads served and routed to the primary); None without one."""
+        self._tiers.check_open()
+        return self._tiers.store.replica_status()  # type: ignore[no-any-return]
 
     def queue_status(self) -> dict[str, Any]:
         """This process's queue of messages not yet in the store (``memory`` durability):

@@ -183,7 +183,8 @@ class Persistent(Retention):
     """Every message in the store's transcript; the worker embeds and summarizes it."""
 
     def _new_archiver(self) -> Archiver:
-        return Archiver(transcript_sink(self.tiers.store), None)  # ``memory`` durability
+        store = self.tiers.store  # ``memory`` durability; the store's clock, as its worker's
+        return Archiver(transcript_sink(store), None, clock=store.clock)
 
     @property
     def commits_messages(self) -> bool:

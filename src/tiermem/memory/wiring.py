@@ -197,12 +197,16 @@ class Tiers:
             from tiermem.stores.postgres import PostgresStore
 
             assert persistent.connection_string is not None  # checked by the config
+            replica = persistent.read_connection_string
             return PostgresStore(
                 persistent.connection_string.get_secret_value(),
                 dimension=self.embedder.dimension,
                 embedder=self.embedder,
                 durability=durability,
                 timeout=persistent.connect_timeout,
+                partitions=persistent.partitions,
+                read_connection_string=None if replica is None else replica.get_secret_value(),
+                replica_wait=persistent.replica_wait,
             )
         from tiermem.stores import SQLiteStore
 

@@ -1,11 +1,11 @@
 """Group commit: concurrent ``POST /v1/messages`` requests share one store transaction.
 
 Each request's messages are validated on their own (:meth:`Memory.stage_messages`), then
-queued. One writer thread takes everything queued, commits it in one transaction and
-answers each request; requests that arrive meanwhile form the next group. Alone, a
-request commits at once; under load one transaction and one thread hop carry many
-requests, where each used to pay its own. A request is answered only after its group
-committed, so an acknowledgement still means durable.
+queued. One writer (a :class:`~tiermem.runner.Runner`) takes everything queued, commits
+it in one transaction and answers each request; requests that arrive meanwhile form the
+next group. Alone, a request commits at once; under load one transaction and one thread
+hop carry many requests, where each used to pay its own. A request is answered only
+after its group committed, so an acknowledgement still means durable.
 
 A group whose transaction fails for a reason other than an unreachable store is committed
 again request by request, so a request that cannot be written fails alone and the others
@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tiermem.errors import StoreUnavailableError
+from tiermem.runner import Runner
 
 MAX_GROUP = 256
 """Requests per transaction at most (a bound on one transaction's size and time)."""
@@ -50,54 +51,52 @@ class GroupCommit:
         self._commit = commit
         self.max_group = max_group
         self._queue: list[_Pending] = []
-        self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
         self._closed = False
+        self._runner = self._new_runner()
         self.groups = 0
         """Transactions tried (a group retried request by request counts once)."""
+
+    def _new_runner(self) -> Runner:
+        return Runner(self._round, name="tiermem-group-commit")
 
     async def write(self, op: Any, written: Written | None = None) -> None:
         """Commit ``op`` (with whatever else is queued); returns once it is committed and
         ``written`` has run, or raises the error that kept it from being written."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         done.add_done_callback(_retrieve)
-        with self._cond:
+        with self._lock:
             if self._closed:
                 raise StoreUnavailableError("the server is shutting down")
             self._queue.append(_Pending(op, written, done))
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="tiermem-group-commit", daemon=True
-                )
-                self._thread.start()
-            self._cond.notify()
+        self._runner.wake(now=True)  # no gathering: what queued meanwhile is the group
         # shielded: a client that goes away does not cancel a write others share
         await asyncio.shield(done)
 
     def close(self, timeout: float | None = 30.0) -> None:
         """Commit what is queued and stop the thread (writes meanwhile are refused; a
         later write starts it again, as an app that is started again needs)."""
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify()
-            thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-        with self._cond:
+            queued = bool(self._queue)
+        if queued:
+            self._runner.flush(timeout)
+        self._runner.close(timeout)  # after the group in hand
+        with self._lock:
             self._closed = False
-            self._thread = None
+            self._runner = self._new_runner()
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._closed:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                group = self._queue[: self.max_group]
-                del self._queue[: len(group)]
-            for pending, error in zip(group, self._write_group(group), strict=True):
-                _answer(pending.done, error)
+    def _round(self) -> bool:
+        """Commit one group (what is queued, up to ``max_group``); whether more is queued."""
+        with self._lock:
+            group = self._queue[: self.max_group]
+            del self._queue[: len(group)]
+        if not group:
+            return False
+        for pending, error in zip(group, self._write_group(group), strict=True):
+            _answer(pending.done, error)
+        with self._lock:
+            return bool(self._queue)
 
     def _write_group(self, group: Sequence[_Pending]) -> list[BaseException | None]:
         """One transaction for the group; if it fails, one per request. Each request's

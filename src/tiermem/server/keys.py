@@ -254,5 +254,37 @@ class KeyStore:
         )
         self._seen.discard((tenant, user_id))
 
+    # -- moving to another database (tiermem copy) ----------------------------------------
+
+    def rows(self) -> dict[str, builtins.list[tuple[Any, ...]]]:
+        """Every row of both tables as stored (hashed secrets included), in key order:
+        what a copy of the store carries to another database."""
+        return {
+            "tiermem_api_keys": self._run(
+                "SELECT id, tenant, secret_sha256, name, created_at, revoked_at"
+                " FROM tiermem_api_keys ORDER BY id"
+            ),
+            "tiermem_tenant_users": self._run(
+                "SELECT tenant, user_id, first_seen FROM tiermem_tenant_users"
+                " ORDER BY tenant, user_id"
+            ),
+        }
+
+    def add_rows(self, rows: dict[str, builtins.list[tuple[Any, ...]]]) -> int:
+        """Insert rows of :meth:`rows` as they are; a key or tenant user already here is
+        kept. How many rows were added."""
+        added = 0
+        for table, marks in (("tiermem_api_keys", 6), ("tiermem_tenant_users", 3)):
+            for row in rows.get(table, []):
+                found = self._run(
+                    f"INSERT INTO {table} VALUES ({', '.join('?' * marks)})"
+                    " ON CONFLICT DO NOTHING RETURNING 1",
+                    row,
+                )
+                added += len(found)
+        if added:
+            self._ever_keys = True
+        return added
+
     def close(self) -> None:
         self._conn.close()

@@ -65,23 +65,22 @@ class MessagesIn(Request):
     )
 
 
-class MemoryIn(Request):
+class MemoryFields(Request):
+    """What ``Memory.remember`` takes besides the user."""
+
+    content: str
+    memory_type: MemoryTypeName = "fact"
+    importance: float = 0.5
+    metadata: dict[str, Any] | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+
+
+class MemoryIn(MemoryFields):
     user_id: str
-    content: str
-    memory_type: MemoryTypeName = "fact"
-    importance: float = 0.5
-    metadata: dict[str, Any] | None = None
-    session_id: str | None = None
-    agent_id: str | None = None
 
 
-class MemoryItem(Request):
-    content: str
-    memory_type: MemoryTypeName = "fact"
-    importance: float = 0.5
-    metadata: dict[str, Any] | None = None
-    session_id: str | None = None
-    agent_id: str | None = None
+class MemoryItem(MemoryFields):
     created_at: Timestamp | None = None
 
 

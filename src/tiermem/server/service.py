@@ -86,9 +86,19 @@ class Service:
             failed: float | None = float(work.failed)
         except TiermemError:
             size = pending = failed = None
-        return {
+        figures = {
             "queued_messages": float(self.memory.pending),
             "pending_work": pending,
             "failed_work": failed,
             "store_memories": size,
         }
+        replica = self.memory.replica_status()
+        if replica is not None:
+            figures.update(
+                replica_up=float(replica.up),
+                replica_lag_bytes=None if replica.lag_bytes is None else float(replica.lag_bytes),
+                replica_lag_seconds=replica.lag_seconds,
+                replica_reads=float(replica.reads),
+                replica_reads_to_primary=float(replica.behind + replica.down),
+            )
+        return figures

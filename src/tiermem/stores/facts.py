@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from tiermem.stores.schema import Migration
+from tiermem.stores.schema import Migration, created
 
 if TYPE_CHECKING:
     from tiermem.stores.records import NewMemory
@@ -151,28 +151,21 @@ def migrations() -> dict[str, list[Migration]]:
         MARKS: [
             Migration(
                 "001_create",
-                lambda t, d: [
-                    f"""CREATE TABLE IF NOT EXISTS {MARKS} (
-                        user_id TEXT NOT NULL,
-                        session_id TEXT NOT NULL,
-                        upto BIGINT NOT NULL DEFAULT 0,
-                        attempts INTEGER NOT NULL DEFAULT 0,
-                        error TEXT,
-                        retry_at DOUBLE PRECISION NOT NULL DEFAULT 0,
-                        updated_at DOUBLE PRECISION NOT NULL,
-                        PRIMARY KEY (user_id, session_id))"""
-                ],
+                created(
+                    "user_id TEXT NOT NULL, session_id TEXT NOT NULL,"
+                    " upto BIGINT NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0,"
+                    " error TEXT, retry_at DOUBLE PRECISION NOT NULL DEFAULT 0,"
+                    " updated_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (user_id, session_id)"
+                ),
             )
         ],
         LEASES: [
             Migration(
                 "001_create",
-                lambda t, d: [
-                    f"""CREATE TABLE IF NOT EXISTS {LEASES} (
-                        user_id TEXT NOT NULL PRIMARY KEY,
-                        lease_owner TEXT,
-                        lease_until DOUBLE PRECISION NOT NULL DEFAULT 0)"""
-                ],
+                created(
+                    "user_id TEXT NOT NULL PRIMARY KEY, lease_owner TEXT,"
+                    " lease_until DOUBLE PRECISION NOT NULL DEFAULT 0"
+                ),
             )
         ],
     }

@@ -8,11 +8,11 @@ the mark in the transaction that writes, so a batch is applied once or not at al
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from tiermem.clock import Clock
 from tiermem.embeddings.cache import content_hash
 from tiermem.stores.facts import (
     LEASES,
@@ -42,6 +42,8 @@ class FactsSQL:
 
     p = "?"
     row_lock = ""
+    clock: Clock
+    """Where lease times come from (:attr:`tiermem.stores.queue.WorkQueue.clock`)."""
 
     # -- what the engine provides (SQLStore declares them) --
 
@@ -73,7 +75,7 @@ class FactsSQL:
 
     def _due_sessions(self, c: Any, op: DueSessionsOp) -> list[tuple[str, str | None]]:
         p = self.p
-        now = time.time()
+        now = self.clock.time()
         rows = c.execute(
             f"SELECT t.user_id, t.session_id FROM {TRANSCRIPT} t"
             f" LEFT JOIN {MARKS} m ON m.user_id = t.user_id AND m.session_id = t.session_id"
@@ -87,7 +89,7 @@ class FactsSQL:
 
     def _facts_due(self, c: Any, op: FactsDueOp) -> FactsDue | None:
         p = self.p
-        now = time.time()
+        now = self.clock.time()
         session = session_key(op.session_id)
         c.execute(
             f"INSERT INTO {LEASES} (user_id) VALUES ({p}) ON CONFLICT (user_id) DO NOTHING",
@@ -149,7 +151,7 @@ class FactsSQL:
         c.execute(
             f"UPDATE {MARKS} SET upto = {p}, attempts = 0, error = NULL, retry_at = 0,"
             f" updated_at = {p} WHERE user_id = {p} AND session_id = {p}",
-            (op.upto, time.time(), op.user_id, session),
+            (op.upto, self.clock.time(), op.user_id, session),
         )
         c.execute(
             f"UPDATE {LEASES} SET lease_owner = NULL, lease_until = 0 WHERE user_id = {p}",
@@ -231,8 +233,8 @@ class FactsSQL:
             f" updated_at = {p} WHERE user_id = {p} AND session_id = {p}",
             (
                 op.error[:2000],
-                time.time() + op.retry_in,
-                time.time(),
+                self.clock.time() + op.retry_in,
+                self.clock.time(),
                 op.user_id,
                 session_key(op.session_id),
             ),

@@ -9,12 +9,17 @@ repeated changes nothing. The source table is never modified.
 
 from __future__ import annotations
 
+import re
+import sqlite3
 import uuid
+from contextlib import closing
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from tiermem.errors import InputError
+from tiermem.errors import InputError, StoreUnavailableError
 from tiermem.stores.ops import ExistingIdsOp, ImportOp, ScanOp, TableSizeOp
+from tiermem.stores.pgsetup import import_driver
 from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.records import MemoryRecord
 from tiermem.stores.validate import check_limit, check_vector
@@ -42,7 +47,7 @@ def open_store(
 ) -> MemoryStore:
     """PostgresStore for ``postgresql://`` / ``postgres://`` URIs, else SQLiteStore on a path
     (``sqlite:///path`` also accepted)."""
-    if connection_string.startswith(("postgresql://", "postgres://")):
+    if is_postgres(connection_string):
         from tiermem.stores.postgres import PostgresStore
 
         return PostgresStore(connection_string, dimension=dimension, embedder=embedder)
@@ -54,6 +59,44 @@ def open_store(
             "connection_string", "is empty", "give a PostgreSQL URI or a SQLite file path"
         )
     return SQLiteStore(path, dimension=dimension, embedder=embedder)
+
+
+def is_postgres(connection_string: str) -> bool:
+    """Whether a connection string names PostgreSQL (else it is a SQLite path)."""
+    return connection_string.startswith(("postgresql://", "postgres://"))
+
+
+def list_tables(connection_string: str) -> set[str] | None:
+    """The tables of a database, read without writing (None: a SQLite file that does not
+    exist yet), so a tool can look at a store before opening it, which would create tables.
+
+    Raises:
+        StoreUnavailableError: the database cannot be read.
+    """
+    if is_postgres(connection_string):
+        psycopg, _ = import_driver()
+        try:
+            with psycopg.connect(connection_string, autocommit=True, connect_timeout=5) as conn:
+                rows = conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = ANY(current_schemas(false))"
+                ).fetchall()
+        except psycopg.Error as exc:
+            raise StoreUnavailableError(f"cannot read PostgreSQL: {exc}") from exc
+        return {r[0] for r in rows}
+    path = Path(connection_string.removeprefix("sqlite:///"))
+    if not path.is_file():
+        return None
+    try:
+        with closing(sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)) as conn:
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    except sqlite3.Error as exc:
+        raise StoreUnavailableError(f"cannot read SQLite file {str(path)!r}: {exc}") from exc
+    return {r[0] for r in rows}
+
+
+def index_dimensions(tables: set[str]) -> list[int]:
+    """The dimensions of the ``memories_{dim}`` tables among ``tables``, ascending."""
+    return sorted(int(m.group(1)) for t in tables if (m := re.fullmatch(r"memories_(\d+)", t)))
 
 
 def migrate_embeddings(

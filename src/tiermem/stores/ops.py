@@ -9,11 +9,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Literal, NamedTuple, TypeAlias, get_args
+from typing import Any, Literal, NamedTuple, TypeAlias, TypedDict, get_args
 
 import numpy as np
+from typing_extensions import Unpack
 
-from tiermem.errors import InputError, InvalidTypeError
+from tiermem.errors import InputError, InvalidTypeError, refuse_unknown
 from tiermem.stores.records import MemoryRecord, NewMemory
 from tiermem.stores.validate import check_aware, check_memory_type, check_text_id
 
@@ -154,21 +155,28 @@ class TableSizeOp(NamedTuple):
     """Admin: how many records the table holds (all users)."""
 
 
-SEARCH_FILTERS = frozenset(
-    {"memory_type", "session_id", "agent_id", "created_after", "created_before", "metadata"}
-)
-"""The keyword filters of search, list and count."""
+class Filters(TypedDict, total=False):
+    """The keyword filters of search, list and count, as every face takes them: a type
+    (or several), a session, an agent, a creation-time window, and ``metadata`` (top-level
+    keys equal to these str, int, float, bool or None values)."""
+
+    memory_type: str | Iterable[str] | None
+    session_id: str | None
+    agent_id: str | None
+    created_after: datetime | None
+    created_before: datetime | None
+    metadata: Mapping[str, Any] | None
 
 
-def make_filter(
-    memory_type: str | Iterable[str] | None = None,
-    session_id: str | None = None,
-    agent_id: str | None = None,
-    created_after: datetime | None = None,
-    created_before: datetime | None = None,
-    metadata: Mapping[str, Any] | None = None,
-) -> MemoryFilter:
+SEARCH_FILTERS = frozenset(Filters.__annotations__)
+"""The names of the keyword filters."""
+
+
+def make_filter(**filters: Unpack[Filters]) -> MemoryFilter:
     """Validate the keyword filters of the derived methods into a :class:`MemoryFilter`."""
+    refuse_unknown(filters, SEARCH_FILTERS, "filters", "a filter")
+    memory_type = filters.get("memory_type")
+    metadata = filters.get("metadata")
     types: tuple[str, ...] | None = None
     if memory_type is not None:
         if not isinstance(memory_type, (str, list, tuple, set, frozenset)):
@@ -191,9 +199,9 @@ def make_filter(
                 raise InputError(f"metadata.{key}", "contains a NUL character")
     return MemoryFilter(
         memory_types=types,
-        session_id=check_text_id(session_id, "session_id"),
-        agent_id=check_text_id(agent_id, "agent_id"),
-        created_after=check_aware(created_after, "created_after"),
-        created_before=check_aware(created_before, "created_before"),
+        session_id=check_text_id(filters.get("session_id"), "session_id"),
+        agent_id=check_text_id(filters.get("agent_id"), "agent_id"),
+        created_after=check_aware(filters.get("created_after"), "created_after"),
+        created_before=check_aware(filters.get("created_before"), "created_before"),
         metadata=dict(metadata) if metadata else None,
     )

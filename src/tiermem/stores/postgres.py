@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import tiermem.stores.copies as copies
 import tiermem.stores.facts as facts
 import tiermem.stores.schema as schema
 import tiermem.stores.transcript as transcript
-from tiermem.errors import StoreError, StoreUnavailableError
+from tiermem.errors import InvalidSizeError, InvalidTypeError, StoreError, StoreUnavailableError
 from tiermem.stores.ops import (
     ListOp,
     MemoryFilter,
@@ -38,8 +39,16 @@ from tiermem.stores.ops import (
     SearchOp,
     UpdateOp,
 )
+from tiermem.stores.partitions import MAX_PARTITIONS, check_layout, partitioned
 from tiermem.stores.pgsetup import ensure_vector, import_driver
-from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
+from tiermem.stores.records import MemoryRecord, ReplicaStatus, SearchResult, StoreStats
+from tiermem.stores.replica import (
+    DEFAULT_RETRY,
+    DEFAULT_WAIT,
+    Replica,
+    primary_lsn,
+    replica_reads,
+)
 from tiermem.stores.sql import SQLStore, writes
 from tiermem.stores.validate import check_durability
 from tiermem.text import keyword_terms
@@ -128,6 +137,8 @@ SHARED = {
     ),
     **facts.migrations(),
 }
+#: Tables of the whole store, not of a user (never partitioned).
+STORE_WIDE = copies.migrations()
 
 
 def _record(row: dict[str, Any]) -> MemoryRecord:
@@ -207,6 +218,15 @@ def _unavailable(exc: BaseException) -> bool:
     return isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout))
 
 
+def check_partitions(partitions: int) -> int:
+    """``partitions`` if it is a partition count (0: not partitioned), else InputError."""
+    if isinstance(partitions, bool) or not isinstance(partitions, int):
+        raise InvalidTypeError("partitions", f"expected an int, got {type(partitions).__name__}")
+    if not 0 <= partitions <= MAX_PARTITIONS:
+        raise InvalidSizeError("partitions", f"is {partitions}", f"use 0 to {MAX_PARTITIONS}")
+    return partitions
+
+
 def _commit_mode(durability: str) -> str:
     """PostgreSQL's ``synchronous_commit`` for a store durability: only ``async_commit``
     acknowledges a write before its WAL is on disk."""
@@ -230,6 +250,14 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
             flushed its WAL: ``synchronous_commit = on``; it survives a crash of this process,
             of the server, and a power loss) or ``"async_commit"`` (``synchronous_commit =
             off``: faster, and a crash of the server may lose the writes of its last moments).
+        partitions: create the tables hash-partitioned by ``user_id`` into this many
+            (0: not partitioned); fixed at creation, a database made with another count is
+            refused with :class:`PartitionsMismatchError` (:mod:`tiermem.stores.partitions`).
+        read_connection_string: a streaming replica of the same database; batches that
+            only read run there, read-your-writes kept (:mod:`tiermem.stores.replica`).
+        replica_wait: seconds a read waits for the replica to catch up before it reads
+            the primary.
+        replica_retry: seconds between attempts to reach a replica that stopped.
     """
 
     p = "%s"
@@ -247,10 +275,15 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         exact_max_rows: int = 10_000,
         ef_search: int = 400,
         durability: str = "committed",
+        partitions: int = 0,
+        read_connection_string: str | None = None,
+        replica_wait: float = DEFAULT_WAIT,
+        replica_retry: float = DEFAULT_RETRY,
     ) -> None:
         super().__init__(dimension, embedder)
         check_durability(durability)
         self.durability = durability
+        self.partitions = check_partitions(partitions)
         psycopg, psycopg_pool = import_driver()
 
         self.exact_max_rows = exact_max_rows
@@ -281,10 +314,21 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
             reconnect_timeout=RECONNECT_WINDOW,
             open=False,
         )
+        self._replica: Replica | None = None
         try:
             self._pool.open(wait=True, timeout=timeout)
             with self._transaction() as conn:
                 self._migrate(conn)
+            if read_connection_string is not None:
+                self._replica = Replica(
+                    read_connection_string,
+                    pool_size=pool_size,
+                    timeout=timeout,
+                    wait=replica_wait,
+                    retry=replica_retry,
+                    configure=_configure,
+                    connect_args=connect_args,
+                )
         except BaseException:
             self._pool.close()
             raise
@@ -292,6 +336,8 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
     # -- plumbing --
 
     def close(self) -> None:
+        if self._replica is not None:
+            self._replica.close()
         self._pool.close()
 
     @contextmanager
@@ -309,15 +355,49 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
 
     def _migrate(self, c: psycopg.Connection[Any]) -> None:
         c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema.MIGRATIONS_TABLE,))
-        schema.migrate(c, {**SHARED, self.table: MIGRATIONS}, self.dimension, "%s")
+        per_user = partitioned({**SHARED, self.table: MIGRATIONS}, self.partitions)
+        check_layout(c, list(per_user), self.partitions)  # before: an old table of another layout
+        schema.migrate(c, {**per_user, **STORE_WIDE}, self.dimension, "%s")
+        check_layout(c, list(per_user), self.partitions)
 
     def batch(self, ops: Iterable[Op]) -> list[Any]:
         ops = list(ops)
+        found = self._on_replica(ops)
+        if found is not None:
+            return found
         with self._transaction() as conn:
             if self.durability != "async_commit" and all(writes(op) != "write" for op in ops):
                 # Reads write only access counts: no need to wait for the WAL flush.
                 conn.execute("SET LOCAL synchronous_commit = off")
             return self._run_all(conn, ops)
+
+    def _on_replica(self, ops: list[Op]) -> list[Any] | None:
+        """The results of a batch that only reads, read on the replica (the accesses a
+        search counts are written on the primary after); None: the primary runs it."""
+        reads = None if self._replica is None else replica_reads(ops)
+        if self._replica is None or reads is None:
+            return None
+        results = self._replica.run(reads, self._run_all, self._primary_position)
+        counted = [i for i, op in enumerate(ops) if reads[i] is not op]
+        if results is None or not counted:
+            return results
+        with self._transaction() as conn:
+            conn.execute("SET LOCAL synchronous_commit = off")
+            for i in counted:
+                hits = results[i]
+                touched = self._touch(conn, [h.record for h in hits])
+                results[i] = [
+                    SearchResult(r, h.score, h.evidence) for r, h in zip(touched, hits, strict=True)
+                ]
+        return results
+
+    def _primary_position(self) -> int:
+        with self._transaction() as conn:
+            return primary_lsn(conn)
+
+    def replica_status(self) -> ReplicaStatus | None:
+        """The read replica's state and lag (None: none configured)."""
+        return None if self._replica is None else self._replica.status(self._pool.connection)
 
     # -- writes --
 

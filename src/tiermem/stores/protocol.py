@@ -42,6 +42,7 @@ from tiermem.stores.records import (
     DEFAULT_IMPORTANCE,
     MemoryRecord,
     NewMemory,
+    ReplicaStatus,
     SearchResult,
     StoreStats,
 )
@@ -119,6 +120,10 @@ class MemoryStore(WorkQueue):
     @abstractmethod
     def close(self) -> None:
         """Release connections and caches; the store is unusable afterwards."""
+
+    def replica_status(self) -> ReplicaStatus | None:
+        """The read replica's state and lag; None for a store without one."""
+        return None
 
     def __enter__(self: _T) -> _T:
         return self

@@ -6,9 +6,12 @@ with a lease (:class:`ClaimOp`), embed them, and complete them (:class:`Complete
 index row, with its vector, in the same transaction) or record the failure
 (:class:`FailOp`), or, when the embedder is down rather than refusing the row, give them
 back uncounted (:class:`ReleaseOp`); a row whose claimant died is claimed again when its
-lease expires. A session's running summary is leased the same way (:class:`SummaryDueOp`,
+lease expires; a worker whose round is slow renews what it holds (:class:`RenewOp`). A
+session's running summary is leased the same way (:class:`SummaryDueOp`,
 :class:`SaveSummaryOp`), and so is a user's fact extraction (the ops of
-:mod:`tiermem.stores.facts`).
+:mod:`tiermem.stores.facts`). Lease times are the store's :attr:`WorkQueue.clock`:
+wall-clock seconds, taken in Python (not from the database) and compared by every process
+with its own clock; a test moves a manual one.
 
 :class:`WorkQueue` derives a typed method for each from the store's ``batch``.
 """
@@ -20,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
+from tiermem.clock import SYSTEM_CLOCK, Clock
 from tiermem.messages import Message
 from tiermem.stores.facts import (
     DueSessionsOp,
@@ -160,6 +164,20 @@ class ReleaseOp(NamedTuple):
     retry_in: float
 
 
+class RenewOp(NamedTuple):
+    """Extend to ``lease`` seconds from now the leases ``owner`` still holds among
+    ``rows`` (claimed transcript rows, as (user, seq)), ``summaries`` (session summaries,
+    as (user, session)) and ``fact_users`` (users' fact extractions): a slow round keeps
+    its work. A lease another process took, or one being written this moment, is left as
+    it is. Result: leases extended."""
+
+    owner: str
+    lease: float
+    rows: tuple[tuple[str, int], ...] = ()
+    summaries: tuple[tuple[str, str | None], ...] = ()
+    fact_users: tuple[str, ...] = ()
+
+
 class RetryOp(NamedTuple):
     """Put a user's failed rows (all, or ``seqs``) back to pending; result: how many."""
 
@@ -221,6 +239,12 @@ class WorkQueue(ABC):
     ``owner`` names the claiming process (a lease is only honoured for its holder).
     """
 
+    clock: Clock = SYSTEM_CLOCK
+    """Where the "now" of leases and retry times comes from: wall-clock seconds, compared
+    by every process sharing the store. A test sets a
+    :class:`~tiermem.clock.ManualClock` (on the store, before its workers are built: they
+    take the store's clock) and expires a lease by advancing it."""
+
     @abstractmethod
     def batch(self, ops: Iterable[Any]) -> list[Any]:
         """Run ``ops`` in one transaction; one result per op, in order."""
@@ -247,6 +271,18 @@ class WorkQueue(ABC):
         seconds; how many were given back."""
         ops = [ReleaseOp(owner, user, tuple(s), retry_in) for user, s in seqs.items()]
         return sum(cast(list[int], self.batch(ops)))
+
+    def renew(
+        self,
+        owner: str,
+        lease: float,
+        rows: Iterable[tuple[str, int]] = (),
+        summaries: Iterable[tuple[str, str | None]] = (),
+        fact_users: Iterable[str] = (),
+    ) -> int:
+        """Extend the leases ``owner`` still holds (:class:`RenewOp`); how many were."""
+        op = RenewOp(owner, lease, tuple(rows), tuple(summaries), tuple(fact_users))
+        return cast(int, self.batch([op])[0])
 
     def retry_failed(self, user_id: str, seqs: Sequence[int] | None = None) -> int:
         """Put the user's failed messages (all, or ``seqs``) back in the queue."""

@@ -221,3 +221,19 @@ def bump_access(record: MemoryRecord, now: datetime) -> MemoryRecord:
     object.__setattr__(bumped, "access_count", record.access_count + 1)
     object.__setattr__(bumped, "accessed_at", now)
     return bumped
+
+
+@dataclass(frozen=True)
+class ReplicaStatus:
+    """The read replica as this process sees it: ``up`` (reads go to it), how far its
+    replay is behind the primary (bytes of WAL; seconds since it replayed the last
+    transaction it has while it is behind, 0 when caught up; None when unknown), and how
+    many read batches it served, and how many went to the primary because it was
+    ``behind`` or ``down``."""
+
+    up: bool
+    lag_bytes: int | None
+    lag_seconds: float | None
+    reads: int
+    behind: int
+    down: int

@@ -25,6 +25,12 @@ class Migration(NamedTuple):
     sql: Callable[[str, int], list[str]]
 
 
+def created(columns: str) -> Callable[[str, int], list[str]]:
+    """A first step that creates its table, if missing, with ``columns`` (the SQL between
+    the parentheses): the same on every engine."""
+    return lambda table, dimension: [f"CREATE TABLE IF NOT EXISTS {table} ({columns})"]
+
+
 def pending(migrations: list[Migration], applied: set[str]) -> list[Migration]:
     """The migrations not yet applied to a table, in order."""
     names = [m.name for m in migrations]

@@ -10,6 +10,8 @@ methods that speak its SQL.
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 import uuid
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
@@ -17,6 +19,7 @@ from datetime import datetime
 from itertools import groupby
 from typing import Any, Generic, Literal, NamedTuple, TypeVar, cast
 
+import tiermem.stores.copies as copies
 import tiermem.stores.facts as facts
 import tiermem.stores.queue as queue
 import tiermem.stores.transcript as tr
@@ -101,6 +104,7 @@ HANDLERS: dict[type, Handler] = {
     queue.CompleteOp: Handler("_complete", "write"),
     queue.FailOp: Handler("_fail", "write"),
     queue.ReleaseOp: Handler("_release", "write"),
+    queue.RenewOp: Handler("_renew", "write"),
     queue.RetryOp: Handler("_retry", "write"),
     queue.WorkStatsOp: Handler("_work_stats", "read"),
     queue.QueueStatsOp: Handler("_queue_stats", "read"),
@@ -114,6 +118,9 @@ HANDLERS: dict[type, Handler] = {
     facts.FactsFailOp: Handler("_facts_fail", "write"),
     facts.FactMarkOp: Handler("_fact_mark", "read"),
     facts.FactVersionsOp: Handler("_fact_versions", "read"),
+    # copies between stores
+    copies.CopyStateOp: Handler("_copy_state", "read"),
+    copies.SaveCopyStateOp: Handler("_save_copy_state", "write"),
 }
 """Every operation a SQL store runs: its method and what it writes."""
 
@@ -207,6 +214,28 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
 
     def _run_table_size(self, c: C, op: TableSizeOp) -> int:
         return self._table_size(c)
+
+    def _copy_state(self, c: C, op: copies.CopyStateOp) -> Any:
+        """The copy's state, or (see :class:`copies.CopyStateOp`) any copy's."""
+        sql = f"SELECT source, state FROM {copies.COPIES}"
+        params: tuple[str, ...] = ()
+        if op.source is not None:
+            sql, params = f"{sql} WHERE source = {self.p}", (op.source,)
+        cursor = c.execute(f"{sql} ORDER BY source LIMIT 1", params)  # type: ignore[attr-defined]
+        rows = cursor.fetchall()
+        if not rows:
+            return None
+        state = json.loads(rows[0]["state"])
+        return state if op.source is not None else (rows[0]["source"], state)
+
+    def _save_copy_state(self, c: C, op: copies.SaveCopyStateOp) -> None:
+        p = self.p
+        c.execute(  # type: ignore[attr-defined]
+            f"INSERT INTO {copies.COPIES} (source, state, updated_at) VALUES ({p}, {p}, {p})"
+            " ON CONFLICT (source) DO UPDATE SET state = excluded.state,"
+            " updated_at = excluded.updated_at",
+            (op.source, json.dumps(dict(op.state), sort_keys=True), time.time()),
+        )
 
     # -- writes, shared --
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+import tiermem.stores.copies as copies
 import tiermem.stores.facts as facts
 import tiermem.stores.schema as schema
 import tiermem.stores.transcript as transcript
@@ -155,6 +156,7 @@ MIGRATIONS = [
 SHARED = {
     **transcript.migrations("seq INTEGER PRIMARY KEY AUTOINCREMENT", ""),
     **facts.migrations(),
+    **copies.migrations(),
 }
 
 

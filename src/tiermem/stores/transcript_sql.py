@@ -8,14 +8,14 @@ other writers); index rows are written by the store's own deduplicating add.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from tiermem.clock import Clock
 from tiermem.embeddings.cache import content_hash
 from tiermem.messages import Message
-from tiermem.stores.facts import MARKS
+from tiermem.stores.facts import LEASES, MARKS
 from tiermem.stores.ops import AddOp
 from tiermem.stores.queue import (
     ClaimOp,
@@ -25,6 +25,7 @@ from tiermem.stores.queue import (
     QueueStats,
     QueueStatsOp,
     ReleaseOp,
+    RenewOp,
     RetryOp,
     SaveSummaryOp,
     SummaryDueOp,
@@ -80,6 +81,8 @@ class TranscriptSQL:
     """How a query names ``user_id`` when the index on the work state should serve it
     (SQLite: ``+user_id``, so its planner does not walk the user's whole session index)."""
     table: str
+    clock: Clock
+    """Where lease times come from (:attr:`tiermem.stores.queue.WorkQueue.clock`)."""
 
     # -- what the engine provides (SQLStore declares them) --
 
@@ -134,7 +137,7 @@ class TranscriptSQL:
     def _append_rows(self, op: AppendOp) -> list[tuple[Any, ...]]:
         """The parameters of :meth:`_append_sql`, one tuple per message of ``op``."""
         session = session_key(op.session_id)
-        added = time.time()
+        added = self.clock.time()
         return [
             (
                 op.user_id,
@@ -221,7 +224,7 @@ class TranscriptSQL:
             f"SELECT state, count(*) AS n, min(added_at) AS oldest,"
             f" sum(CASE WHEN lease_until > {self.p} THEN 1 ELSE 0 END) AS claimed"
             f" FROM {TRANSCRIPT} WHERE state <> 'done' GROUP BY state",
-            (time.time(),),
+            (self.clock.time(),),
         ).fetchall()
         by_state = {r["state"]: r for r in rows}
         pending, failed = by_state.get("pending"), by_state.get("failed")
@@ -238,7 +241,7 @@ class TranscriptSQL:
         for r in c.execute(
             f"SELECT user_id, seq FROM {TRANSCRIPT} WHERE state <> 'done' AND state = 'pending'"
             f" AND lease_owner = {p} AND lease_until > {p} ORDER BY seq",
-            (op.owner, time.time()),
+            (op.owner, self.clock.time()),
         ):
             held.setdefault(r["user_id"], []).append(int(r["seq"]))
         return held
@@ -247,7 +250,7 @@ class TranscriptSQL:
 
     def _claim(self, c: Any, op: ClaimOp) -> list[WorkItem]:
         p = self.p
-        now = time.time()
+        now = self.clock.time()
         rows = c.execute(
             f"SELECT {_ROW} FROM {TRANSCRIPT} WHERE state <> 'done' AND state = 'pending'"
             f" AND lease_until <= {p} ORDER BY seq LIMIT {p}{self.claim_lock}",
@@ -305,7 +308,7 @@ class TranscriptSQL:
             f" state = CASE WHEN attempts >= {p} THEN 'failed' ELSE 'pending' END"
             f" WHERE user_id = {p} AND seq = {p} AND lease_owner = {p} AND state = 'pending'",
             (
-                time.time() + op.retry_in,
+                self.clock.time() + op.retry_in,
                 op.error[:2000],
                 op.max_attempts,
                 op.user_id,
@@ -323,9 +326,45 @@ class TranscriptSQL:
             f"UPDATE {TRANSCRIPT} SET lease_owner = NULL, lease_until = {p},"
             f" attempts = attempts - 1 WHERE user_id = {p} AND lease_owner = {p}"
             f" AND state = 'pending' AND seq IN ({seqs_marks(p, op.seqs)})",
-            (time.time() + op.retry_in, op.user_id, op.owner, *op.seqs),
+            (self.clock.time() + op.retry_in, op.user_id, op.owner, *op.seqs),
         )
         return int(cur.rowcount)
+
+    def _renew(self, c: Any, op: RenewOp) -> int:
+        """Extend the owner's leases. A row locked this moment (being completed, saved or
+        claimed) is skipped: a renewal never waits on a lock, so it cannot deadlock."""
+        p, until = self.p, self.clock.time() + op.lease
+        by_user: dict[str, list[int]] = {}
+        for user, seq in op.rows:
+            by_user.setdefault(user, []).append(seq)
+        keys: list[tuple[str, str, tuple[Any, ...]]] = []
+        for user, seqs in sorted(by_user.items()):
+            held = c.execute(
+                f"SELECT seq FROM {TRANSCRIPT} WHERE user_id = {p} AND lease_owner = {p}"
+                f" AND state = 'pending' AND seq IN ({seqs_marks(p, seqs)}){self.claim_lock}",
+                (user, op.owner, *seqs),
+            ).fetchall()
+            if held:
+                mine = [int(r["seq"]) for r in held]
+                keys.append((TRANSCRIPT, f"seq IN ({seqs_marks(p, mine)})", (user, *mine)))
+        summaries = sorted({(u, session_key(s)) for u, s in op.summaries})
+        keys += [(SUMMARIES, f"session_id = {p}", (u, s)) for u, s in summaries]
+        keys += [(LEASES, "1 = 1", (u,)) for u in sorted(set(op.fact_users))]
+        renewed = 0
+        for table, where, params in keys:
+            mine_only = f" WHERE user_id = {p} AND {where} AND lease_owner = {p}"
+            if (
+                table != TRANSCRIPT
+                and not c.execute(
+                    f"SELECT user_id FROM {table}{mine_only}{self.claim_lock}", (*params, op.owner)
+                ).fetchall()
+            ):
+                continue  # not ours any more, or locked this moment
+            cur = c.execute(
+                f"UPDATE {table} SET lease_until = {p}{mine_only}", (until, *params, op.owner)
+            )
+            renewed += max(int(cur.rowcount), 0)
+        return renewed
 
     def _retry(self, c: Any, op: RetryOp) -> int:
         p = self.p
@@ -361,7 +400,7 @@ class TranscriptSQL:
         """Messages older than the window and newer than the summary, if enough and free."""
         p = self.p
         session = session_key(op.session_id)
-        now = time.time()
+        now = self.clock.time()
         c.execute(
             f"INSERT INTO {SUMMARIES} (user_id, session_id, upto, updated_at)"
             f" VALUES ({p}, {p}, 0, {p})"
@@ -407,7 +446,7 @@ class TranscriptSQL:
             (
                 op.text,
                 op.upto,
-                time.time(),
+                self.clock.time(),
                 op.user_id,
                 session_key(op.session_id),
                 op.owner,
@@ -519,7 +558,7 @@ class TranscriptSQL:
         self._changed(c, op.user_id)
         hashes = {r.entry.line: content_hash(r.entry.line) for r in op.rows if r.entry.line}
         indexed = self._existing_hashes(c, op.user_id, list(set(hashes.values())))
-        added = time.time()
+        added = self.clock.time()
         params = []
         for r in op.rows:
             e = r.entry

@@ -10,7 +10,13 @@ from typing import Annotated, Any
 import anyio
 from fastapi import APIRouter, Query
 
-from tiermem.errors import InputError, InvalidTypeError, NotFoundError, SerializationError
+from tiermem.errors import (
+    InputError,
+    InvalidTypeError,
+    NotFoundError,
+    SerializationError,
+    refuse_unknown,
+)
 from tiermem.messages import Message
 from tiermem.server import models
 from tiermem.server.deps import ERROR_RESPONSES, Caller
@@ -183,11 +189,7 @@ def _message_dict(raw: Mapping[str, Any], index: int) -> dict[str, Any]:
     data = dict(raw)
     if "id" in data and "message_id" not in data:
         data["message_id"] = data.pop("id")
-    unknown = sorted(set(data) - MESSAGE_FIELDS)
-    if unknown:
-        raise SerializationError(
-            f"messages[{index}].{unknown[0]}",
-            "is not a message field",
-            f"known fields are {', '.join(sorted(MESSAGE_FIELDS))}",
-        )
+    refuse_unknown(
+        data, MESSAGE_FIELDS, f"messages[{index}]", "a message field", SerializationError
+    )
     return data

@@ -10,6 +10,7 @@ from tiermem.errors import InputError
 from tiermem.server import models
 from tiermem.server.deps import ERROR_RESPONSES, Caller, PathUser
 from tiermem.server.service import Service
+from tiermem.synopsis import Synopsis
 from tiermem.wire import message_to_json, session_to_json
 
 
@@ -36,9 +37,7 @@ def router(service: Service) -> APIRouter:
     @router.get("/users/{user_id}/synopsis", response_model=models.SynopsisOut, tags=["users"])
     def synopsis(user_id: PathUser, tenant: Caller) -> dict[str, Any]:
         """What is known about the user (Memory.synopsis)."""
-        data: dict[str, Any] = memory.synopsis(tenant.scope(user_id)).to_dict()
-        data["user_id"] = user_id
-        return data
+        return _synopsis_json(memory.synopsis(tenant.scope(user_id)), user_id)
 
     @router.get("/users/{user_id}/sessions", response_model=models.SessionsOut, tags=["users"])
     def sessions(user_id: PathUser, tenant: Caller) -> dict[str, Any]:
@@ -87,9 +86,7 @@ def router(service: Service) -> APIRouter:
     @router.post("/users/{user_id}/synopsis", response_model=models.SynopsisOut, tags=["users"])
     def generate_synopsis(user_id: PathUser, tenant: Caller) -> dict[str, Any]:
         """Regenerate and cache the user's synopsis now (Memory.generate_synopsis)."""
-        data: dict[str, Any] = memory.generate_synopsis(tenant.scope(user_id)).to_dict()
-        data["user_id"] = user_id
-        return data
+        return _synopsis_json(memory.generate_synopsis(tenant.scope(user_id)), user_id)
 
     @router.post("/users/{user_id}/sessions/end", response_model=models.SummaryOut, tags=["users"])
     def end_session(user_id: PathUser, body: models.SessionIn, tenant: Caller) -> dict[str, Any]:
@@ -113,3 +110,8 @@ def router(service: Service) -> APIRouter:
         return {"deleted": memory.forget_messages(tenant.scope(user_id), body.message_ids)}
 
     return router
+
+
+def _synopsis_json(synopsis: Synopsis, user_id: str) -> dict[str, Any]:
+    """A synopsis as the API shows it: under the caller's name for the user."""
+    return {**synopsis.to_dict(), "user_id": user_id}
