@@ -46,6 +46,7 @@ def test_wal_schema_version_and_reopen(tmp_path: Path) -> None:
         ("tiermem_generations", "001_create"),
         ("tiermem_fact_marks", "001_create"),
         ("tiermem_fact_leases", "001_create"),
+        ("tiermem_copies", "001_create"),
         ("memories_8", "001_create"),
         ("memories_8", "002_stemmed_keywords"),
         ("memories_8", "003_keywords_by_user"),
