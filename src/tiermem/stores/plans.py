@@ -28,22 +28,23 @@ Plan: TypeAlias = Generator[Step, Any, R]
 """Yields steps, receives each step's rows (or row count), returns the result."""
 
 
-def run(c: Any, plan: Plan[R]) -> R:
-    """Run ``plan`` on the sync connection ``c`` (inside the caller's transaction)."""
+def run(c: Any, plan: Plan[R], **options: Any) -> R:
+    """Run ``plan`` on the sync connection ``c`` (inside the caller's transaction);
+    ``options`` go to each ``execute`` (PostgreSQL: ``binary=True``)."""
     try:
         step = next(plan)
         while True:
             if callable(step):
                 answer = step(c)
             else:
-                cursor = c.execute(*step)
+                cursor = c.execute(*step, **options)
                 answer = cursor.fetchall() if cursor.description is not None else cursor.rowcount
             step = plan.send(answer)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 
 
-async def arun(c: Any, plan: Plan[R]) -> R:
+async def arun(c: Any, plan: Plan[R], **options: Any) -> R:
     """Run ``plan`` on the async connection ``c`` (inside the caller's transaction)."""
     try:
         step = next(plan)
@@ -51,7 +52,7 @@ async def arun(c: Any, plan: Plan[R]) -> R:
             if callable(step):
                 plan.close()
                 raise TypeError("a sync-only plan step cannot run on an async connection")
-            cursor = await c.execute(*step)
+            cursor = await c.execute(*step, **options)
             if cursor.description is not None:
                 answer = await cursor.fetchall()
             else:

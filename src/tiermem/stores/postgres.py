@@ -22,7 +22,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -192,6 +192,9 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
     """
 
     p = "%s"
+    plan_options: ClassVar[dict[str, Any]] = {"binary": True}
+    """Rows of reads come in binary: a vector is a buffer, not 384 numbers to parse in
+    Python (a third of a context's time in text)."""
     claim_lock = " FOR UPDATE SKIP LOCKED"
     row_lock = " FOR UPDATE"
 
@@ -309,7 +312,7 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         async with self._atransaction() as conn:
             if relaxed_commit(ops, self.durability):
                 await conn.execute(_RELAXED)
-            return [await arun(conn, self.plan(op)) for op in ops]
+            return [await arun(conn, self.plan(op), **self.plan_options) for op in ops]
 
     # -- writes --
 

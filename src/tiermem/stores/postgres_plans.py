@@ -155,25 +155,19 @@ class PostgresPlans:
             yield ("SELECT set_config('hnsw.ef_search', %s, true)", (ef,))
             yield ("SET LOCAL hnsw.iterative_scan = relaxed_order", ())
             sql = (
-                f"SELECT id, embedding <=> %s AS dist FROM {self.table}"
+                f"SELECT {COLUMNS}, embedding <=> %s AS dist FROM {self.table}"
                 f" WHERE {clause} ORDER BY embedding <=> %s LIMIT %s"
             )
             rows = yield (sql, [vec, *params, vec, limit])
         if len(rows) < limit:
             # Exact: OFFSET 0 keeps the planner from answering the ORDER BY with HNSW.
             sql = (
-                f"SELECT id, dist FROM (SELECT id, embedding <=> %s AS dist FROM {self.table}"
+                f"SELECT * FROM (SELECT {COLUMNS}, embedding <=> %s AS dist FROM {self.table}"
                 f" WHERE {clause} OFFSET 0) AS mine ORDER BY dist LIMIT %s"
             )
             rows = yield (sql, [vec, *params, limit])
-        rows.sort(key=lambda r: r["dist"])
-        found = yield from self._by_ids_plan(op.user_id, [r["id"] for r in rows])
-        records = {r.id: r for r in found}
-        return [
-            SearchResult(records[r["id"]], 1.0 - float(r["dist"]))
-            for r in rows
-            if r["id"] in records
-        ]
+        rows.sort(key=lambda r: r["dist"])  # relaxed_order: HNSW's may come a little unsorted
+        return [SearchResult(record(r), 1.0 - float(r["dist"])) for r in rows]
 
     def _keyword_plan(self, op: SearchOp, limit: int) -> Plan[list[SearchResult]]:
         terms = keyword_terms(op.text or "")

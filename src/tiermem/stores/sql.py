@@ -15,7 +15,7 @@ from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from itertools import groupby
-from typing import Any, Generic, Literal, NamedTuple, TypeVar, cast
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, cast
 
 import tiermem.stores.facts as facts
 import tiermem.stores.queue as queue
@@ -93,9 +93,9 @@ HANDLERS: dict[type, Handler] = {
     # the transcript and summaries
     tr.AppendOp: Handler("_append", "write"),
     tr.RecentOp: Handler("_recent_plan", "read", plan=True),
-    tr.TranscriptOp: Handler("_transcript", "read"),
+    tr.TranscriptOp: Handler("_transcript_plan", "read", plan=True),
     tr.SessionsOp: Handler("_sessions_plan", "read", plan=True),
-    tr.UsersOp: Handler("_users", "read"),
+    tr.UsersOp: Handler("_users_plan", "read", plan=True),
     tr.SummaryOp: Handler("_summary_plan", "read", plan=True),
     tr.ForgetMessagesOp: Handler("_forget_messages", "write"),
     tr.UnindexedOp: Handler("_unindexed_plan", "read", plan=True),
@@ -107,7 +107,7 @@ HANDLERS: dict[type, Handler] = {
     queue.FailOp: Handler("_fail", "write"),
     queue.ReleaseOp: Handler("_release", "write"),
     queue.RetryOp: Handler("_retry", "write"),
-    queue.WorkStatsOp: Handler("_work_stats", "read"),
+    queue.WorkStatsOp: Handler("_work_stats_plan", "read", plan=True),
     queue.SummaryDueOp: Handler("_summary_due", "write"),
     queue.SaveSummaryOp: Handler("_save_summary", "write"),
     # facts
@@ -152,6 +152,9 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
     need serializing beyond the transaction.
     """
 
+    plan_options: ClassVar[dict[str, Any]] = {}
+    """What the engine's ``execute`` takes for a plan's statements."""
+
     async def abatch(self, ops: Iterable[Op]) -> list[Any]:
         return await asyncio.to_thread(self.batch, list(ops))
 
@@ -171,7 +174,7 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         """Run one operation inside the current transaction (see :data:`HANDLERS`)."""
         found = handler(op)
         if found.plan:
-            return run(c, self.plan(op))
+            return run(c, self.plan(op), **self.plan_options)
         return getattr(self, found.method)(c, op)
 
     def plan(self, op: Op) -> Plan[Any]:

@@ -165,7 +165,7 @@ class TranscriptSQL:
         )
         return [Message.from_json(r["message"]) for r in reversed(rows)]
 
-    def _transcript(self, c: Any, op: TranscriptOp) -> list[TranscriptRow]:
+    def _transcript_plan(self, op: TranscriptOp) -> Plan[list[TranscriptRow]]:
         p = self.p
         where = [f"user_id = {p}", f"seq > {p}"]
         params: list[object] = [op.user_id, op.after]
@@ -176,7 +176,7 @@ class TranscriptSQL:
             where.append(f"state = {p}")
             params.append(op.state)
         sql = f"SELECT {_ROW} FROM {TRANSCRIPT} WHERE {' AND '.join(where)} ORDER BY seq LIMIT {p}"
-        return [transcript_row(r) for r in c.execute(sql, [*params, op.limit])]
+        return [transcript_row(r) for r in (yield (sql, [*params, op.limit]))]
 
     def _sessions_plan(self, op: SessionsOp) -> Plan[list[SessionInfo]]:
         p = self.p
@@ -196,24 +196,20 @@ class TranscriptSQL:
             for r in rows
         ]
 
-    def _users(self, c: Any, op: UsersOp) -> list[str]:
+    def _users_plan(self, op: UsersOp) -> Plan[list[str]]:
         p = self.p
         sql = (
             f"SELECT user_id FROM (SELECT user_id FROM {TRANSCRIPT} UNION"
             f" SELECT user_id FROM {self.table}) AS everyone"
             f" WHERE user_id > {p} ORDER BY user_id LIMIT {p}"
         )
-        return [r["user_id"] for r in c.execute(sql, (op.after, op.limit))]
+        return [r["user_id"] for r in (yield (sql, (op.after, op.limit)))]
 
-    def _work_stats(self, c: Any, op: WorkStatsOp) -> WorkStats:
+    def _work_stats_plan(self, op: WorkStatsOp) -> Plan[WorkStats]:
         p = self.p
         where, params = ("", []) if op.user_id is None else (f" WHERE user_id = {p}", [op.user_id])
-        counts = {
-            r["state"]: int(r["n"])
-            for r in c.execute(
-                f"SELECT state, count(*) AS n FROM {TRANSCRIPT}{where} GROUP BY state", params
-            )
-        }
+        sql = f"SELECT state, count(*) AS n FROM {TRANSCRIPT}{where} GROUP BY state"
+        counts = {r["state"]: int(r["n"]) for r in (yield (sql, params))}
         return WorkStats(counts.get("pending", 0), counts.get("done", 0), counts.get("failed", 0))
 
     # -- work claims --
