@@ -9,7 +9,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import closing
+from contextlib import closing, suppress
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -170,25 +170,21 @@ class _Proxy:
         except OSError:
             pass
         for s in (source, sink):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            _shut(s)
 
     def stop(self) -> None:
         if self._server is not None:
-            try:  # wakes the thread blocked in accept(): a close alone would not
-                self._server.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            _shut(self._server)  # wakes the thread blocked in accept(): a close would not
             self._server.close()
         for s in self._open:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            _shut(s)
             s.close()
         self._open.clear()
+
+
+def _shut(s: socket.socket) -> None:
+    with suppress(OSError):
+        s.shutdown(socket.SHUT_RDWR)
 
 
 @pytest.fixture
