@@ -114,7 +114,9 @@ class Reading(Operations):
         self._check_query(query, user_id)
         check_text_id(session_id, "session_id")
         found = await self._retriever.agather(query, user_id, session_id)
-        return self._fit(query, user_id, max_tokens, found)
+        # planning is CPU (ranking, token counts): in a thread, as the embedding, so the
+        # loop keeps answering the other requests' statements meanwhile
+        return await asyncio.to_thread(self._fit, query, user_id, max_tokens, found)
 
     def _fit(
         self, query: str, user_id: str, max_tokens: int | None, found: PlannerInputs

@@ -88,8 +88,8 @@ class Retriever:
                 embedded = asyncio.to_thread(self._embed_with_pending, query, read.unindexed)
                 vector, pending = await embedded
                 (vector_hits,) = await store.abatch([self._vector_op(vector, user_id)])
-                inputs.candidates = self._candidates(
-                    query, read, vector, pending, vector_hits, found[-1]
+                inputs.candidates = await asyncio.to_thread(  # CPU, as the embedding
+                    self._candidates, query, read, vector, pending, vector_hits, found[-1]
                 )
             inputs.synopsis = await synopsis
             return inputs

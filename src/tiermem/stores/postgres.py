@@ -152,6 +152,17 @@ def _unavailable(exc: BaseException) -> bool:
     return isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout))
 
 
+def _broken(exc: StoreUnavailableError) -> bool:
+    """Whether the batch failed on a connection that broke (not waiting for one)."""
+    import psycopg
+    import psycopg_pool
+
+    cause = exc.__cause__
+    return isinstance(cause, psycopg.OperationalError) and not isinstance(
+        cause, psycopg_pool.PoolTimeout
+    )
+
+
 def _commit_mode(durability: str) -> str:
     """PostgreSQL's ``synchronous_commit`` for a store durability: only ``async_commit``
     acknowledges a write before its WAL is on disk."""
@@ -309,6 +320,15 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         ops = list(ops)
         if not self.native_async or not all(handler(op).plan for op in ops):
             return await asyncio.to_thread(self.batch, ops)
+        try:
+            return await self._aread(ops)
+        except StoreUnavailableError as exc:
+            if not _broken(exc):
+                raise
+        await self._apools.recheck()  # a restart broke idle connections: replace them
+        return await self._aread(ops)  # reads: running them again is safe
+
+    async def _aread(self, ops: list[Op]) -> list[Any]:
         async with self._atransaction() as conn:
             if relaxed_commit(ops, self.durability):
                 await conn.execute(_RELAXED)

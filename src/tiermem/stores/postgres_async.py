@@ -3,7 +3,8 @@
 An async pool belongs to the loop that opened it, and a store may be awaited from several
 (a server's loop, ``asyncio.run`` in a script, a test's loop each), so each loop gets its
 own pool, sized and configured as the sync one (same timeout, same health check on
-checkout, same ``synchronous_commit`` session default). A pool whose loop is gone is
+checkout's timeout, same ``synchronous_commit`` session default; no test of each
+connection on checkout: see :meth:`AsyncPools.recheck`). A pool whose loop is gone is
 dropped with it.
 """
 
@@ -61,7 +62,6 @@ class AsyncPools:
             kwargs=kwargs,
             configure=_configure,
             timeout=timeout,
-            check=AsyncConnectionPool.check_connection,
             reconnect_timeout=reconnect,
             open=False,
         )
@@ -89,6 +89,15 @@ class AsyncPools:
         pool = await self.pool()
         async with pool.connection() as conn:
             yield conn
+
+    async def recheck(self) -> None:
+        """Test this loop's idle connections, replacing those a restart broke.
+
+        The pool does not test a connection on each checkout (the sync pool does): on
+        the event loop that is one more statement per read batch. A batch that finds its
+        connection broken calls this and runs again (reads are idempotent).
+        """
+        await (await self.pool()).check()
 
     async def aclose(self) -> None:
         """Close this loop's pool (the others stay open)."""
