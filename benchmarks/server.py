@@ -400,7 +400,45 @@ def async_store(
         finally:
             native.close()
             threads.close()
-    return {side: figures(done) for side, done in parts.items()}
+    result: dict[str, Any] = {side: figures(done) for side, done in parts.items()}
+    result["driver"] = driver_rates(baseline)
+    return result
+
+
+def driver_rates(config: str, total: int = 4000) -> dict[str, float]:
+    """psycopg alone: ``SELECT 1`` per second on 8 connections, from 8 threads (sync
+    driver) and from 8 tasks of one event loop (async driver): what a statement costs
+    each way on this machine."""
+    import psycopg
+    import yaml
+
+    url = yaml.safe_load(Path(config).read_text())["memory"]["persistent"]["connection_string"]
+
+    def thread_run(n: int) -> None:
+        with psycopg.connect(url, autocommit=True) as c:
+            for _ in range(n):
+                c.execute("SELECT 1").fetchall()
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(thread_run, [total // 8] * 8))
+    threads = total / (time.perf_counter() - start)
+
+    async def loop_run() -> float:
+        conns = [await psycopg.AsyncConnection.connect(url, autocommit=True) for _ in range(8)]
+
+        async def task(c: Any) -> None:
+            for _ in range(total // 8):
+                await (await c.execute("SELECT 1")).fetchall()
+
+        began = time.perf_counter()
+        await asyncio.gather(*(task(c) for c in conns))
+        elapsed = time.perf_counter() - began
+        for c in conns:
+            await c.close()
+        return total / elapsed
+
+    return {"threads_per_second": threads, "async_per_second": asyncio.run(loop_run())}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -561,11 +599,18 @@ def print_report(report: dict[str, Any]) -> None:
         ratio = sides["native"]["per_second"] / sides["threads"]["per_second"]
         console.print(
             f"  context throughput, 8 clients, {name}: native async / thread hop: "
-            f"{ratio:.2f} (goal >= 1.2)"
+            f"{ratio:.2f} (goal >= 1.2)",
+            soft_wrap=True,
+        )
+        rates = sides["driver"]
+        console.print(
+            f"  psycopg alone, SELECT 1 on 8 connections: {rates['threads_per_second']:.0f}/s"
+            f" from threads, {rates['async_per_second']:.0f}/s on one event loop",
+            soft_wrap=True,
         )
     work = "during the load" if report["background_work"] else "untimed, after each stage"
     console.print(f"load generator: {report['client']}; embedding and summaries: {work}")
-    console.print(f"reproduce: {report['command']}")
+    console.print(f"reproduce: {report['command']}", soft_wrap=True)
 
 
 if __name__ == "__main__":
