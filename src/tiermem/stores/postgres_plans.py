@@ -49,7 +49,7 @@ def record(row: dict[str, Any]) -> MemoryRecord:
         content=row["content"],
         content_hash=row["content_hash"],
         memory_type=row["memory_type"],
-        importance=row["importance"],
+        importance=real(row["importance"]),
         created_at=row["created_at"].astimezone(timezone.utc),
         accessed_at=row["accessed_at"].astimezone(timezone.utc),
         access_count=row["access_count"],
@@ -80,6 +80,12 @@ def where(user_id: str, flt: MemoryFilter) -> tuple[str, list[object]]:
         sql.append("metadata @> %s::jsonb")
         params.append(json.dumps(dict(flt.metadata)))
     return " AND ".join(sql), params
+
+
+def real(value: float) -> float:
+    """A ``real`` column's value as its text form gives it (0.8, not 0.800000011920929):
+    rows come in binary, and a float4 read that way carries the float32's error."""
+    return float(str(np.float32(value)))
 
 
 def count_of(rows: list[dict[str, Any]]) -> int:
@@ -181,4 +187,4 @@ class PostgresPlans:
         )
         query = " | ".join(f"'{t}'" for t in terms)  # \w+ tokens: no quotes or operators
         rows = yield (sql, [query, *params, limit])
-        return [SearchResult(record(r), float(r["rank"])) for r in rows]
+        return [SearchResult(record(r), real(r["rank"])) for r in rows]
