@@ -153,6 +153,11 @@ class PersistentConfig(Section):
         description="PostgreSQL: seconds a call waits for a connection before "
         "StoreUnavailableError (the server's 503 with Retry-After).",
     )
+    native_async: bool = Field(
+        default=True,
+        description="PostgreSQL: async calls (the server's context, search and list routes) "
+        "read on an async connection pool, with no thread; false runs them in threads.",
+    )
     user_isolation: Literal[True] = Field(
         default=True, description="Always true: every query filters on user_id at the data layer."
     )
