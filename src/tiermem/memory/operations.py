@@ -145,6 +145,9 @@ class Operations:
                 "they are in Memory.unarchived: add them again when the store is back"
             )
 
+    ausers = twin(users)
+    asize = twin(size)
+    ahealth = twin(health)
     awork_stats = twin(work_stats)
     afailed = twin(failed)
     aretry_failed = twin(retry_failed)

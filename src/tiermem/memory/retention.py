@@ -20,6 +20,7 @@ from tiermem.buffer import BufferMemory
 from tiermem.errors import ConfigError, StoreUnavailableError
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message
+from tiermem.stores.ops import Op
 from tiermem.stores.transcript import AppendOp, RecentOp, SummaryOp, UnindexedOp
 from tiermem.stores.validate import append_op, message_entry
 
@@ -81,6 +82,10 @@ class Retention(ABC):
     @abstractmethod
     def recent(self, user_id: str, session_id: str | None, limit: int) -> list[Message]:
         """The session's newest ``limit`` messages, oldest first."""
+
+    async def arecent(self, user_id: str, session_id: str | None, limit: int) -> list[Message]:
+        """Async twin of :meth:`recent` (in process: nothing to wait for)."""
+        return self.recent(user_id, session_id, limit)
 
     @abstractmethod
     def history(self, user_id: str, session_id: str | None) -> list[Message]:
@@ -170,9 +175,18 @@ class Retention(ABC):
         """The end of a run (:class:`SingleRun` forgets the conversation)."""
         return None
 
-    def unindexed(self, user_id: str) -> list[Any]:
-        """The user's newest stored messages not indexed yet."""
+    def context_reads(self, user_id: str, session_id: str | None, window: int) -> list[Op]:
+        """The store reads a context makes for the conversation (run in one batch, sync
+        or async, with the retriever's own); :meth:`context_state` shapes their results."""
         return []
+
+    def context_state(
+        self, user_id: str, session_id: str | None, window: int, found: list[Any]
+    ) -> tuple[list[Message], str | None, list[Any]]:
+        """The session's newest ``window`` messages, its running summary and the user's
+        newest stored messages not indexed yet, from the results of :meth:`context_reads`."""
+        recent, summary = self.session_state(user_id, session_id, window)
+        return recent, summary, []
 
     def buffer(self, user_id: str, session_id: str | None) -> BufferMemory | None:
         """The session's buffer, when messages are kept in process."""
@@ -202,14 +216,30 @@ class Persistent(Retention):
     def session_state(
         self, user_id: str, session_id: str | None, window: int
     ) -> tuple[list[Message], str | None]:
-        ops: list[Any] = [SummaryOp(user_id, session_id)]
+        ops: list[Op] = [SummaryOp(user_id, session_id)]
         if window:
             ops.append(RecentOp(user_id, session_id, window))
         found = self.tiers.store.batch(ops)
         return (found[1] if window else []), found[0].text
 
+    def context_reads(self, user_id: str, session_id: str | None, window: int) -> list[Op]:
+        return [
+            SummaryOp(user_id, session_id),
+            RecentOp(user_id, session_id, window),
+            UnindexedOp(user_id, UNINDEXED_LIMIT),
+        ]
+
+    def context_state(
+        self, user_id: str, session_id: str | None, window: int, found: list[Any]
+    ) -> tuple[list[Message], str | None, list[Any]]:
+        summary, recent, unindexed = found
+        return recent, summary.text, list(unindexed)
+
     def recent(self, user_id: str, session_id: str | None, limit: int) -> list[Message]:
         return list(self.tiers.store.recent(user_id, session_id, limit))
+
+    async def arecent(self, user_id: str, session_id: str | None, limit: int) -> list[Message]:
+        return list(await self.tiers.store.arecent(user_id, session_id, limit))
 
     def history(self, user_id: str, session_id: str | None) -> list[Message]:
         self.settle()
@@ -261,9 +291,6 @@ class Persistent(Retention):
 
     def _flush_work(self, timeout: float | None) -> bool:
         return self.tiers.closed or bool(self.tiers.worker.flush(timeout))
-
-    def unindexed(self, user_id: str) -> list[Any]:
-        return list(self.tiers.store.batch([UnindexedOp(user_id, UNINDEXED_LIMIT)])[0])
 
 
 class InProcess(Retention):

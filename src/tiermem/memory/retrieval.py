@@ -10,6 +10,7 @@ these inputs) ranks and fits them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from dataclasses import dataclass, field
@@ -20,7 +21,8 @@ from tiermem.memory.retention import Retention
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message, transcript_line
 from tiermem.planner import Candidate
-from tiermem.stores.ops import SearchOp
+from tiermem.stores.ops import Op, SearchOp
+from tiermem.stores.transcript import GenerationOp
 from tiermem.text import folded, keyword_matches
 
 log = logging.getLogger(__name__)
@@ -47,32 +49,100 @@ class Retriever:
 
     def gather(self, query: str, user_id: str, session_id: str | None) -> PlannerInputs:
         """The recent window, summary, candidates and synopsis for ``query``."""
-        recent, summary = self.retention.session_state(user_id, session_id, self.window)
-        return PlannerInputs(
-            recent=recent,
-            candidates=self._candidates(query, user_id, session_id) if query.strip() else [],
-            summary=summary,
-            synopsis=self._synopsis(user_id),
-        )
+        store = self.tiers.store
+        searching = bool(query.strip())
+        keyword = None
+        if searching:  # meanwhile, in a thread
+            searches = self.tiers.search_pool()
+            keyword = searches.submit(store.batch, [self._keyword_op(query, user_id)])
+        reads = self._reads(user_id, session_id)
+        read = _Read(self, user_id, session_id, reads, store.batch(reads) if reads else [])
+        inputs = read.inputs()
+        if keyword is not None:
+            vector, pending = self._embed_with_pending(query, read.unindexed)
+            (vector_hits,) = store.batch([self._vector_op(vector, user_id)])
+            (keyword_hits,) = keyword.result()
+            inputs.candidates = self._candidates(
+                query, read, vector, pending, vector_hits, keyword_hits
+            )
+        inputs.synopsis = self._synopsis(user_id, read.generation)
+        return inputs
 
-    def _synopsis(self, user_id: str) -> str | None:
+    async def agather(self, query: str, user_id: str, session_id: str | None) -> PlannerInputs:
+        """Async twin of :meth:`gather` for a store that reads natively in async calls
+        (PostgreSQL): the reads and the keyword search in one batch on the store's async
+        connections (there each statement costs the event loop more than a thread's
+        wait, so the keyword search rides with the reads instead of running beside
+        them), the query embedded in a thread (CPU), then the vector search, while the
+        synopsis comes through the cache's async API. Every step but the I/O is
+        :meth:`gather`'s."""
+        store = self.tiers.store
+        reads = self._reads(user_id, session_id)
+        keyword = [self._keyword_op(query, user_id)] if query.strip() else []
+        found = await store.abatch([*reads, *keyword]) if reads or keyword else []
+        read = _Read(self, user_id, session_id, reads, found[: len(reads)])
+        inputs = read.inputs()
+        synopsis = asyncio.ensure_future(self._asynopsis(user_id, read.generation))
+        try:
+            if keyword:
+                embedded = asyncio.to_thread(self._embed_with_pending, query, read.unindexed)
+                vector, pending = await embedded
+                (vector_hits,) = await store.abatch([self._vector_op(vector, user_id)])
+                inputs.candidates = await asyncio.to_thread(  # CPU, as the embedding
+                    self._candidates, query, read, vector, pending, vector_hits, found[-1]
+                )
+            inputs.synopsis = await synopsis
+            return inputs
+        finally:  # a failure: nothing left running, no exception left unread
+            if not synopsis.done():
+                synopsis.cancel()
+                await asyncio.gather(synopsis, return_exceptions=True)
+
+    def _reads(self, user_id: str, session_id: str | None) -> list[Op]:
+        """The store reads of a context besides the searches, in one batch: the
+        conversation's (see :meth:`Retention.context_reads`) and the user's generation
+        (what the synopsis is checked against)."""
+        reads = self.retention.context_reads(user_id, session_id, self.window)
+        if self.tiers.synopses is not None:
+            reads.append(GenerationOp(user_id))
+        return reads
+
+    def _keyword_op(self, query: str, user_id: str) -> SearchOp:
+        return SearchOp(user_id, "keyword", None, query, self.pool, count_access=False)
+
+    def _vector_op(self, vector: Any, user_id: str) -> SearchOp:
+        # after the unindexed rows were read: a row the worker indexes in between is in
+        # the index, or in both (the planner keeps one)
+        return SearchOp(user_id, "vector", vector, None, self.pool, count_access=False)
+
+    def _synopsis(self, user_id: str, generation: int | None) -> str | None:
         """The synopsis for a context (None when synopses are disabled)."""
         synopses = self.tiers.synopses
         if synopses is None:
             return None
-        return str(synopses.get(user_id, generation=self.tiers.generation(user_id)).render())
+        return str(synopses.get(user_id, generation=generation).render())
 
-    def _candidates(self, query: str, user_id: str, session_id: str | None) -> list[Candidate]:
-        store, pool = self.tiers.store, self.pool
-        keyword = SearchOp(user_id, "keyword", None, query, pool, count_access=False)
-        keyword_search = self.tiers.search_pool().submit(store.batch, [keyword])  # meanwhile:
-        # read before the index is searched: a row the worker indexes in between is in
-        # the index, or in both (the planner keeps one)
-        unindexed = self.retention.unindexed(user_id)
-        vector, pending = self._embed_with_pending(query, unindexed)
-        search = SearchOp(user_id, "vector", vector, None, pool, count_access=False)
-        (vector_hits,) = store.batch([search])
-        (keyword_hits,) = keyword_search.result()
+    async def _asynopsis(self, user_id: str, generation: int | None) -> str | None:
+        """Async twin of :meth:`_synopsis` (the cache's async API; a miss is written from
+        the store's async reads)."""
+        synopses = self.tiers.synopses
+        if synopses is None:
+            return None
+        fetch = self.tiers.aprofile_memories
+        return str((await synopses.aget(user_id, fetch, generation=generation)).render())
+
+    def _candidates(
+        self,
+        query: str,
+        read: _Read,
+        vector: Any,
+        pending: dict[int, Any],
+        vector_hits: list[Any],
+        keyword_hits: list[Any],
+    ) -> list[Candidate]:
+        """The searches' hits, the unindexed rows, the working memory's and the session
+        buffer's nearest, as the planner's candidates."""
+        pool, user_id = self.pool, read.user_id
         by_id: dict[Any, Candidate] = {}
         for hit in vector_hits:
             by_id[hit.record.id] = _from_record(hit.record, similarity=hit.score)
@@ -85,6 +155,7 @@ class Retriever:
             similarity = float(embedding @ vector) if embedding is not None else None
             by_id[hit.record.id] = _from_record(hit.record, similarity, keyword=hit.score)
         candidates = list(by_id.values())
+        unindexed = read.unindexed
         if unindexed:
             # a pending row competes with the index's nearest: offered when as near as
             # the farthest vector hit of a full pool, or when it shares query keywords
@@ -101,7 +172,7 @@ class Retriever:
                         key=folded(item.content),
                     )
                 )
-        candidates += self._buffered(vector, user_id, session_id)
+        candidates += self._buffered(vector, user_id, read.session_id)
         return candidates
 
     def _embed_with_pending(self, query: str, rows: list[Any]) -> tuple[Any, dict[int, Any]]:
@@ -145,6 +216,30 @@ class Retriever:
                 )
             )
         return found
+
+
+class _Read:
+    """The results of :meth:`Retriever._reads`, shaped (the same for both gathers)."""
+
+    def __init__(
+        self,
+        retriever: Retriever,
+        user_id: str,
+        session_id: str | None,
+        reads: list[Op],
+        found: list[Any],
+    ) -> None:
+        self.user_id, self.session_id = user_id, session_id
+        generation = bool(reads) and type(reads[-1]) is GenerationOp
+        state = retriever.retention.context_state(
+            user_id, session_id, retriever.window, found[:-1] if generation else found
+        )
+        self.recent, self.summary, self.unindexed = state
+        self.generation = int(found[-1]) if generation else None
+
+    def inputs(self) -> PlannerInputs:
+        """The planner's inputs so far (no candidates nor synopsis yet)."""
+        return PlannerInputs(recent=self.recent, summary=self.summary)
 
 
 def _unindexed_candidates(

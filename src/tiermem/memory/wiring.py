@@ -37,6 +37,8 @@ from tiermem.tokens import TokenCounter, get_token_counter
 log = logging.getLogger(__name__)
 
 PROFILE_TYPES = ("fact", "preference", "context", "summary")
+PROFILE_PAGE: dict[str, Any] = {"limit": 200, "memory_type": list(PROFILE_TYPES)}
+"""The store's list arguments of the memories a synopsis is written from."""
 
 
 class Tiers:
@@ -207,6 +209,7 @@ class Tiers:
                 partitions=persistent.partitions,
                 read_connection_string=None if replica is None else replica.get_secret_value(),
                 replica_wait=persistent.replica_wait,
+                native_async=persistent.native_async,
             )
         from tiermem.stores import SQLiteStore
 
@@ -271,10 +274,17 @@ class Tiers:
     def _profile_memories(self, user_id: str) -> list[Any]:
         """What a synopsis is written from: the user's facts, preferences and context
         (current versions only: a superseded fact is history, not a profile)."""
-        from tiermem.stores.facts import current
+        return _current(self.store.list(user_id, **PROFILE_PAGE))
 
-        found = self.store.list(user_id, limit=200, memory_type=list(PROFILE_TYPES))
-        return [r for r in found if current(r.metadata)]
+    async def aprofile_memories(self, user_id: str) -> list[Any]:
+        """Async twin of :meth:`_profile_memories` (a synopsis made on an event loop)."""
+        return _current(await self.store.alist(user_id, **PROFILE_PAGE))
+
+    @property
+    def native_async(self) -> bool:
+        """Whether the store, once built, reads natively in async calls (PostgreSQL with
+        ``memory.persistent.native_async``): an async context then needs no thread."""
+        return bool(getattr(self._store, "native_async", False))
 
     def _cached_parts(self) -> dict[str, Any]:
         """What :attr:`changes` invalidates: the caches built so far (the synopsis service
@@ -427,3 +437,10 @@ def _check_dimension(store: Any, embedder: Any) -> None:
             f"the store holds {store.dimension}",
             "use an embedder and a store of the same dimension",
         )
+
+
+def _current(records: list[Any]) -> list[Any]:
+    """The current versions among ``records`` (a superseded fact is history)."""
+    from tiermem.stores.facts import current
+
+    return [r for r in records if current(r.metadata)]

@@ -8,8 +8,10 @@ Prometheus metrics, the MCP endpoint and the inspector page.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -44,6 +46,10 @@ class RawUserPaths:
         if raw and scope["path"].startswith("/v1/users/"):
             scope = {**scope, "path": raw.decode("latin-1")}
         await self.app(scope, receive, send)
+
+
+ASYNC_THREADS = 40
+"""Threads of the server loop's default executor (where ``asyncio.to_thread`` runs)."""
 
 
 def create_app(
@@ -87,6 +93,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Memory's async twins that run in a thread (SQLite; writes) get as many threads
+        # as the sync routes (anyio's 40), not asyncio's default (a few per core)
+        threads = ThreadPoolExecutor(ASYNC_THREADS, thread_name_prefix="tiermem-async")
+        asyncio.get_running_loop().set_default_executor(threads)
         try:
             if endpoint is not None:
                 async with endpoint.running():  # the MCP session manager's task group

@@ -16,14 +16,13 @@ would not see the per-transaction ``SET LOCAL`` of the search settings.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
-import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -32,15 +31,14 @@ import tiermem.stores.facts as facts
 import tiermem.stores.schema as schema
 import tiermem.stores.transcript as transcript
 from tiermem.errors import InvalidSizeError, InvalidTypeError, StoreError, StoreUnavailableError
-from tiermem.stores.ops import (
-    ListOp,
-    MemoryFilter,
-    Op,
-    SearchOp,
-    UpdateOp,
-)
+from tiermem.stores.ops import Op, UpdateOp
 from tiermem.stores.partitions import MAX_PARTITIONS, check_layout, partitioned
 from tiermem.stores.pgsetup import ensure_vector, import_driver
+from tiermem.stores.plans import arun, run
+from tiermem.stores.postgres_async import AsyncPools
+from tiermem.stores.postgres_plans import COLUMNS as _COLUMNS
+from tiermem.stores.postgres_plans import HNSW_MAX_DIMENSION, PostgresPlans, count_of
+from tiermem.stores.postgres_plans import record as _record
 from tiermem.stores.records import MemoryRecord, ReplicaStatus, SearchResult, StoreStats
 from tiermem.stores.replica import (
     DEFAULT_RETRY,
@@ -49,27 +47,16 @@ from tiermem.stores.replica import (
     primary_lsn,
     replica_reads,
 )
-from tiermem.stores.sql import SQLStore, writes
+from tiermem.stores.sql import SQLStore, handler, relaxed_commit
 from tiermem.stores.validate import check_durability
-from tiermem.text import keyword_terms
 
 if TYPE_CHECKING:
     import psycopg
 
     from tiermem.embeddings.base import Embedder
 
-_COLUMNS = (
-    "id, user_id, agent_id, session_id, content, content_hash, memory_type, importance,"
-    " created_at, accessed_at, access_count, metadata, embedding"
-)
-#: The HNSW opclass indexes at most 2000 dimensions; wider tables search exactly.
-HNSW_MAX_DIMENSION = 2000
 #: Characters of content indexed for keyword search (a tsvector holds at most 1 MB).
 TSV_MAX_CHARS = 200_000
-_COUNT_TTL = 30.0
-_COUNTS_MAX = 10_000
-"""Users whose row counts a store keeps (the oldest go first): a process serving a
-million users keeps a bounded dict, not one entry per user it ever saw."""
 
 
 def _v1(t: str, dim: int) -> list[str]:
@@ -141,48 +128,6 @@ SHARED = {
 STORE_WIDE = copies.migrations()
 
 
-def _record(row: dict[str, Any]) -> MemoryRecord:
-    return MemoryRecord(
-        id=row["id"],
-        user_id=row["user_id"],
-        agent_id=row["agent_id"],
-        session_id=row["session_id"],
-        content=row["content"],
-        content_hash=row["content_hash"],
-        memory_type=row["memory_type"],
-        importance=row["importance"],
-        created_at=row["created_at"].astimezone(timezone.utc),
-        accessed_at=row["accessed_at"].astimezone(timezone.utc),
-        access_count=row["access_count"],
-        metadata=row["metadata"],
-        embedding=np.asarray(row["embedding"].to_numpy(), dtype=np.float32),
-    )
-
-
-def _where(user_id: str, flt: MemoryFilter) -> tuple[str, list[object]]:
-    """``WHERE`` clause (user first, then the filter) and its parameters."""
-    sql = ["user_id = %s"]
-    params: list[object] = [user_id]
-    if flt.memory_types:
-        sql.append("memory_type = ANY(%s)")
-        params.append(list(flt.memory_types))
-    for column in ("session_id", "agent_id"):
-        value = getattr(flt, column)
-        if value is not None:
-            sql.append(f"{column} = %s")
-            params.append(value)
-    if flt.created_after is not None:
-        sql.append("created_at >= %s")
-        params.append(flt.created_after)
-    if flt.created_before is not None:
-        sql.append("created_at < %s")
-        params.append(flt.created_before)
-    if flt.metadata:
-        sql.append("metadata @> %s::jsonb")
-        params.append(json.dumps(dict(flt.metadata)))
-    return " AND ".join(sql), params
-
-
 def _configure(conn: psycopg.Connection[Any]) -> None:
     """Set up each pooled connection: pgvector types, rows as dicts."""
     from pgvector.psycopg import register_vector
@@ -194,11 +139,11 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
 
 def _scalar(c: psycopg.Connection[Any], sql: str, params: list[object]) -> int:
     """The ``n`` column of a one-row count query."""
-    row = c.execute(sql, params).fetchone()
-    assert row is not None
-    return int(row["n"])
+    return count_of(c.execute(sql, params).fetchall())
 
 
+_RELAXED = "SET LOCAL synchronous_commit = off"
+"""Reads write only access counts: no need to wait for the WAL flush (see relaxed_commit)."""
 DEFAULT_TIMEOUT = 3.0
 """Seconds a call waits for a pooled connection before StoreUnavailableError (503)."""
 RECONNECT_WINDOW = 1.0
@@ -227,13 +172,33 @@ def check_partitions(partitions: int) -> int:
     return partitions
 
 
+def _broken(exc: StoreUnavailableError) -> bool:
+    """Whether the batch failed on a connection that broke (not waiting for one)."""
+    import psycopg
+    import psycopg_pool
+
+    cause = exc.__cause__
+    return isinstance(cause, psycopg.OperationalError) and not isinstance(
+        cause, psycopg_pool.PoolTimeout
+    )
+
+
 def _commit_mode(durability: str) -> str:
     """PostgreSQL's ``synchronous_commit`` for a store durability: only ``async_commit``
     acknowledges a write before its WAL is on disk."""
     return "off" if durability == "async_commit" else "on"
 
 
-class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
+def _store_error(exc: Exception) -> Exception | None:
+    """The StoreError an exception of the driver or pool stands for (None: not theirs)."""
+    if _unavailable(exc):
+        return StoreUnavailableError(f"PostgreSQL unavailable: {exc}")
+    if isinstance(exc, psycopg_error()):
+        return StoreError(f"PostgreSQL operation failed: {exc}")
+    return None
+
+
+class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
     """Long-term memory in PostgreSQL with pgvector.
 
     Args:
@@ -258,9 +223,18 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         replica_wait: seconds a read waits for the replica to catch up before it reads
             the primary.
         replica_retry: seconds between attempts to reach a replica that stopped.
+        native_async: :meth:`abatch` runs reads (every op with a plan: the reads of a
+            context, search, get, list, count, sessions) on an async connection pool of
+            its event loop, as many connections as ``pool_size``; writes go to the sync
+            pool in a thread, and so do reads when a replica is configured (its routing
+            and read-your-writes wait are the sync path's). False: everything in a
+            thread (the baseline of ``benchmarks/server.py``).
     """
 
     p = "%s"
+    plan_options: ClassVar[dict[str, Any]] = {"binary": True}
+    """Rows of reads come in binary: a vector is a buffer, not 384 numbers to parse in
+    Python (a third of a context's time in text)."""
     claim_lock = " FOR UPDATE SKIP LOCKED"
     row_lock = " FOR UPDATE"
 
@@ -279,8 +253,10 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         read_connection_string: str | None = None,
         replica_wait: float = DEFAULT_WAIT,
         replica_retry: float = DEFAULT_RETRY,
+        native_async: bool = True,
     ) -> None:
         super().__init__(dimension, embedder)
+        self.native_async = bool(native_async)
         check_durability(durability)
         self.durability = durability
         self.partitions = check_partitions(partitions)
@@ -315,6 +291,9 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
             open=False,
         )
         self._replica: Replica | None = None
+        self._apools = AsyncPools(
+            connection_string, pool_size, pool_args, timeout, RECONNECT_WINDOW
+        )
         try:
             self._pool.open(wait=True, timeout=timeout)
             with self._transaction() as conn:
@@ -338,7 +317,13 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
     def close(self) -> None:
         if self._replica is not None:
             self._replica.close()
+        self._apools.close()
         self._pool.close()
+
+    async def aclose(self) -> None:
+        """Close this event loop's async pool, then the store (see :meth:`close`)."""
+        await self._apools.aclose()
+        await asyncio.to_thread(self.close)
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
@@ -347,10 +332,21 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
             with self._pool.connection() as conn, conn.transaction():
                 yield conn
         except Exception as exc:
-            if _unavailable(exc):
-                raise StoreUnavailableError(f"PostgreSQL unavailable: {exc}") from exc
-            if isinstance(exc, psycopg_error()):
-                raise StoreError(f"PostgreSQL operation failed: {exc}") from exc
+            error = _store_error(exc)
+            if error is not None:
+                raise error from exc
+            raise
+
+    @asynccontextmanager
+    async def _atransaction(self) -> AsyncIterator[Any]:
+        """:meth:`_transaction` on this event loop's async pool."""
+        try:
+            async with self._apools.connection() as conn, conn.transaction():
+                yield conn
+        except Exception as exc:
+            error = _store_error(exc)
+            if error is not None:
+                raise error from exc
             raise
 
     def _migrate(self, c: psycopg.Connection[Any]) -> None:
@@ -366,9 +362,8 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
         if found is not None:
             return found
         with self._transaction() as conn:
-            if self.durability != "async_commit" and all(writes(op) != "write" for op in ops):
-                # Reads write only access counts: no need to wait for the WAL flush.
-                conn.execute("SET LOCAL synchronous_commit = off")
+            if relaxed_commit(ops, self.durability):
+                conn.execute(_RELAXED)
             return self._run_all(conn, ops)
 
     def _on_replica(self, ops: list[Op]) -> list[Any] | None:
@@ -385,7 +380,7 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
             conn.execute("SET LOCAL synchronous_commit = off")
             for i in counted:
                 hits = results[i]
-                touched = self._touch(conn, [h.record for h in hits])
+                touched = run(conn, self._touch_plan([h.record for h in hits]))
                 results[i] = [
                     SearchResult(r, h.score, h.evidence) for r, h in zip(touched, hits, strict=True)
                 ]
@@ -398,6 +393,28 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
     def replica_status(self) -> ReplicaStatus | None:
         """The read replica's state and lag (None: none configured)."""
         return None if self._replica is None else self._replica.status(self._pool.connection)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Any]:
+        """Async twin of :meth:`batch`: reads natively, on this loop's async pool, when
+        every op has a plan (the same plans :meth:`batch` runs); a batch with a write
+        (or with ``native_async`` off) runs :meth:`batch` in a thread."""
+        ops = list(ops)
+        native = self.native_async and self._replica is None  # replica reads: in a thread
+        if not native or not all(handler(op).plan for op in ops):
+            return await asyncio.to_thread(self.batch, ops)
+        try:
+            return await self._aread(ops)
+        except StoreUnavailableError as exc:
+            if not _broken(exc):
+                raise
+        await self._apools.recheck()  # a restart broke idle connections: replace them
+        return await self._aread(ops)  # reads: running them again is safe
+
+    async def _aread(self, ops: list[Op]) -> list[Any]:
+        async with self._atransaction() as conn:
+            if relaxed_commit(ops, self.durability):
+                await conn.execute(_RELAXED)
+            return [await arun(conn, self.plan(op), **self.plan_options) for op in ops]
 
     # -- writes --
 
@@ -505,26 +522,6 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
 
     # -- reads --
 
-    def _by_ids(
-        self, c: psycopg.Connection[Any], user_id: str, ids: Sequence[uuid.UUID]
-    ) -> list[MemoryRecord]:
-        order = {i: n for n, i in enumerate(ids)}
-        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE user_id = %s AND id = ANY(%s)"
-        records = [_record(r) for r in c.execute(sql, (user_id, list(order)))]
-        return sorted(records, key=lambda r: order[r.id])
-
-    def _list(self, c: psycopg.Connection[Any], op: ListOp) -> list[MemoryRecord]:
-        where, params = _where(op.user_id, op.filter)
-        sql = (
-            f"SELECT {_COLUMNS} FROM {self.table} WHERE {where}"
-            " ORDER BY created_at DESC, id DESC LIMIT %s OFFSET %s"
-        )
-        return [_record(r) for r in c.execute(sql, [*params, op.limit, op.offset])]
-
-    def _count(self, c: psycopg.Connection[Any], user_id: str, flt: MemoryFilter) -> int:
-        where, params = _where(user_id, flt)
-        return _scalar(c, f"SELECT count(*) AS n FROM {self.table} WHERE {where}", params)
-
     def _scan(
         self,
         c: psycopg.Connection[Any],
@@ -540,103 +537,6 @@ class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
 
     def _table_size(self, c: psycopg.Connection[Any]) -> int:
         return _scalar(c, f"SELECT count(*) AS n FROM {self.table}", [])
-
-    def _count_access(
-        self,
-        c: psycopg.Connection[Any],
-        user_id: str,
-        ids: Sequence[uuid.UUID],
-        now: datetime,
-        times: int = 1,
-    ) -> int:
-        """Add ``times`` to the records' access counts (in the current transaction).
-
-        A batch of reads commits without waiting for the WAL flush (see :meth:`batch`): a
-        crash may forget the last few access counts, never data. The table's fillfactor leaves
-        room on each page so these updates are HOT and skip the HNSW index (5 ms -> 0.3 ms).
-        """
-        cursor = c.execute(
-            f"UPDATE {self.table} SET access_count = access_count + %s, accessed_at = %s"
-            " WHERE user_id = %s AND id = ANY(%s)",
-            (times, now, user_id, list(ids)),
-        )
-        return cursor.rowcount
-
-    def _user_rows(self, c: psycopg.Connection[Any], user_id: str) -> int:
-        """The user's row count, cached for a few seconds (it only picks the plan)."""
-        now = time.monotonic()
-        with self._counts_lock:
-            cached = self._counts.get(user_id)
-        if cached is not None and cached[1] > now:
-            return cached[0]
-        sql = f"SELECT count(*) AS n FROM {self.table} WHERE user_id = %s"
-        n = _scalar(c, sql, [user_id])
-        with self._counts_lock:
-            self._counts.pop(user_id, None)
-            self._counts[user_id] = (n, now + _COUNT_TTL)
-            while len(self._counts) > _COUNTS_MAX:  # insertion order: the oldest first
-                del self._counts[next(iter(self._counts))]
-        return n
-
-    def _vector_hits(
-        self, c: psycopg.Connection[Any], op: SearchOp, limit: int
-    ) -> list[SearchResult]:
-        where, params = _where(op.user_id, op.filter)
-        vec = op.vector
-        big = self._user_rows(c, op.user_id) > self.exact_max_rows
-        rows: list[dict[str, Any]] = []
-        if big and self.dimension <= HNSW_MAX_DIMENSION:
-            c.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true)", (str(max(self.ef_search, limit)),)
-            )
-            c.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            sql = (
-                f"SELECT id, embedding <=> %s AS dist FROM {self.table}"
-                f" WHERE {where} ORDER BY embedding <=> %s LIMIT %s"
-            )
-            rows = c.execute(sql, [vec, *params, vec, limit]).fetchall()
-        if len(rows) < limit:
-            # Exact: OFFSET 0 keeps the planner from answering the ORDER BY with HNSW.
-            sql = (
-                f"SELECT id, dist FROM (SELECT id, embedding <=> %s AS dist FROM {self.table}"
-                f" WHERE {where} OFFSET 0) AS mine ORDER BY dist LIMIT %s"
-            )
-            rows = c.execute(sql, [vec, *params, limit]).fetchall()
-        rows.sort(key=lambda r: r["dist"])
-        records = {r.id: r for r in self._by_ids(c, op.user_id, [r["id"] for r in rows])}
-        return [
-            SearchResult(records[r["id"]], 1.0 - float(r["dist"]))
-            for r in rows
-            if r["id"] in records
-        ]
-
-    def _keyword_hits(
-        self, c: psycopg.Connection[Any], op: SearchOp, limit: int
-    ) -> list[SearchResult]:
-        terms = keyword_terms(op.text or "")
-        if not terms:
-            return []
-        where, params = _where(op.user_id, op.filter)
-        query = " | ".join(f"'{t}'" for t in terms)  # \w+ tokens: no quotes or operators
-        if self._user_rows(c, op.user_id) <= self.exact_max_rows:
-            # A small user's rows through the user_id btree, then matched: the GIN index
-            # would read every user's postings of the terms (its cost grows with the
-            # store; OFFSET 0 keeps the planner from choosing it).
-            sql = (
-                f"SELECT {_COLUMNS}, ts_rank_cd(tsv, q) AS rank"
-                f" FROM (SELECT {_COLUMNS}, tsv FROM {self.table} WHERE {where} OFFSET 0)"
-                " AS mine, to_tsquery('english', %s) AS q"
-                " WHERE tsv @@ q ORDER BY rank DESC, id LIMIT %s"
-            )
-            rows = c.execute(sql, [*params, query, limit]).fetchall()
-        else:
-            sql = (
-                f"SELECT {_COLUMNS}, ts_rank_cd(tsv, q) AS rank"
-                f" FROM {self.table}, to_tsquery('english', %s) AS q"
-                f" WHERE tsv @@ q AND {where} ORDER BY rank DESC, id LIMIT %s"
-            )
-            rows = c.execute(sql, [query, *params, limit]).fetchall()
-        return [SearchResult(_record(r), float(r["rank"])) for r in rows]
 
     def _stats(self, c: psycopg.Connection[Any], user_id: str) -> StoreStats:
         row = c.execute(

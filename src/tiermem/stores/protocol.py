@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
-import tiermem.stores.transcript as tr
 from tiermem.errors import DimensionMismatchError, InputError, InvalidSizeError, InvalidTypeError
 from tiermem.stores.ops import (
     SEARCH_MODES,
@@ -46,16 +45,14 @@ from tiermem.stores.records import (
     SearchResult,
     StoreStats,
 )
+from tiermem.stores.transcript_api import TranscriptAPI
 from tiermem.stores.validate import (
-    MAX_CONTENT_CHARS,
-    append_op,
     check_aware,
     check_content,
     check_importance,
     check_limit,
     check_memory_type,
     check_metadata,
-    check_position,
     check_text_id,
     check_user_id,
     check_uuid,
@@ -65,16 +62,16 @@ from tiermem.stores.validate import (
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder
-    from tiermem.messages import Message
 
 _T = TypeVar("_T")
 
 
-class MemoryStore(WorkQueue):
+class MemoryStore(TranscriptAPI, WorkQueue):
     """Long-term memory of many users in one ``memories_{dimension}`` table.
 
     Subclasses implement :meth:`batch` and :meth:`abatch`; every other method is derived
-    (the work queue's from :class:`~tiermem.stores.queue.WorkQueue`). Every per-user
+    (the transcript's from :class:`~tiermem.stores.transcript_api.TranscriptAPI`, the work
+    queue's from :class:`~tiermem.stores.queue.WorkQueue`). Every per-user
     method requires ``user_id`` and only ever sees that user's records.
 
     Args:
@@ -381,108 +378,6 @@ class MemoryStore(WorkQueue):
         """Counts per type, time span, access and importance figures of the user."""
         return cast(StoreStats, self.batch([StatsOp(check_user_id(user_id))])[0])
 
-    # -- the transcript (see tiermem.stores.transcript) --
-
-    def append(
-        self,
-        user_id: str,
-        session_id: str | None,
-        messages: Sequence[Message],
-        *,
-        agent_id: str | None = None,
-        previous_id: str | None = None,
-        max_chars: int = MAX_CONTENT_CHARS,
-    ) -> int:
-        """Append messages of a (user, session) to the transcript in one transaction.
-
-        A worker embeds and indexes them later (see :mod:`tiermem.stores.transcript`);
-        until then :meth:`unindexed` finds them. Returns how many were added: a message id
-        the user already has is not added again.
-
-        Args:
-            previous_id: the id of the message before the first one (for context).
-            max_chars: the longest line (speaker and text) accepted.
-        """
-        op = append_op(user_id, session_id, messages, agent_id, previous_id, max_chars)
-        return cast(int, self.batch([op])[0])
-
-    def recent(self, user_id: str, session_id: str | None, limit: int) -> builtins.list[Message]:
-        """The newest ``limit`` messages of a (user, session), oldest first."""
-        op = tr.RecentOp(
-            check_user_id(user_id), check_text_id(session_id, "session_id"), check_limit(limit)
-        )
-        return cast(builtins.list["Message"], self.batch([op])[0])
-
-    def transcript(
-        self,
-        user_id: str,
-        *,
-        session_id: str | None = None,
-        any_session: bool = True,
-        state: str | None = None,
-        after: int = 0,
-        limit: int = 100,
-    ) -> builtins.list[tr.TranscriptRow]:
-        """A page of the user's transcript rows with ``seq`` above ``after``, in order.
-
-        ``any_session=False`` keeps one session's (``session_id``, ``None`` for messages
-        without one); ``state`` keeps ``pending``, ``done`` or ``failed`` rows.
-        """
-        if state is not None and state not in tr.WORK_STATES:
-            raise InputError(
-                "state", f"{state!r} is not a work state", f"use one of {tr.WORK_STATES}"
-            )
-        op = tr.TranscriptOp(
-            check_user_id(user_id),
-            check_text_id(session_id, "session_id"),
-            bool(any_session),
-            state,
-            check_position(after),
-            check_limit(limit),
-        )
-        return cast(builtins.list[tr.TranscriptRow], self.batch([op])[0])
-
-    def unindexed(self, user_id: str, limit: int = 500) -> builtins.list[tr.TranscriptRow]:
-        """The user's newest messages not in the index yet (pending or failed)."""
-        op = tr.UnindexedOp(check_user_id(user_id), check_limit(limit))
-        return cast(builtins.list[tr.TranscriptRow], self.batch([op])[0])
-
-    def sessions(self, user_id: str) -> builtins.list[tr.SessionInfo]:
-        """The user's sessions, most recently active first."""
-        return cast(
-            builtins.list[tr.SessionInfo], self.batch([tr.SessionsOp(check_user_id(user_id))])[0]
-        )
-
-    def users(self, limit: int = 100, after: str = "") -> builtins.list[str]:
-        """Admin (every user): the ids of the users with messages or memories, in
-        order; pass the last id as ``after`` for the next page."""
-        if not isinstance(after, str):
-            raise InvalidTypeError("after", f"must be a str, got {type(after).__name__}")
-        op = tr.UsersOp(check_limit(limit), after)
-        return cast(builtins.list[str], self.batch([op])[0])
-
-    def failed(self, user_id: str, limit: int = 100) -> builtins.list[tr.TranscriptRow]:
-        """The user's messages whose indexing failed, with the reason (``error``)."""
-        return self.transcript(user_id, state="failed", limit=limit)
-
-    def forget_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
-        """Delete the user's messages with these ids from the transcript (and their index
-        rows, unless another message says the same); how many were deleted."""
-        ids = tuple(check_text_id(m, "message_ids") or "" for m in message_ids)
-        return cast(int, self.batch([tr.ForgetMessagesOp(check_user_id(user_id), ids)])[0])
-
-    def forget_session(self, user_id: str, session_id: str | None) -> int:
-        """Delete a session's messages and summary; how many messages were deleted."""
-        op = tr.ForgetMessagesOp(
-            check_user_id(user_id), (), True, check_text_id(session_id, "session_id")
-        )
-        return cast(int, self.batch([op])[0])
-
-    def summary(self, user_id: str, session_id: str | None) -> tr.SessionSummary:
-        """The running summary of a (user, session) and the transcript position it covers."""
-        op = tr.SummaryOp(check_user_id(user_id), check_text_id(session_id, "session_id"))
-        return cast(tr.SessionSummary, self.batch([op])[0])
-
     # -- derived async API (same validation, async embedding, abatch) --
 
     async def aadd(
@@ -596,31 +491,3 @@ class MemoryStore(WorkQueue):
     async def astats(self, user_id: str) -> StoreStats:
         """Async twin of :meth:`stats`."""
         return cast(StoreStats, (await self.abatch([StatsOp(check_user_id(user_id))]))[0])
-
-    async def aappend(
-        self,
-        user_id: str,
-        session_id: str | None,
-        messages: Sequence[Message],
-        *,
-        agent_id: str | None = None,
-        previous_id: str | None = None,
-        max_chars: int = MAX_CONTENT_CHARS,
-    ) -> int:
-        """Async twin of :meth:`append`."""
-        op = append_op(user_id, session_id, messages, agent_id, previous_id, max_chars)
-        return cast(int, (await self.abatch([op]))[0])
-
-    async def arecent(
-        self, user_id: str, session_id: str | None, limit: int
-    ) -> builtins.list[Message]:
-        """Async twin of :meth:`recent`."""
-        op = tr.RecentOp(
-            check_user_id(user_id), check_text_id(session_id, "session_id"), check_limit(limit)
-        )
-        return cast(builtins.list["Message"], (await self.abatch([op]))[0])
-
-    async def asessions(self, user_id: str) -> builtins.list[tr.SessionInfo]:
-        """Async twin of :meth:`sessions`."""
-        op = tr.SessionsOp(check_user_id(user_id))
-        return cast(builtins.list[tr.SessionInfo], (await self.abatch([op]))[0])

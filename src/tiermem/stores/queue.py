@@ -249,6 +249,10 @@ class WorkQueue(ABC):
     def batch(self, ops: Iterable[Any]) -> list[Any]:
         """Run ``ops`` in one transaction; one result per op, in order."""
 
+    @abstractmethod
+    async def abatch(self, ops: Iterable[Any]) -> list[Any]:
+        """Async twin of :meth:`batch`."""
+
     def claim(self, owner: str, limit: int, lease: float) -> list[WorkItem]:
         """Lease up to ``limit`` pending rows (every user's), oldest first."""
         return cast(list[WorkItem], self.batch([ClaimOp(owner, limit, lease)])[0])
@@ -301,6 +305,12 @@ class WorkQueue(ABC):
     def held(self, owner: str) -> dict[str, list[int]]:
         """The pending rows ``owner`` holds under a live lease: seqs per user."""
         return cast("dict[str, list[int]]", self.batch([HeldOp(owner)])[0])
+
+    async def awork_stats(self, user_id: str | None = None) -> WorkStats:
+        """Async twin of :meth:`work_stats` (the other methods here are the worker's, which
+        runs in threads: they have none)."""
+        op = WorkStatsOp(None if user_id is None else check_user_id(user_id))
+        return cast(WorkStats, (await self.abatch([op]))[0])
 
     def summary_due(
         self,

@@ -17,7 +17,7 @@ from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from itertools import groupby
-from typing import Any, Generic, Literal, NamedTuple, TypeVar, cast
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, cast
 
 import tiermem.stores.copies as copies
 import tiermem.stores.facts as facts
@@ -36,7 +36,6 @@ from tiermem.stores.ops import (
     GetOp,
     ImportOp,
     ListOp,
-    MemoryFilter,
     Op,
     ScanOp,
     SearchOp,
@@ -44,6 +43,7 @@ from tiermem.stores.ops import (
     TableSizeOp,
     UpdateOp,
 )
+from tiermem.stores.plans import Plan, run
 from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.records import (
     MemoryRecord,
@@ -66,23 +66,28 @@ Access = Literal["read", "access", "write"]
 
 
 class Handler(NamedTuple):
-    """The :class:`SQLStore` method that runs an op, and what the op writes."""
+    """The :class:`SQLStore` method that runs an op, and what the op writes.
+
+    ``plan``: the method takes the op alone and returns its plan (:mod:`.plans`), which
+    a sync or an async connection runs; otherwise it takes the connection and the op.
+    """
 
     method: str
     writes: Access
+    plan: bool = False
 
 
 HANDLERS: dict[type, Handler] = {
     # the memory index
     AddOp: Handler("_run_add", "write"),
-    GetOp: Handler("_run_get", "access"),
-    SearchOp: Handler("_search", "access"),
+    GetOp: Handler("_get_plan", "access", plan=True),
+    SearchOp: Handler("_search_plan", "access", plan=True),
     AccessOp: Handler("_run_access", "access"),
     UpdateOp: Handler("_run_update", "write"),
     DeleteOp: Handler("_run_delete", "write"),
     DeleteUserOp: Handler("_run_delete_user", "write"),
-    ListOp: Handler("_list", "read"),
-    CountOp: Handler("_run_count", "read"),
+    ListOp: Handler("_list_plan", "read", plan=True),
+    CountOp: Handler("_count_plan", "read", plan=True),
     StatsOp: Handler("_run_stats", "read"),
     ScanOp: Handler("_run_scan", "read"),
     ImportOp: Handler("_run_import", "write"),
@@ -90,14 +95,14 @@ HANDLERS: dict[type, Handler] = {
     TableSizeOp: Handler("_run_table_size", "read"),
     # the transcript and summaries
     tr.AppendOp: Handler("_append", "write"),
-    tr.RecentOp: Handler("_recent", "read"),
-    tr.TranscriptOp: Handler("_transcript", "read"),
-    tr.SessionsOp: Handler("_sessions", "read"),
-    tr.UsersOp: Handler("_users", "read"),
-    tr.SummaryOp: Handler("_summary", "read"),
+    tr.RecentOp: Handler("_recent_plan", "read", plan=True),
+    tr.TranscriptOp: Handler("_transcript_plan", "read", plan=True),
+    tr.SessionsOp: Handler("_sessions_plan", "read", plan=True),
+    tr.UsersOp: Handler("_users_plan", "read", plan=True),
+    tr.SummaryOp: Handler("_summary_plan", "read", plan=True),
     tr.ForgetMessagesOp: Handler("_forget_messages", "write"),
-    tr.UnindexedOp: Handler("_unindexed", "read"),
-    tr.GenerationOp: Handler("_generation", "read"),
+    tr.UnindexedOp: Handler("_unindexed_plan", "read", plan=True),
+    tr.GenerationOp: Handler("_generation_plan", "read", plan=True),
     tr.RestoreOp: Handler("_restore", "write"),
     # the work queue
     queue.ClaimOp: Handler("_claim", "write"),
@@ -106,7 +111,7 @@ HANDLERS: dict[type, Handler] = {
     queue.ReleaseOp: Handler("_release", "write"),
     queue.RenewOp: Handler("_renew", "write"),
     queue.RetryOp: Handler("_retry", "write"),
-    queue.WorkStatsOp: Handler("_work_stats", "read"),
+    queue.WorkStatsOp: Handler("_work_stats_plan", "read", plan=True),
     queue.QueueStatsOp: Handler("_queue_stats", "read"),
     queue.HeldOp: Handler("_held", "read"),
     queue.SummaryDueOp: Handler("_summary_due", "write"),
@@ -132,6 +137,14 @@ def writes(op: Op) -> Access:
     return handler(op).writes
 
 
+def relaxed_commit(ops: Sequence[Op], durability: str) -> bool:
+    """Whether a batch may commit without waiting for the WAL flush: it writes access
+    counts and no data (a crash may forget the last few counts, never data). A batch that
+    only reads has nothing to flush."""
+    kinds = {writes(op) for op in ops}
+    return durability != "async_commit" and "access" in kinds and "write" not in kinds
+
+
 def handler(op: Op) -> Handler:
     """The handler of ``op``; an InputError for anything else."""
     found = HANDLERS.get(type(op))
@@ -148,6 +161,9 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
     need serializing beyond the transaction.
     """
 
+    plan_options: ClassVar[dict[str, Any]] = {}
+    """What the engine's ``execute`` takes for a plan's statements."""
+
     async def abatch(self, ops: Iterable[Op]) -> list[Any]:
         return await asyncio.to_thread(self.batch, list(ops))
 
@@ -155,8 +171,8 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         """Run ``ops`` in order inside the current transaction; consecutive appends go
         together (:meth:`_append_all`: one round trip for a server's group commit)."""
         results: list[Any] = []
-        for appends, run in groupby(ops, key=lambda op: type(op) is tr.AppendOp):
-            group = list(run)
+        for appends, same in groupby(ops, key=lambda op: type(op) is tr.AppendOp):
+            group = list(same)
             if appends and len(group) > 1:
                 results += self._append_all(c, cast(list[tr.AppendOp], group))
             else:
@@ -165,7 +181,17 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
 
     def _run(self, c: C, op: Op) -> Any:
         """Run one operation inside the current transaction (see :data:`HANDLERS`)."""
-        return getattr(self, handler(op).method)(c, op)
+        found = handler(op)
+        if found.plan:
+            return run(c, self.plan(op), **self.plan_options)
+        return getattr(self, found.method)(c, op)
+
+    def plan(self, op: Op) -> Plan[Any]:
+        """The plan of a read ``op`` (its handler is a plan; see :mod:`.plans`)."""
+        found = handler(op)
+        if not found.plan:
+            raise InputError("op", f"{type(op).__name__} has no plan")
+        return cast(Plan[Any], getattr(self, found.method)(op))
 
     # -- the memory index's ops --
 
@@ -174,8 +200,8 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
             self._changed(c, op.user_id)  # a profile memory: cached synopses are stale
         return self._add(c, op)
 
-    def _run_get(self, c: C, op: GetOp) -> list[MemoryRecord]:
-        return self._touch(c, self._by_ids(c, op.user_id, op.ids))
+    def _get_plan(self, op: GetOp) -> Plan[list[MemoryRecord]]:
+        return (yield from self._touch_plan((yield from self._by_ids_plan(op.user_id, op.ids))))
 
     def _run_access(self, c: C, op: AccessOp) -> int:
         return self._count_access(c, op.user_id, op.ids, utcnow(), op.times)
@@ -196,9 +222,6 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         self._changed(c, op.user_id)
         self._forget_fact_marks(c, op.user_id)
         return self._forget_transcript(c, op.user_id, None) + self._delete(c, op.user_id, None)
-
-    def _run_count(self, c: C, op: CountOp) -> int:
-        return self._count(c, op.user_id, op.filter)
 
     def _run_stats(self, c: C, op: StatsOp) -> StoreStats:
         return self._stats(c, op.user_id)
@@ -307,29 +330,47 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
 
     # -- reads, shared --
 
-    def _search(self, c: C, op: SearchOp) -> list[SearchResult]:
-        """Vector, keyword or hybrid (reciprocal rank fusion) hits, each counted as an access."""
+    def _search_plan(self, op: SearchOp) -> Plan[list[SearchResult]]:
+        """Vector, keyword or hybrid (reciprocal rank fusion) hits, each counted as an
+        access unless ``op.count_access`` is False."""
         if op.mode == "vector":
-            hits = self._vector_hits(c, op, op.limit)
+            hits = yield from self._vector_plan(op, op.limit)
         elif op.mode == "keyword":
-            hits = self._keyword_hits(c, op, op.limit)
+            hits = yield from self._keyword_plan(op, op.limit)
         else:
             pool = max(op.limit * 3, 20)
-            hits = reciprocal_rank_fusion(
-                [self._vector_hits(c, op, pool), self._keyword_hits(c, op, pool)], op.limit
-            )
+            vector = yield from self._vector_plan(op, pool)
+            keyword = yield from self._keyword_plan(op, pool)
+            hits = reciprocal_rank_fusion([vector, keyword], op.limit)
         if not op.count_access:
             return hits
-        touched = self._touch(c, [h.record for h in hits])
+        touched = yield from self._touch_plan([h.record for h in hits])
         return [SearchResult(r, h.score, h.evidence) for r, h in zip(touched, hits, strict=True)]
 
-    def _touch(self, c: C, records: list[MemoryRecord]) -> list[MemoryRecord]:
+    def _touch_plan(self, records: list[MemoryRecord]) -> Plan[list[MemoryRecord]]:
         """Count an access of each record (one user's) and return them updated."""
         if not records:
             return records
         now = utcnow()
-        self._count_access(c, records[0].user_id, [r.id for r in records], now)
+        yield from self._count_access_plan(records[0].user_id, [r.id for r in records], now)
         return [bump_access(r, now) for r in records]
+
+    # -- sync forms of plans other handlers use --
+
+    def _by_ids(self, c: C, user_id: str, ids: Sequence[uuid.UUID]) -> list[MemoryRecord]:
+        """The user's records with ``ids``, in the order of ``ids``."""
+        return run(c, self._by_ids_plan(user_id, ids))
+
+    def _list(self, c: C, op: ListOp) -> list[MemoryRecord]:
+        """One page of the user's filtered records, newest first."""
+        return run(c, self._list_plan(op))
+
+    def _count_access(
+        self, c: C, user_id: str, ids: Sequence[uuid.UUID], now: datetime, times: int = 1
+    ) -> int:
+        """Add ``times`` to the access count of the user's records ``ids``; how many there
+        were."""
+        return run(c, self._count_access_plan(user_id, ids, now, times))
 
     def _changed(self, c: C, user_id: str) -> None:
         """Advance the user's change generation (see :data:`tr.GENERATIONS`), under the
@@ -369,23 +410,23 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         """Delete the user's records with ``ids`` (all of them for None); how many went."""
 
     @abstractmethod
-    def _by_ids(self, c: C, user_id: str, ids: Sequence[uuid.UUID]) -> list[MemoryRecord]:
+    def _by_ids_plan(self, user_id: str, ids: Sequence[uuid.UUID]) -> Plan[list[MemoryRecord]]:
         """The user's records with ``ids``, in the order of ``ids``."""
 
     @abstractmethod
-    def _count_access(
-        self, c: C, user_id: str, ids: Sequence[uuid.UUID], now: datetime, times: int = 1
-    ) -> int:
+    def _count_access_plan(
+        self, user_id: str, ids: Sequence[uuid.UUID], now: datetime, times: int = 1
+    ) -> Plan[int]:
         """Add ``times`` to the access count of the user's records ``ids``; how many there
         were."""
 
     @abstractmethod
-    def _list(self, c: C, op: ListOp) -> list[MemoryRecord]:
+    def _list_plan(self, op: ListOp) -> Plan[list[MemoryRecord]]:
         """One page of the user's filtered records, newest first."""
 
     @abstractmethod
-    def _count(self, c: C, user_id: str, flt: MemoryFilter) -> int:
-        """How many of the user's records pass ``flt``."""
+    def _count_plan(self, op: CountOp) -> Plan[int]:
+        """How many of the user's records pass ``op.filter``."""
 
     @abstractmethod
     def _stats(self, c: C, user_id: str) -> StoreStats:
@@ -403,9 +444,9 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         """How many records the table holds (all users)."""
 
     @abstractmethod
-    def _vector_hits(self, c: C, op: SearchOp, limit: int) -> list[SearchResult]:
+    def _vector_plan(self, op: SearchOp, limit: int) -> Plan[list[SearchResult]]:
         """The ``limit`` records nearest ``op.vector``, best first."""
 
     @abstractmethod
-    def _keyword_hits(self, c: C, op: SearchOp, limit: int) -> list[SearchResult]:
+    def _keyword_plan(self, op: SearchOp, limit: int) -> Plan[list[SearchResult]]:
         """The ``limit`` records best matching ``op.text``, best first."""

@@ -28,12 +28,14 @@ from tiermem.paths import default_sqlite_path as default_path
 from tiermem.paths import sqlite_file
 from tiermem.stores.ops import (
     NO_FILTER,
+    CountOp,
     ListOp,
     MemoryFilter,
     Op,
     SearchOp,
     UpdateOp,
 )
+from tiermem.stores.plans import Plan, sync_step
 from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
 from tiermem.stores.sql import SQLStore, writes
 from tiermem.stores.validate import check_durability
@@ -411,16 +413,14 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     # -- reads --
 
-    def _by_ids(
-        self, c: sqlite3.Connection, user_id: str, ids: Sequence[uuid.UUID]
-    ) -> list[MemoryRecord]:
+    def _by_ids_plan(self, user_id: str, ids: Sequence[uuid.UUID]) -> Plan[list[MemoryRecord]]:
         order = {str(i): n for n, i in enumerate(ids)}
         rows: list[sqlite3.Row] = []
         for part in _chunks(list(order)):
             sql = (
                 f"SELECT {_COLUMNS} FROM {self.table} WHERE +user_id = ? AND id IN ({_marks(part)})"
             )
-            rows.extend(c.execute(sql, [user_id, *part]))
+            rows.extend((yield (sql, [user_id, *part])))
         rows.sort(key=lambda r: order[r["id"]])
         return [_record(r) for r in rows]
 
@@ -437,18 +437,18 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             found.update(uuid.UUID(r[0]) for r in c.execute(sql, part))
         return found
 
-    def _list(self, c: sqlite3.Connection, op: ListOp) -> list[MemoryRecord]:
+    def _list_plan(self, op: ListOp) -> Plan[list[MemoryRecord]]:
         where, params = _where(op.user_id, op.filter)
         sql = (
             f"SELECT {_COLUMNS} FROM {self.table} WHERE {where}"
             " ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?"
         )
-        return [_record(r) for r in c.execute(sql, [*params, op.limit, op.offset])]
+        return [_record(r) for r in (yield (sql, [*params, op.limit, op.offset]))]
 
-    def _count(self, c: sqlite3.Connection, user_id: str, flt: MemoryFilter) -> int:
-        where, params = _where(user_id, flt)
-        sql = f"SELECT count(*) FROM {self.table} WHERE {where}"
-        return int(c.execute(sql, params).fetchone()[0])
+    def _count_plan(self, op: CountOp) -> Plan[int]:
+        where, params = _where(op.user_id, op.filter)
+        rows = yield (f"SELECT count(*) FROM {self.table} WHERE {where}", params)
+        return int(rows[0][0])
 
     def _scan(
         self,
@@ -465,21 +465,16 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
     def _table_size(self, c: sqlite3.Connection) -> int:
         return int(c.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])
 
-    def _count_access(
-        self,
-        c: sqlite3.Connection,
-        user_id: str,
-        ids: Sequence[uuid.UUID],
-        now: datetime,
-        times: int = 1,
-    ) -> int:
+    def _count_access_plan(
+        self, user_id: str, ids: Sequence[uuid.UUID], now: datetime, times: int = 1
+    ) -> Plan[int]:
         counted = 0
         for part in _chunks([str(i) for i in ids]):
-            counted += c.execute(
+            counted += yield (
                 f"UPDATE {self.table} SET access_count = access_count + ?, accessed_at = ?"
                 f" WHERE +user_id = ? AND id IN ({_marks(part)})",
                 [times, _ts(now), user_id, *part],
-            ).rowcount
+            )
         return counted
 
     def _vectors(self, c: sqlite3.Connection, user_id: str) -> Any:
@@ -505,6 +500,10 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                 self._cache.put(user_id, entry)
             return entry
 
+    def _vector_plan(self, op: SearchOp, limit: int) -> Plan[list[SearchResult]]:
+        """The user's cached matrix times the query: a sync step (it holds the cache's lock)."""
+        return (yield from sync_step(lambda c: self._vector_hits(c, op, limit)))
+
     def _vector_hits(self, c: sqlite3.Connection, op: SearchOp, limit: int) -> list[SearchResult]:
         with self._cache.lock:
             entry = self._vectors(c, op.user_id)
@@ -529,7 +528,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         records = self._by_seqs(c, op.user_id, [s for s, _ in best])
         return [SearchResult(records[s], score) for s, score in best if s in records]
 
-    def _keyword_hits(self, c: sqlite3.Connection, op: SearchOp, limit: int) -> list[SearchResult]:
+    def _keyword_plan(self, op: SearchOp, limit: int) -> Plan[list[SearchResult]]:
         terms = keyword_terms(op.text or "")
         if not terms:
             return []
@@ -556,7 +555,8 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                 " ORDER BY r.rank LIMIT ?"
             )
             params = [match, *params, limit]
-        return [SearchResult(_record(r), -float(r["rank"])) for r in c.execute(sql, params)]
+        rows = yield (sql, params)
+        return [SearchResult(_record(r), -float(r["rank"])) for r in rows]
 
     def _stats(self, c: sqlite3.Connection, user_id: str) -> StoreStats:
         row = c.execute(

@@ -17,6 +17,7 @@ from tiermem.embeddings.cache import content_hash
 from tiermem.messages import Message
 from tiermem.stores.facts import LEASES, MARKS
 from tiermem.stores.ops import AddOp
+from tiermem.stores.plans import Plan, first
 from tiermem.stores.queue import (
     ClaimOp,
     CompleteOp,
@@ -159,16 +160,18 @@ class TranscriptSQL:
 
     # -- reading --
 
-    def _recent(self, c: Any, op: RecentOp) -> list[Message]:
+    # (the reads a context makes are plans: sync and async connections run them alike)
+
+    def _recent_plan(self, op: RecentOp) -> Plan[list[Message]]:
         p = self.p
-        rows = c.execute(
+        rows = yield (
             f"SELECT message FROM {TRANSCRIPT} WHERE user_id = {p} AND session_id = {p}"
             f" ORDER BY seq DESC LIMIT {p}",
             (op.user_id, session_key(op.session_id), op.limit),
-        ).fetchall()
+        )
         return [Message.from_json(r["message"]) for r in reversed(rows)]
 
-    def _transcript(self, c: Any, op: TranscriptOp) -> list[TranscriptRow]:
+    def _transcript_plan(self, op: TranscriptOp) -> Plan[list[TranscriptRow]]:
         p = self.p
         where = [f"user_id = {p}", f"seq > {p}"]
         params: list[object] = [op.user_id, op.after]
@@ -179,16 +182,16 @@ class TranscriptSQL:
             where.append(f"state = {p}")
             params.append(op.state)
         sql = f"SELECT {_ROW} FROM {TRANSCRIPT} WHERE {' AND '.join(where)} ORDER BY seq LIMIT {p}"
-        return [transcript_row(r) for r in c.execute(sql, [*params, op.limit])]
+        return [transcript_row(r) for r in (yield (sql, [*params, op.limit]))]
 
-    def _sessions(self, c: Any, op: SessionsOp) -> list[SessionInfo]:
+    def _sessions_plan(self, op: SessionsOp) -> Plan[list[SessionInfo]]:
         p = self.p
-        rows = c.execute(
+        rows = yield (
             f"SELECT session_id, count(*) AS n, min(created_at) AS first,"
             f" max(created_at) AS last, max(seq) AS newest FROM {TRANSCRIPT}"
             f" WHERE user_id = {p} GROUP BY session_id ORDER BY newest DESC",
             (op.user_id,),
-        ).fetchall()
+        )
         return [
             SessionInfo(
                 session_value(r["session_id"]),
@@ -199,24 +202,20 @@ class TranscriptSQL:
             for r in rows
         ]
 
-    def _users(self, c: Any, op: UsersOp) -> list[str]:
+    def _users_plan(self, op: UsersOp) -> Plan[list[str]]:
         p = self.p
         sql = (
             f"SELECT user_id FROM (SELECT user_id FROM {TRANSCRIPT} UNION"
             f" SELECT user_id FROM {self.table}) AS everyone"
             f" WHERE user_id > {p} ORDER BY user_id LIMIT {p}"
         )
-        return [r["user_id"] for r in c.execute(sql, (op.after, op.limit))]
+        return [r["user_id"] for r in (yield (sql, (op.after, op.limit)))]
 
-    def _work_stats(self, c: Any, op: WorkStatsOp) -> WorkStats:
+    def _work_stats_plan(self, op: WorkStatsOp) -> Plan[WorkStats]:
         p = self.p
         where, params = ("", []) if op.user_id is None else (f" WHERE user_id = {p}", [op.user_id])
-        counts = {
-            r["state"]: int(r["n"])
-            for r in c.execute(
-                f"SELECT state, count(*) AS n FROM {TRANSCRIPT}{where} GROUP BY state", params
-            )
-        }
+        sql = f"SELECT state, count(*) AS n FROM {TRANSCRIPT}{where} GROUP BY state"
+        counts = {r["state"]: int(r["n"]) for r in (yield (sql, params))}
         return WorkStats(counts.get("pending", 0), counts.get("done", 0), counts.get("failed", 0))
 
     def _queue_stats(self, c: Any, op: QueueStatsOp) -> QueueStats:
@@ -292,9 +291,9 @@ class TranscriptSQL:
         )
         return len(held)
 
-    def _unindexed(self, c: Any, op: UnindexedOp) -> list[TranscriptRow]:
+    def _unindexed_plan(self, op: UnindexedOp) -> Plan[list[TranscriptRow]]:
         p = self.p
-        rows = c.execute(
+        rows = yield (
             f"SELECT {_ROW} FROM {TRANSCRIPT} WHERE state <> 'done' AND {self.user_filter} = {p}"
             f" ORDER BY seq DESC LIMIT {p}",
             (op.user_id, op.limit),
@@ -382,12 +381,16 @@ class TranscriptSQL:
 
     # -- summaries --
 
-    def _summary(self, c: Any, op: SummaryOp) -> SessionSummary:
+    def _summary_plan(self, op: SummaryOp) -> Plan[SessionSummary]:
         p = self.p
-        row = c.execute(
-            f"SELECT text, upto FROM {SUMMARIES} WHERE user_id = {p} AND session_id = {p}",
-            (op.user_id, session_key(op.session_id)),
-        ).fetchone()
+        row = first(
+            (
+                yield (
+                    f"SELECT text, upto FROM {SUMMARIES} WHERE user_id = {p} AND session_id = {p}",
+                    (op.user_id, session_key(op.session_id)),
+                )
+            )
+        )
         return (
             SessionSummary(None, 0)
             if row is None
@@ -545,10 +548,9 @@ class TranscriptSQL:
 
     # -- generations and restoring --
 
-    def _generation(self, c: Any, op: GenerationOp) -> int:
-        row = c.execute(
-            f"SELECT generation FROM {GENERATIONS} WHERE user_id = {self.p}", (op.user_id,)
-        ).fetchone()
+    def _generation_plan(self, op: GenerationOp) -> Plan[int]:
+        sql = f"SELECT generation FROM {GENERATIONS} WHERE user_id = {self.p}"
+        row = first((yield (sql, (op.user_id,))))
         return 0 if row is None else int(row["generation"])
 
     def _restore(self, c: Any, op: RestoreOp) -> int:

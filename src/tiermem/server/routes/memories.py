@@ -81,7 +81,7 @@ def router(service: Service) -> APIRouter:
         return {"ids": ids}
 
     @router.get("/memories", response_model=models.MemoryPage, tags=["memories"])
-    def list_memories(
+    async def list_memories(
         tenant: Caller,
         user_id: str,
         limit: models.QueryInt = 100,
@@ -97,7 +97,7 @@ def router(service: Service) -> APIRouter:
     ) -> dict[str, Any]:
         """A page of the user's memories, newest first; pass ``next_cursor`` for the next."""
         offset = _offset(cursor)
-        page = memory.list_memories(
+        page = await memory.alist_memories(
             tenant.scope(user_id),
             limit=limit,
             offset=offset,
@@ -115,9 +115,9 @@ def router(service: Service) -> APIRouter:
         }
 
     @router.get("/memories/{memory_id}", response_model=models.MemoryOut, tags=["memories"])
-    def get_memory(memory_id: str, user_id: str, tenant: Caller) -> dict[str, Any]:
+    async def get_memory(memory_id: str, user_id: str, tenant: Caller) -> dict[str, Any]:
         """One memory of the user."""
-        record = memory.get_memory(memory_id, tenant.scope(user_id))
+        record = await memory.aget_memory(memory_id, tenant.scope(user_id))
         if record is None:
             raise NotFoundError(f"user {user_id!r} has no memory {memory_id}")
         return record_to_json(record, user_id)
@@ -136,10 +136,10 @@ def router(service: Service) -> APIRouter:
         return {"deleted": memory.forget(memory_id, tenant.scope(user_id))}
 
     @router.post("/search", response_model=models.SearchOut, tags=["memories"])
-    def search(body: models.SearchIn, tenant: Caller) -> dict[str, Any]:
+    async def search(body: models.SearchIn, tenant: Caller) -> dict[str, Any]:
         """Search the user's long-term memories, best first (Memory.search)."""
         filters = body.filters.model_dump(exclude_none=True) if body.filters else None
-        hits = memory.search(
+        hits = await memory.asearch(
             body.query, tenant.scope(body.user_id), body.k, filters, mode=body.mode
         )
         return {"results": [hit_to_json(h, body.user_id) for h in hits]}
@@ -149,10 +149,9 @@ def router(service: Service) -> APIRouter:
         """The context for a prompt, fitted to ``max_tokens``, with why each item is there."""
         user = tenant.scope(body.user_id)
         session = check_text_id(body.session_id, "session_id")
-        # one thread hop: the answer is checked and encoded here, on the event loop
-        context = await anyio.to_thread.run_sync(
-            memory.get_context, body.query, user, session, body.max_tokens
-        )
+        # on PostgreSQL no thread hop but the embedding's (Memory.aget_context); the
+        # answer is checked and encoded here, on the event loop
+        context = await memory.aget_context(body.query, user, session, body.max_tokens)
         return context_to_json(context)
 
     return router

@@ -40,9 +40,9 @@ def router(service: Service) -> APIRouter:
         return _synopsis_json(memory.synopsis(tenant.scope(user_id)), user_id)
 
     @router.get("/users/{user_id}/sessions", response_model=models.SessionsOut, tags=["users"])
-    def sessions(user_id: PathUser, tenant: Caller) -> dict[str, Any]:
+    async def sessions(user_id: PathUser, tenant: Caller) -> dict[str, Any]:
         """The user's sessions, most recently active first (Memory.sessions)."""
-        found = memory.sessions(tenant.scope(user_id))
+        found = await memory.asessions(tenant.scope(user_id))
         return {"sessions": [session_to_json(s) for s in found]}
 
     @router.get("/users/{user_id}/messages", response_model=models.MessagesOut, tags=["users"])
@@ -73,14 +73,14 @@ def router(service: Service) -> APIRouter:
         return {"deleted": deleted}
 
     @router.get("/users/{user_id}/recent", response_model=models.MessagesOut, tags=["users"])
-    def recent(
+    async def recent(
         user_id: PathUser,
         tenant: Caller,
         session_id: str | None = None,
         limit: models.QueryInt = 20,
     ) -> dict[str, Any]:
         """The newest ``limit`` messages of a session, oldest first (Memory.recent)."""
-        messages = memory.recent(tenant.scope(user_id), session_id, limit)
+        messages = await memory.arecent(tenant.scope(user_id), session_id, limit)
         return {"messages": [message_to_json(m, user_id) for m in messages]}
 
     @router.post("/users/{user_id}/synopsis", response_model=models.SynopsisOut, tags=["users"])

@@ -1,0 +1,208 @@
+"""The PostgreSQL store's reads as plans: SQL and row shaping written once, no connection.
+
+Each builder returns a :data:`~tiermem.stores.plans.Plan` (statements yielded one at a
+time, rows sent back); :meth:`PostgresStore.batch` runs it on a pooled sync connection
+and :meth:`PostgresStore.abatch` on a pooled async one (see :mod:`.plans`). What is here
+is the memory index's reads (by id, a page, a count, access counts, vector and keyword
+hits); the transcript's reads are plans of :class:`~tiermem.stores.transcript_sql.TranscriptSQL`,
+shared with SQLite.
+
+Vector search picks its plan by the user's row count (docs/stores.md): up to
+``exact_max_rows`` rows an exact scan through the btree on ``user_id``; bigger users the
+HNSW index with ``hnsw.iterative_scan = relaxed_order`` and ``hnsw.ef_search``, the exact
+plan answering when HNSW returns too few rows.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from tiermem.stores.ops import CountOp, ListOp, MemoryFilter, SearchOp
+from tiermem.stores.plans import Plan
+from tiermem.stores.records import MemoryRecord, SearchResult
+from tiermem.text import keyword_terms
+
+COLUMNS = (
+    "id, user_id, agent_id, session_id, content, content_hash, memory_type, importance,"
+    " created_at, accessed_at, access_count, metadata, embedding"
+)
+#: The HNSW opclass indexes at most 2000 dimensions; wider tables search exactly.
+HNSW_MAX_DIMENSION = 2000
+COUNT_TTL = 30.0
+"""Seconds a user's cached row count (it only picks the vector plan) is trusted."""
+COUNTS_MAX = 10_000
+"""Users whose row counts a store keeps (the oldest go first): a process serving a
+million users keeps a bounded dict, not one entry per user it ever saw."""
+
+
+def record(row: dict[str, Any]) -> MemoryRecord:
+    return MemoryRecord(
+        id=row["id"],
+        user_id=row["user_id"],
+        agent_id=row["agent_id"],
+        session_id=row["session_id"],
+        content=row["content"],
+        content_hash=row["content_hash"],
+        memory_type=row["memory_type"],
+        importance=real(row["importance"]),
+        created_at=row["created_at"].astimezone(timezone.utc),
+        accessed_at=row["accessed_at"].astimezone(timezone.utc),
+        access_count=row["access_count"],
+        metadata=row["metadata"],
+        embedding=np.asarray(row["embedding"].to_numpy(), dtype=np.float32),
+    )
+
+
+def where(user_id: str, flt: MemoryFilter) -> tuple[str, list[object]]:
+    """``WHERE`` clause (user first, then the filter) and its parameters."""
+    sql = ["user_id = %s"]
+    params: list[object] = [user_id]
+    if flt.memory_types:
+        sql.append("memory_type = ANY(%s)")
+        params.append(list(flt.memory_types))
+    for column in ("session_id", "agent_id"):
+        value = getattr(flt, column)
+        if value is not None:
+            sql.append(f"{column} = %s")
+            params.append(value)
+    if flt.created_after is not None:
+        sql.append("created_at >= %s")
+        params.append(flt.created_after)
+    if flt.created_before is not None:
+        sql.append("created_at < %s")
+        params.append(flt.created_before)
+    if flt.metadata:
+        sql.append("metadata @> %s::jsonb")
+        params.append(json.dumps(dict(flt.metadata)))
+    return " AND ".join(sql), params
+
+
+def real(value: float) -> float:
+    """A ``real`` column's value as its text form gives it (0.8, not 0.800000011920929):
+    rows come in binary, and a float4 read that way carries the float32's error."""
+    return float(str(np.float32(value)))
+
+
+def count_of(rows: list[dict[str, Any]]) -> int:
+    """The ``n`` column of a one-row count query's rows."""
+    return int(rows[0]["n"])
+
+
+class PostgresPlans:
+    """The read plans of :class:`~tiermem.stores.postgres.PostgresStore` (a mixin)."""
+
+    table: str
+    dimension: int
+    exact_max_rows: int
+    ef_search: int
+    _counts: dict[str, tuple[int, float]]
+    _counts_lock: threading.Lock
+
+    def _by_ids_plan(self, user_id: str, ids: Sequence[uuid.UUID]) -> Plan[list[MemoryRecord]]:
+        order = {i: n for n, i in enumerate(ids)}
+        sql = f"SELECT {COLUMNS} FROM {self.table} WHERE user_id = %s AND id = ANY(%s)"
+        records = [record(r) for r in (yield (sql, (user_id, list(order))))]
+        return sorted(records, key=lambda r: order[r.id])
+
+    def _list_plan(self, op: ListOp) -> Plan[list[MemoryRecord]]:
+        clause, params = where(op.user_id, op.filter)
+        sql = (
+            f"SELECT {COLUMNS} FROM {self.table} WHERE {clause}"
+            " ORDER BY created_at DESC, id DESC LIMIT %s OFFSET %s"
+        )
+        return [record(r) for r in (yield (sql, [*params, op.limit, op.offset]))]
+
+    def _count_plan(self, op: CountOp) -> Plan[int]:
+        clause, params = where(op.user_id, op.filter)
+        return count_of((yield (f"SELECT count(*) AS n FROM {self.table} WHERE {clause}", params)))
+
+    def _count_access_plan(
+        self, user_id: str, ids: Sequence[uuid.UUID], now: datetime, times: int = 1
+    ) -> Plan[int]:
+        """Add ``times`` to the records' access counts (in the current transaction).
+
+        A batch of reads commits without waiting for the WAL flush (see
+        :func:`~tiermem.stores.sql.relaxed_commit`): a crash may forget the last few access
+        counts, never data. The table's fillfactor leaves room on each page so these
+        updates are HOT and skip the HNSW index (5 ms -> 0.3 ms).
+        """
+        counted: int = yield (
+            f"UPDATE {self.table} SET access_count = access_count + %s, accessed_at = %s"
+            " WHERE user_id = %s AND id = ANY(%s)",
+            (times, now, user_id, list(ids)),
+        )
+        return counted
+
+    def _user_rows_plan(self, user_id: str) -> Plan[int]:
+        """The user's row count, cached for a few seconds (it only picks the plan)."""
+        now = time.monotonic()
+        with self._counts_lock:
+            cached = self._counts.get(user_id)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        sql = f"SELECT count(*) AS n FROM {self.table} WHERE user_id = %s"
+        n = count_of((yield (sql, [user_id])))
+        with self._counts_lock:
+            self._counts.pop(user_id, None)
+            self._counts[user_id] = (n, now + COUNT_TTL)
+            while len(self._counts) > COUNTS_MAX:  # insertion order: the oldest first
+                del self._counts[next(iter(self._counts))]
+        return n
+
+    def _vector_plan(self, op: SearchOp, limit: int) -> Plan[list[SearchResult]]:
+        clause, params = where(op.user_id, op.filter)
+        vec = op.vector
+        big = (yield from self._user_rows_plan(op.user_id)) > self.exact_max_rows
+        rows: list[dict[str, Any]] = []
+        if big and self.dimension <= HNSW_MAX_DIMENSION:
+            ef = str(max(self.ef_search, limit))
+            yield ("SELECT set_config('hnsw.ef_search', %s, true)", (ef,))
+            yield ("SET LOCAL hnsw.iterative_scan = relaxed_order", ())
+            sql = (
+                f"SELECT {COLUMNS}, embedding <=> %s AS dist FROM {self.table}"
+                f" WHERE {clause} ORDER BY embedding <=> %s LIMIT %s"
+            )
+            rows = yield (sql, [vec, *params, vec, limit])
+        if len(rows) < limit:
+            # Exact: OFFSET 0 keeps the planner from answering the ORDER BY with HNSW.
+            sql = (
+                f"SELECT * FROM (SELECT {COLUMNS}, embedding <=> %s AS dist FROM {self.table}"
+                f" WHERE {clause} OFFSET 0) AS mine ORDER BY dist LIMIT %s"
+            )
+            rows = yield (sql, [vec, *params, limit])
+        rows.sort(key=lambda r: r["dist"])  # relaxed_order: HNSW's may come a little unsorted
+        return [SearchResult(record(r), 1.0 - float(r["dist"])) for r in rows]
+
+    def _keyword_plan(self, op: SearchOp, limit: int) -> Plan[list[SearchResult]]:
+        terms = keyword_terms(op.text or "")
+        if not terms:
+            return []
+        clause, params = where(op.user_id, op.filter)
+        query = " | ".join(f"'{t}'" for t in terms)  # \w+ tokens: no quotes or operators
+        if (yield from self._user_rows_plan(op.user_id)) <= self.exact_max_rows:
+            # A small user's rows through the user_id btree, then matched: the GIN index
+            # would read every user's postings of the terms (its cost grows with the
+            # store; OFFSET 0 keeps the planner from choosing it).
+            sql = (
+                f"SELECT {COLUMNS}, ts_rank_cd(tsv, q) AS rank"
+                f" FROM (SELECT {COLUMNS}, tsv FROM {self.table} WHERE {clause} OFFSET 0)"
+                " AS mine, to_tsquery('english', %s) AS q"
+                " WHERE tsv @@ q ORDER BY rank DESC, id LIMIT %s"
+            )
+            rows = yield (sql, [*params, query, limit])
+        else:
+            sql = (
+                f"SELECT {COLUMNS}, ts_rank_cd(tsv, q) AS rank"
+                f" FROM {self.table}, to_tsquery('english', %s) AS q"
+                f" WHERE tsv @@ q AND {clause} ORDER BY rank DESC, id LIMIT %s"
+            )
+            rows = yield (sql, [query, *params, limit])
+        return [SearchResult(record(r), real(r["rank"])) for r in rows]
