@@ -35,6 +35,8 @@ PARTITIONS = 4
 WHEN = datetime(2024, 3, 1, tzinfo=timezone.utc)
 CROSS_USER = {
     queue.ClaimOp,
+    queue.QueueStatsOp,  # a worker's /metrics: the rows not done, every user's
+    queue.HeldOp,  # what a stopping worker holds, every user's
     tr.UsersOp,
     TableSizeOp,
     ExistingIdsOp,

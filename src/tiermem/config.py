@@ -153,6 +153,12 @@ class PersistentConfig(Section):
         description="PostgreSQL: seconds a call waits for a connection before "
         "StoreUnavailableError (the server's 503 with Retry-After).",
     )
+    cache_mb: int = Field(
+        default=512,
+        ge=1,
+        description="SQLite: memory for users' vector matrices in each process (least "
+        "recently used go first); a serving process's memory is set by this, not the store.",
+    )
     native_async: bool = Field(
         default=True,
         description="PostgreSQL: async calls (the server's context, search and list routes) "

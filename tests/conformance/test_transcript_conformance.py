@@ -223,6 +223,29 @@ def test_rows_given_back_for_an_outage_keep_their_attempts(
     store.delete_user(u)  # a shared database: no row leased for 30 s to hold up others' flush()
 
 
+def test_a_stopping_worker_finds_what_it_holds_and_the_queue_reports_it(
+    store: MemoryStore, new_user: Users
+) -> None:
+    """HeldOp names the rows one owner holds (what `tiermem worker` gives back on SIGTERM);
+    QueueStatsOp counts pending, claimed and failed rows and the oldest pending one."""
+    u = new_user()
+    store.append(u, "s", [Message("user", f"m{i}") for i in range(3)])
+    stats = store.queue_stats()
+    assert stats.pending >= 3 and stats.oldest_pending is not None
+    assert stats.oldest_pending <= store.clock.time()
+    items = claim_mine(store, "stopping", u)
+    assert store.held("stopping") == {u: [i.seq for i in items]}
+    assert store.held("another") == {}
+    assert store.queue_stats().claimed >= 3
+    assert store.release("stopping", store.held("stopping"), 0.0) == 3
+    assert store.held("stopping") == {}
+    again = claim_mine(store, "next", u)  # free at once, not after the lease
+    assert [i.attempts for i in again] == [1, 1, 1]
+    complete(store, "next", again, 1)
+    assert store.work_stats(u).pending == 0
+    store.delete_user(u)
+
+
 def test_summaries_are_made_once_and_cover_a_range(store: MemoryStore, new_user: Users) -> None:
     u = new_user()
     store.append(u, "s", [Message("user", f"m{i}") for i in range(10)])

@@ -169,6 +169,17 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "create":
             sub.add_argument("--name", help="a label for the key")
 
+    from tiermem.cli.worker import add_worker_arguments, cmd_worker
+
+    worker = _command(
+        commands,
+        "worker",
+        cmd_worker,
+        "run the store's claimed work (embedding, summaries, facts) in this process",
+        memory=False,
+    )
+    add_worker_arguments(worker)
+
     doctor = _command(
         commands, "doctor", cmd_doctor, "check the setup and say what to fix", memory=False
     )
@@ -190,6 +201,9 @@ RANGES: dict[str, tuple[float, float | None, str]] = {
     "from_dim": (1, None, "384"),
     "to_dim": (1, None, "768"),
     "batch_size": (1, None, "256"),
+    "port": (1, 65535, "9100"),
+    "grace": (0.0, None, "10"),
+    "idle": (0.01, None, "0.5"),
     "dimension": (1, None, "384"),
 }
 

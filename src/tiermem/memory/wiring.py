@@ -215,7 +215,11 @@ class Tiers:
 
         path = self.path or (str(persistent.path) if persistent.enabled else ":memory:")
         return SQLiteStore(
-            path, dimension=self.embedder.dimension, embedder=self.embedder, durability=durability
+            path,
+            dimension=self.embedder.dimension,
+            embedder=self.embedder,
+            durability=durability,
+            cache_bytes=persistent.cache_mb * 1024 * 1024,
         )
 
     def generation(self, user_id: str) -> int:

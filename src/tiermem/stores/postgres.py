@@ -247,7 +247,7 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         pool_size: int = 4,
         timeout: float = DEFAULT_TIMEOUT,
         exact_max_rows: int = 10_000,
-        ef_search: int = 100,
+        ef_search: int = 400,
         durability: str = "committed",
         partitions: int = 0,
         read_connection_string: str | None = None,

