@@ -75,11 +75,13 @@ class Retriever:
 
     def _candidates(self, query: str, user_id: str, session_id: str | None) -> list[Candidate]:
         store, pool = self.tiers.store, self.pool
+        # read before the index is searched: a row the worker indexes in between is in
+        # the index, or in both (the planner keeps one). Read before the keyword search
+        # starts, too: on a store with one connection it would wait for the search, and
+        # the query's embedding with it
+        unindexed = self.retention.unindexed(user_id)
         keyword = SearchOp(user_id, "keyword", None, query, pool, count_access=False)
         keyword_search = self.tiers.search_pool().submit(store.batch, [keyword])  # meanwhile:
-        # read before the index is searched: a row the worker indexes in between is in
-        # the index, or in both (the planner keeps one)
-        unindexed = self.retention.unindexed(user_id)
         vector, pending = self._embed_with_pending(query, unindexed)
         search = SearchOp(user_id, "vector", vector, None, pool, count_access=False)
         (vector_hits,) = store.batch([search])
