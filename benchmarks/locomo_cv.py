@@ -5,8 +5,9 @@ So each lever (a planner weight, a retrieval option) is measured on its own agai
 defaults, and its value is chosen on four conversations and scored on the fifth, in turn;
 the cross-validated (CV) figure is the mean over the held-out conversations' questions,
 printed beside the in-sample one (the value best on all five, scored on all five). Then
-the levers are combined: in each fold, every lever at its value chosen on the other four
-conversations, scored on the held-out one.
+the levers the CV figure supports (held-out recall above the default's) are combined: in
+each fold, each at its value chosen on the other four conversations, scored on the
+held-out one.
 
 The ingested store is cached under ``--cache`` (one SQLite file per data folder and
 embedder; ``--fresh`` rebuilds it), so a run spends its time on ranking: for each question
@@ -41,19 +42,21 @@ RESULTS = Path(__file__).parent / "results"
 CACHE = Path("/tmp/tiermem-locomo-cache")
 
 LEVERS: dict[str, list[Any]] = {
-    "weights.keyword": [0.3, 0.5, 0.7, 1.0],
+    "weights.keyword": [0.3, 0.5, 0.7, 1.0, 1.5, 2.0],
     "weights.session": [0.15, 0.3, 0.45],
     "weights.neighbour": [0.3, 0.5, 0.7],
-    "weights.temporal": [0.0, 0.3, 0.6],
+    "weights.temporal": [0.0, 0.3, 0.6, 1.0],
     "weights.recency": [0.0, 0.05, 0.1],
     "diversity": [0.2, 0.3, 0.4],
     "follow_up": [0, 5, 10],
+    "pool": [100, 150, 200],
 }
 """Each lever and the values tried (the default among them). ``follow_up`` is the
 retriever's: how many of the best first-pass hits lend their names, capitalised spans and
-numbers to a second keyword search; the others are :class:`~tiermem.config.PlannerConfig`
+numbers to a second keyword search, and ``pool`` how many candidates each search returns
+(``memory.planner.k``); the others are :class:`~tiermem.config.PlannerConfig`
 fields (dotted: nested)."""
-RETRIEVAL = {"follow_up"}
+RETRIEVAL = {"follow_up", "pool"}
 
 Config = tuple[tuple[str, Any], ...]
 """A variant: the levers set away from their defaults, sorted (() is the default)."""
@@ -255,12 +258,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         start = time.perf_counter()
         scores = evaluate(memory, conversations, configs, args.budgets, args.quick)
         levers = {lever: cross_validate(scores, opts) for lever, opts in options.items()}
-        # the combination: in each fold (and on all), every lever at its choice
+        # the combination: in each fold (and on all), every lever the CV figure supports
+        # (its held-out mean over the budgets above the default's) at its choice
+        kept = {
+            lever: result
+            for lever, result in levers.items()
+            if statistics.mean(result["cv"]["recall"].values())
+            > statistics.mean(result["default"]["recall"].values())
+        }
         combos: dict[str, Config] = {}
         for held in [*dict.fromkeys(scores.conversation), "all"]:
             key = "in_sample_choice" if held == "all" else "fold_choices"
             combo = []
-            for result in levers.values():
+            for result in kept.values():
                 pick = result[key] if held == "all" else result[key][held]
                 combo += list(pick)
             combos[held] = tuple(sorted(combo))
@@ -273,6 +283,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cv_rows = {r: scores.recall[combos[scores.conversation[r]]][r] for r in rows}
         combined = {
             "choices": combos,
+            "kept": list(kept),
             "in_sample": summary(scores, {r: scores.recall[combos["all"]][r] for r in rows}),
             "cv": summary(scores, cv_rows),
             "default": summary(scores, {r: scores.recall[()][r] for r in rows}),

@@ -488,11 +488,15 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             return []
         match = " OR ".join(f'"{t}"' for t in terms)
         where, params = _where(op.user_id, op.filter, alias="m")
-        columns = ", ".join(f"m.{col.strip()}" for col in _COLUMNS.split(","))
+        columns = ", ".join(f"r.{col.strip()}" for col in _COLUMNS.split(","))
+        # rank the matches by seq alone, then read the best ``limit`` rows: sorting whole
+        # rows (content, metadata, the vector) made the search three times slower
         sql = (
-            f"SELECT {columns}, bm25({self.table}_fts) AS rank FROM {self.table}_fts"
+            f"SELECT {columns}, k.rank AS rank FROM"
+            f" (SELECT m.seq AS seq, bm25({self.table}_fts) AS rank FROM {self.table}_fts"
             f" JOIN {self.table} AS m ON m.seq = {self.table}_fts.rowid"
-            f" WHERE {self.table}_fts MATCH ? AND {where} ORDER BY rank LIMIT ?"
+            f" WHERE {self.table}_fts MATCH ? AND {where} ORDER BY rank LIMIT ?) AS k"
+            f" JOIN {self.table} AS r ON r.seq = k.seq ORDER BY k.rank"
         )
         return [
             SearchResult(_record(r), -float(r["rank"]))
