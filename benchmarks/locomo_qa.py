@@ -126,7 +126,7 @@ def peer_contexts(
 ) -> Contexts | str:
     """A peer's ranked turns (``peers_locomo.py``, in its virtualenv) packed into
     ``budget``; or why it could not run."""
-    from peers_locomo import POSTGRES_SYSTEMS, measure_peer, start_postgres
+    from peers_locomo import POSTGRES_SYSTEMS, measure_peer, peer_payload, start_postgres
     from tiermem.embeddings.local import packaged_model_path
     from tiermem.tokens import get_token_counter
 
@@ -143,17 +143,7 @@ def peer_contexts(
     stop = None
     if key in POSTGRES_SYSTEMS:
         opts["pg_uri"], stop = start_postgres(tmp / f"pg-{key}")
-    payload = [
-        {
-            "name": c.name,
-            "turns": [
-                {"dia_id": t.dia_id, "speaker": t.speaker, "text": t.text, "session": t.session}
-                for t in c.turns
-            ],
-            "questions": [q["question"] for q, _ in asked[c.name]],
-        }
-        for c in conversations
-    ]
+    payload = peer_payload(conversations, asked)
     try:
         result = measure_peer(key, opts, payload, log)
     finally:
