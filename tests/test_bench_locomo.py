@@ -50,3 +50,29 @@ def test_locomo_refuses_a_folder_without_conversations(tmp_path: Path) -> None:
         text=True,
     )
     assert proc.returncode == 2 and "no LoCoMo conversations" in proc.stderr
+
+
+def test_locomo_history_axis_asks_each_conversation_of_a_longer_history(tmp_path: Path) -> None:
+    data = tmp_path / "locomo"
+    data.mkdir()
+    write_conversation(data)
+    tiny = (data / "tiny.json").read_text()
+    (data / "tiny2.json").write_text(tiny.replace("Ada", "Eve").replace("Pixel", "Rex"))
+    proc, result = run_benchmark(
+        "locomo",
+        str(data),
+        "--budgets",
+        "120",
+        "400",
+        "--floors",
+        "--history",
+        "1",
+        "2",
+        out=tmp_path / "locomo.json",
+    )
+    axis = result["history"]
+    assert axis["levels"] == [1, 2] and axis["messages"] == {"1": 6, "2": 12}
+    assert set(axis["recall"]) == {"1", "2"} and axis["recall"]["2"]["400"] == 1.0
+    assert set(axis["category_recall"]["1"]) == {"multi-hop", "single-hop"}
+    assert all(v["p50"] > 0 for v in axis["ratio_to_embedding"].values())
+    assert "History size" in proc.stdout and "x2 vs x1" in proc.stdout

@@ -65,9 +65,9 @@ def test_defaults_are_the_embedded_setup() -> None:
         "similarity": 0.9,
         "recency": 0.05,
         "importance": 0.05,
-        "keyword": 0.5,
+        "keyword": 1.0,
         "session": 0.3,
-        "temporal": 0.3,
+        "temporal": 1.0,
         "neighbour": 0.5,
     }
     assert config.memory.buffer.summary_batch == 10

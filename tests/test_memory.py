@@ -1217,3 +1217,35 @@ def test_an_add_only_process_leaves_the_work_to_another(tmp_path: Path) -> None:
         assert front.store.count(u) == 5
     finally:
         front.close()
+
+
+def test_follow_up_searches_what_the_best_hits_name(tmp_path: Path) -> None:
+    from tiermem.memory.retrieval import leads_of
+
+    assert leads_of("Where is Pixel?", ["Ada: Yes! My dog Pixel met Cleo in Porto in 2023."]) == (
+        "cleo porto 2023"
+    )  # not the speaker, the sentence's first word, the query's own words or filler
+    u = user()
+    lines = [
+        ("Ada", "I adopted a greyhound, her name is Pixel."),
+        ("Bo", "Did you see the river walk yesterday?"),
+        ("Bo", "Pixel won the agility cup last weekend!"),
+    ]
+
+    def context(follow_up: int) -> str:
+        planner = {"k": 1, "follow_up": follow_up, "floor": {"enabled": False}}
+        memory = make_memory(
+            tmp_path / str(follow_up), {"memory": {**SMALL_BUFFER["memory"], "planner": planner}}
+        )
+        for i, (name, text) in enumerate(lines):
+            memory.add("user", text, u, f"s{i}", name=name)
+            memory.end_session(u, f"s{i}")
+        assert memory.flush(10)
+        try:
+            found = memory._retriever.gather("Which greyhound did Ada adopt?", u, None)
+            return " ".join(c.content for c in found.candidates if c.keyword is not None)
+        finally:
+            memory.close()
+
+    assert "agility" not in context(0)  # found by keyword: the adoption line alone
+    assert "agility" in context(1)  # its name, Pixel, found the other line

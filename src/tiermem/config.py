@@ -250,9 +250,9 @@ class WeightsConfig(Section):
     similarity: float = Field(default=0.9, ge=0)
     recency: float = Field(default=0.05, ge=0)
     importance: float = Field(default=0.05, ge=0)
-    keyword: float = Field(default=0.5, ge=0)
+    keyword: float = Field(default=1.0, ge=0)
     session: float = Field(default=0.3, ge=0)
-    temporal: float = Field(default=0.3, ge=0)
+    temporal: float = Field(default=1.0, ge=0)
     neighbour: float = Field(default=0.5, ge=0, le=1)
 
     @model_validator(mode="after")
@@ -300,6 +300,13 @@ class PlannerConfig(Section):
     max_tokens: int = Field(default=4000, gt=0, description="Budget when none is given.")
     recent_messages: int = Field(default=6, ge=0, description="Newest messages always offered.")
     k: int = Field(default=200, gt=0, description="Candidates per search before ranking.")
+    follow_up: int = Field(
+        default=0,
+        ge=0,
+        le=50,
+        description="How many of the best first hits of each search lend their names and "
+        "numbers to a second keyword search (0: none).",
+    )
     pending_vectors: int = Field(
         default=32,
         ge=0,

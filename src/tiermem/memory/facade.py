@@ -110,7 +110,11 @@ class Memory(Reading):
         self.planner = QueryPlanner(settings.planner, counter=self.token_counter)
         self._keep = retention_for(tiers, self.remember)
         self._retriever = Retriever(
-            tiers, self._keep, settings.planner.recent_messages, settings.planner.k
+            tiers,
+            self._keep,
+            settings.planner.recent_messages,
+            settings.planner.k,
+            settings.planner.follow_up,
         )
         self.buffers = tiers.buffers
         self.changes = tiers.changes

@@ -23,7 +23,15 @@ from tiermem.messages import Message, transcript_line
 from tiermem.planner import Candidate
 from tiermem.stores.ops import Op, SearchOp
 from tiermem.stores.transcript import GenerationOp
-from tiermem.text import folded, keyword_matches
+from tiermem.text import (
+    FILLER_WORDS,
+    STEM_LETTERS,
+    folded,
+    keyword_matches,
+    query_stems,
+    sentences,
+    words,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,24 +49,26 @@ class PlannerInputs:
 class Retriever:
     """Gathers a context's inputs from every tier of one Memory."""
 
-    def __init__(self, tiers: Tiers, retention: Retention, window: int, pool: int) -> None:
+    def __init__(
+        self, tiers: Tiers, retention: Retention, window: int, pool: int, follow_up: int = 0
+    ) -> None:
         self.tiers = tiers
         self.retention = retention
         self.window = window
         self.pool = pool
+        self.follow_up = follow_up
 
     def gather(self, query: str, user_id: str, session_id: str | None) -> PlannerInputs:
         """The recent window, summary, candidates and synopsis for ``query``."""
         store = self.tiers.store
-        searching = bool(query.strip())
-        keyword = None
-        if searching:  # meanwhile, in a thread
-            searches = self.tiers.search_pool()
-            keyword = searches.submit(store.batch, [self._keyword_op(query, user_id)])
+        # the reads first: on a store with one connection (SQLite) they would wait for
+        # the keyword search, and the query's embedding with them
         reads = self._reads(user_id, session_id)
         read = _Read(self, user_id, session_id, reads, store.batch(reads) if reads else [])
         inputs = read.inputs()
-        if keyword is not None:
+        if query.strip():  # the keyword search in a thread while the query is embedded
+            searches = self.tiers.search_pool()
+            keyword = searches.submit(store.batch, [self._keyword_op(query, user_id)])
             vector, pending = self._embed_with_pending(query, read.unindexed)
             (vector_hits,) = store.batch([self._vector_op(vector, user_id)])
             (keyword_hits,) = keyword.result()
@@ -154,6 +164,12 @@ class Retriever:
             embedding = hit.record.embedding
             similarity = float(embedding @ vector) if embedding is not None else None
             by_id[hit.record.id] = _from_record(hit.record, similarity, keyword=hit.score)
+        if self.follow_up:
+            leads = [
+                h.record.content
+                for h in (*vector_hits[: self.follow_up], *keyword_hits[: self.follow_up])
+            ]
+            self._follow(query, leads, user_id, vector, by_id)
         candidates = list(by_id.values())
         unindexed = read.unindexed
         if unindexed:
@@ -174,6 +190,32 @@ class Retriever:
                 )
         candidates += self._buffered(vector, user_id, read.session_id)
         return candidates
+
+    def _follow(
+        self, query: str, leads: list[str], user_id: str, vector: Any, by_id: dict[Any, Candidate]
+    ) -> None:
+        """A second keyword search for what the best first hits name (:func:`leads_of`):
+        its hits join the pool with a keyword score up to ``FOLLOW_SHARE`` of the first
+        search's best, so a line about a person or thing the answer runs through can rank."""
+        terms = leads_of(query, leads)
+        if not terms:
+            return
+        op = SearchOp(user_id, "keyword", None, terms, self.pool, count_access=False)
+        (hits,) = self.tiers.store.batch([op])
+        first = [c.keyword for c in by_id.values() if c.keyword is not None]
+        top = max((h.score for h in hits), default=0.0)
+        if not hits or top <= 0:
+            return
+        scale = FOLLOW_SHARE * (max(first) if first else 1.0) / top
+        for hit in hits:
+            score = hit.score * scale
+            found = by_id.get(hit.record.id)
+            if found is not None:
+                found.keyword = max(found.keyword or 0.0, score)
+                continue
+            embedding = hit.record.embedding
+            similarity = float(embedding @ vector) if embedding is not None else None
+            by_id[hit.record.id] = _from_record(hit.record, similarity, keyword=score)
 
     def _embed_with_pending(self, query: str, rows: list[Any]) -> tuple[Any, dict[int, Any]]:
         """The query's vector and, from the same forward pass, those of the user's newest
@@ -240,6 +282,28 @@ class _Read:
     def inputs(self) -> PlannerInputs:
         """The planner's inputs so far (no candidates nor synopsis yet)."""
         return PlannerInputs(recent=self.recent, summary=self.summary)
+
+
+FOLLOW_SHARE = 0.5
+"""The share of the first keyword search's best score a follow-up hit can reach."""
+
+
+def leads_of(query: str, lines: list[str]) -> str:
+    """The names, capitalised spans and numbers of ``lines`` (each ``speaker: text``)
+    that the query does not already hold: a capitalised word not opening a sentence, or a
+    number; as one keyword query."""
+    asked = query_stems(query)
+    found: list[str] = []
+    for line in lines:
+        _, _, text = line.partition(": ")
+        for sentence in sentences(text):
+            for word in words(sentence)[1:]:
+                if not (word[0].isupper() or word[0].isdigit()):
+                    continue
+                term = word.lower().strip("'’-.,:/")
+                if term and term not in FILLER_WORDS and term[:STEM_LETTERS] not in asked:
+                    found.append(term)
+    return " ".join(dict.fromkeys(found))
 
 
 def _unindexed_candidates(
