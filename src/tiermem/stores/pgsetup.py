@@ -54,3 +54,21 @@ def ensure_vector(conn: psycopg.Connection[Any]) -> str:
             "CREATE EXTENSION vector; see docs/postgres.md"
         ) from exc
     return ensure_vector(conn)
+
+
+def pool_options(
+    size: int, kwargs: dict[str, Any], configure: Any, timeout: float, reconnect: float
+) -> dict[str, Any]:
+    """The options of every pool of a store (the primary's, a replica's, an event loop's
+    async one): one connection kept, ``size`` at most, each set up by ``configure``, a
+    caller waits ``timeout`` for one, a failed connection is retried for ``reconnect``
+    seconds by the pool itself; opened by the caller."""
+    return {
+        "min_size": 1,
+        "max_size": size,
+        "kwargs": kwargs,
+        "configure": configure,
+        "timeout": timeout,
+        "reconnect_timeout": reconnect,
+        "open": False,
+    }

@@ -33,7 +33,7 @@ import tiermem.stores.transcript as transcript
 from tiermem.errors import InvalidSizeError, InvalidTypeError, StoreError, StoreUnavailableError
 from tiermem.stores.ops import Op, UpdateOp
 from tiermem.stores.partitions import MAX_PARTITIONS, check_layout, partitioned
-from tiermem.stores.pgsetup import ensure_vector, import_driver
+from tiermem.stores.pgsetup import ensure_vector, import_driver, pool_options
 from tiermem.stores.plans import arun, run
 from tiermem.stores.postgres_async import AsyncPools
 from tiermem.stores.postgres_plans import COLUMNS as _COLUMNS
@@ -189,13 +189,17 @@ def _commit_mode(durability: str) -> str:
     return "off" if durability == "async_commit" else "on"
 
 
-def _store_error(exc: Exception) -> Exception | None:
-    """The StoreError an exception of the driver or pool stands for (None: not theirs)."""
-    if _unavailable(exc):
-        return StoreUnavailableError(f"PostgreSQL unavailable: {exc}")
-    if isinstance(exc, psycopg_error()):
-        return StoreError(f"PostgreSQL operation failed: {exc}")
-    return None
+@contextmanager
+def _store_errors() -> Iterator[None]:
+    """The driver's and pool's exceptions raised as the StoreErrors they stand for."""
+    try:
+        yield
+    except Exception as exc:
+        if _unavailable(exc):
+            raise StoreUnavailableError(f"PostgreSQL unavailable: {exc}") from exc
+        if isinstance(exc, psycopg_error()):
+            raise StoreError(f"PostgreSQL operation failed: {exc}") from exc
+        raise
 
 
 class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
@@ -279,16 +283,10 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
             raise StoreUnavailableError(f"cannot prepare PostgreSQL with pgvector: {exc}") from exc
         self._pool = psycopg_pool.ConnectionPool(
             connection_string,
-            min_size=1,
-            max_size=pool_size,
-            kwargs=pool_args,
-            configure=_configure,
-            timeout=timeout,
             # an outage: a connection a restart broke is replaced, never handed out, and
             # the pool stops backing off at once, so the next call after it connects
             check=psycopg_pool.ConnectionPool.check_connection,
-            reconnect_timeout=RECONNECT_WINDOW,
-            open=False,
+            **pool_options(pool_size, pool_args, _configure, timeout, RECONNECT_WINDOW),
         )
         self._replica: Replica | None = None
         self._apools = AsyncPools(
@@ -328,26 +326,15 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
         """One transaction on a pooled connection; errors roll back and become StoreErrors."""
-        try:
-            with self._pool.connection() as conn, conn.transaction():
-                yield conn
-        except Exception as exc:
-            error = _store_error(exc)
-            if error is not None:
-                raise error from exc
-            raise
+        with _store_errors(), self._pool.connection() as conn, conn.transaction():
+            yield conn
 
     @asynccontextmanager
     async def _atransaction(self) -> AsyncIterator[Any]:
         """:meth:`_transaction` on this event loop's async pool."""
-        try:
+        with _store_errors():
             async with self._apools.connection() as conn, conn.transaction():
                 yield conn
-        except Exception as exc:
-            error = _store_error(exc)
-            if error is not None:
-                raise error from exc
-            raise
 
     def _migrate(self, c: psycopg.Connection[Any]) -> None:
         c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema.MIGRATIONS_TABLE,))

@@ -17,6 +17,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from tiermem.stores.pgsetup import pool_options
+
 CLOSE_TIMEOUT = 5.0
 """Seconds :meth:`AsyncPools.close` waits for a pool that another thread's loop runs."""
 
@@ -56,14 +58,7 @@ class AsyncPools:
 
         conninfo, size, kwargs, timeout, reconnect = self._args
         return AsyncConnectionPool(
-            conninfo,
-            min_size=1,
-            max_size=size,
-            kwargs=kwargs,
-            configure=_configure,
-            timeout=timeout,
-            reconnect_timeout=reconnect,
-            open=False,
+            conninfo, **pool_options(size, kwargs, _configure, timeout, reconnect)
         )
 
     async def pool(self) -> Any:

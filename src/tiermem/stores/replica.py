@@ -26,6 +26,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from tiermem.stores.ops import Op, SearchOp
+from tiermem.stores.pgsetup import pool_options
 from tiermem.stores.records import ReplicaStatus
 from tiermem.stores.sql import writes
 
@@ -121,14 +122,8 @@ class Replica:
         self._counts = {"reads": 0, "behind": 0, "down": 0}
         self._pool = psycopg_pool.ConnectionPool(
             connection_string,
-            min_size=1,
-            max_size=pool_size,
-            kwargs=connect_args,
-            configure=configure,
-            timeout=min(timeout, 1.0),
             check=psycopg_pool.ConnectionPool.check_connection,
-            reconnect_timeout=1.0,
-            open=False,
+            **pool_options(pool_size, connect_args, configure, min(timeout, 1.0), 1.0),
         )
         self._pool.open(wait=False)  # a replica that is down does not stop the store
 
