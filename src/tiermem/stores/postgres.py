@@ -241,6 +241,7 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
     Python (a third of a context's time in text)."""
     claim_lock = " FOR UPDATE SKIP LOCKED"
     row_lock = " FOR UPDATE"
+    columns = _COLUMNS
 
     def __init__(
         self,

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.stores.ops import CountOp, ListOp, MemoryFilter, SearchOp
+from tiermem.stores.ops import MemoryFilter, SearchOp
 from tiermem.stores.plans import Plan
 from tiermem.stores.records import MemoryRecord, SearchResult
 from tiermem.text import keyword_terms
@@ -112,17 +112,11 @@ class PostgresPlans:
         records = [record(r) for r in (yield (sql, (user_id, list(order))))]
         return sorted(records, key=lambda r: order[r.id])
 
-    def _list_plan(self, op: ListOp) -> Plan[list[MemoryRecord]]:
-        clause, params = where(op.user_id, op.filter)
-        sql = (
-            f"SELECT {COLUMNS} FROM {self.table} WHERE {clause}"
-            " ORDER BY created_at DESC, id DESC LIMIT %s OFFSET %s"
-        )
-        return [record(r) for r in (yield (sql, [*params, op.limit, op.offset]))]
+    def _filtered(self, user_id: str, flt: MemoryFilter) -> tuple[str, list[object]]:
+        return where(user_id, flt)
 
-    def _count_plan(self, op: CountOp) -> Plan[int]:
-        clause, params = where(op.user_id, op.filter)
-        return count_of((yield (f"SELECT count(*) AS n FROM {self.table} WHERE {clause}", params)))
+    def _row_record(self, row: dict[str, Any]) -> MemoryRecord:
+        return record(row)
 
     def _count_access_plan(
         self, user_id: str, ids: Sequence[uuid.UUID], now: datetime, times: int = 1

@@ -36,6 +36,7 @@ from tiermem.stores.ops import (
     GetOp,
     ImportOp,
     ListOp,
+    MemoryFilter,
     Op,
     ScanOp,
     SearchOp,
@@ -162,6 +163,10 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
     """
 
     plan_options: ClassVar[dict[str, Any]] = {}
+    columns: ClassVar[str]
+    """The memory table's columns a read selects (the engine's list)."""
+    page_order: ClassVar[str] = "id"
+    """What orders a page's memories created at the same instant (newest first)."""
     """What the engine's ``execute`` takes for a plan's statements."""
 
     async def abatch(self, ops: Iterable[Op]) -> list[Any]:
@@ -420,13 +425,28 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         """Add ``times`` to the access count of the user's records ``ids``; how many there
         were."""
 
-    @abstractmethod
     def _list_plan(self, op: ListOp) -> Plan[list[MemoryRecord]]:
         """One page of the user's filtered records, newest first."""
+        clause, params = self._filtered(op.user_id, op.filter)
+        sql = (
+            f"SELECT {self.columns} FROM {self.table} WHERE {clause}"
+            f" ORDER BY created_at DESC, {self.page_order} DESC LIMIT {self.p} OFFSET {self.p}"
+        )
+        return [self._row_record(r) for r in (yield (sql, [*params, op.limit, op.offset]))]
 
-    @abstractmethod
     def _count_plan(self, op: CountOp) -> Plan[int]:
         """How many of the user's records pass ``op.filter``."""
+        clause, params = self._filtered(op.user_id, op.filter)
+        rows = yield (f"SELECT count(*) AS n FROM {self.table} WHERE {clause}", params)
+        return int(rows[0]["n"])
+
+    @abstractmethod
+    def _filtered(self, user_id: str, flt: MemoryFilter) -> tuple[str, list[object]]:
+        """The ``WHERE`` clause of the user's records passing ``flt``, and its parameters."""
+
+    @abstractmethod
+    def _row_record(self, row: Any) -> MemoryRecord:
+        """The record a row of :attr:`columns` holds."""
 
     @abstractmethod
     def _stats(self, c: C, user_id: str) -> StoreStats:

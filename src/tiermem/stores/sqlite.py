@@ -28,8 +28,6 @@ from tiermem.paths import default_sqlite_path as default_path
 from tiermem.paths import sqlite_file
 from tiermem.stores.ops import (
     NO_FILTER,
-    CountOp,
-    ListOp,
     MemoryFilter,
     Op,
     SearchOp,
@@ -252,6 +250,8 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
     """
 
     user_filter = "+user_id"
+    columns = _COLUMNS
+    page_order = "seq"
 
     def __init__(
         self,
@@ -437,18 +437,11 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             found.update(uuid.UUID(r[0]) for r in c.execute(sql, part))
         return found
 
-    def _list_plan(self, op: ListOp) -> Plan[list[MemoryRecord]]:
-        where, params = _where(op.user_id, op.filter)
-        sql = (
-            f"SELECT {_COLUMNS} FROM {self.table} WHERE {where}"
-            " ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?"
-        )
-        return [_record(r) for r in (yield (sql, [*params, op.limit, op.offset]))]
+    def _filtered(self, user_id: str, flt: MemoryFilter) -> tuple[str, list[object]]:
+        return _where(user_id, flt)
 
-    def _count_plan(self, op: CountOp) -> Plan[int]:
-        where, params = _where(op.user_id, op.filter)
-        rows = yield (f"SELECT count(*) FROM {self.table} WHERE {where}", params)
-        return int(rows[0][0])
+    def _row_record(self, row: sqlite3.Row) -> MemoryRecord:
+        return _record(row)
 
     def _scan(
         self,
