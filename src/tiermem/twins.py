@@ -7,7 +7,8 @@ thread, off the event loop.
 A method whose waits are few and known (an op a store runs, texts to embed) is written
 once, as a generator of those waits (:data:`Steps`), and gets both forms from it:
 ``@stepped`` runs each wait with the object's ``_step``, ``stepped_twin`` awaits each one
-with its ``_astep``: the checks and the shaping of the answer exist once.
+with its ``_astep``: the checks and the shaping of the answer exist once. ``at_once`` is
+the twin of an in-memory method that never waits: it runs on the event loop.
 """
 
 from __future__ import annotations
@@ -44,6 +45,19 @@ def twin(
         return await asyncio.to_thread(method, self, *args, **kwargs)
 
     _async_name(run, method, "(runs in a thread, off the event loop)")
+    return run
+
+
+def at_once(
+    method: Callable[Concatenate[S, P], R],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
+    """The coroutine twin of an in-memory ``method`` that never waits on I/O: run at once,
+    on the event loop (a thread would cost more than the work)."""
+
+    async def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(self, *args, **kwargs)
+
+    _async_name(run, method, "(in memory: runs at once, never blocks on I/O)")
     return run
 
 
