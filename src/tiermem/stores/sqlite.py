@@ -11,7 +11,7 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence, Sized
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,6 +26,7 @@ import tiermem.stores.transcript as transcript
 from tiermem.errors import StoreError, StoreUnavailableError
 from tiermem.paths import default_sqlite_path as default_path
 from tiermem.paths import sqlite_file
+from tiermem.stores.dialect import Clause, Dialect, filter_clause, read_record
 from tiermem.stores.ops import (
     NO_FILTER,
     MemoryFilter,
@@ -168,24 +169,6 @@ def _dt(value: float) -> datetime:
     return datetime.fromtimestamp(value, tz=timezone.utc)
 
 
-def _record(row: sqlite3.Row) -> MemoryRecord:
-    return MemoryRecord(
-        id=uuid.UUID(row["id"]),
-        user_id=row["user_id"],
-        agent_id=row["agent_id"],
-        session_id=row["session_id"],
-        content=row["content"],
-        content_hash=row["content_hash"],
-        memory_type=row["memory_type"],
-        importance=row["importance"],
-        created_at=_dt(row["created_at"]),
-        accessed_at=_dt(row["accessed_at"]),
-        access_count=row["access_count"],
-        metadata=json.loads(row["metadata"]),
-        embedding=np.frombuffer(row["embedding"], dtype=np.float32),
-    )
-
-
 def _json_match(value: object) -> tuple[str, list[object]]:
     """SQL comparing a ``json_each`` row's value with a JSON scalar (as jsonb ``@>`` does)."""
     if value is None:
@@ -197,30 +180,37 @@ def _json_match(value: object) -> tuple[str, list[object]]:
     return "type = 'text' AND value = ?", [value]
 
 
-def _where(user_id: str, flt: MemoryFilter, alias: str = "") -> tuple[str, list[object]]:
-    """``WHERE`` clause (user first, then the filter) and its parameters."""
-    p = f"{alias}." if alias else ""
-    sql = [f"{p}user_id = ?"]
-    params: list[object] = [user_id]
-    if flt.memory_types:
-        sql.append(f"{p}memory_type IN ({_marks(flt.memory_types)})")
-        params.extend(flt.memory_types)
-    for column in ("session_id", "agent_id"):
-        value = getattr(flt, column)
-        if value is not None:
-            sql.append(f"{p}{column} = ?")
-            params.append(value)
-    if flt.created_after is not None:
-        sql.append(f"{p}created_at >= ?")
-        params.append(_ts(flt.created_after))
-    if flt.created_before is not None:
-        sql.append(f"{p}created_at < ?")
-        params.append(_ts(flt.created_before))
-    for key, value in (flt.metadata or {}).items():
+def _has_metadata(column: str, metadata: Mapping[str, Any]) -> Clause:
+    """Every key of ``metadata`` in the JSON ``column`` with its value."""
+    sql, params = [], []
+    for key, value in metadata.items():
         cond, extra = _json_match(value)
-        sql.append(f"EXISTS (SELECT 1 FROM json_each({p}metadata) WHERE key = ? AND {cond})")
+        sql.append(f"EXISTS (SELECT 1 FROM json_each({column}) WHERE key = ? AND {cond})")
         params.extend([key, *extra])
     return " AND ".join(sql), params
+
+
+DIALECT = Dialect(
+    mark="?",
+    read_id=uuid.UUID,
+    read_real=float,
+    read_time=_dt,
+    read_json=json.loads,
+    read_vector=lambda blob: np.frombuffer(blob, dtype=np.float32),
+    write_time=_ts,
+    one_of=lambda column, values: (f"{column} IN ({_marks(values)})", [*values]),
+    has_metadata=_has_metadata,
+)
+"""How SQLite keeps a memory's columns: ids as text, times as epoch seconds, JSON as
+text, vectors as float32 bytes."""
+
+
+def _record(row: sqlite3.Row) -> MemoryRecord:
+    return read_record(row, DIALECT)
+
+
+def _where(user_id: str, flt: MemoryFilter, alias: str = "") -> Clause:
+    return filter_clause(user_id, flt, DIALECT, alias)
 
 
 def _marks(items: Sized) -> str:
