@@ -4,17 +4,35 @@ the memory index read into a record and a filter written as a ``WHERE`` clause."
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from tiermem.stores.ops import MemoryFilter
+from tiermem.stores.ops import MemoryFilter, UpdateOp
 from tiermem.stores.records import MemoryRecord
 
 Clause = tuple[str, list[object]]
 """SQL and its parameters."""
+RECORD_COLUMNS = (
+    "id",
+    "user_id",
+    "agent_id",
+    "session_id",
+    "content",
+    "content_hash",
+    "memory_type",
+    "importance",
+    "created_at",
+    "accessed_at",
+    "access_count",
+    "metadata",
+    "embedding",
+)
+"""The memory index's columns, in the order of :func:`record_values`."""
 
 
 class Dialect(NamedTuple):
@@ -27,7 +45,11 @@ class Dialect(NamedTuple):
     read_time: Callable[[Any], datetime]
     read_json: Callable[[Any], Any]
     read_vector: Callable[[Any], np.ndarray]
+    write_id: Callable[[uuid.UUID], object]
     write_time: Callable[[datetime], object]
+    write_vector: Callable[[Any], object]
+    json_mark: str
+    """The placeholder of a JSON value (``?``, ``%s::jsonb``)."""
     one_of: Callable[[str, Sequence[str]], Clause]
     """``column`` equal to one of the values."""
     has_metadata: Callable[[str, Mapping[str, Any]], Clause]
@@ -76,3 +98,51 @@ def filter_clause(user_id: str, flt: MemoryFilter, dialect: Dialect, alias: str 
         sql.append(clause)
         params.extend(values)
     return " AND ".join(sql), params
+
+
+def insert_sql(table: str, dialect: Dialect, extra: tuple[str, ...] = ()) -> str:
+    """The ``INSERT`` of a row of :func:`record_values` (then ``extra`` columns)."""
+    columns = (*RECORD_COLUMNS, *extra)
+    marks = ", ".join([dialect.mark] * len(columns))
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+
+
+def record_values(r: MemoryRecord, dialect: Dialect) -> tuple[object, ...]:
+    """A record's values in a row of the memory index (:data:`RECORD_COLUMNS`)."""
+    return (
+        dialect.write_id(r.id),
+        r.user_id,
+        r.agent_id,
+        r.session_id,
+        r.content,
+        r.content_hash,
+        r.memory_type,
+        r.importance,
+        dialect.write_time(r.created_at),
+        dialect.write_time(r.accessed_at),
+        r.access_count,
+        json.dumps(r.metadata),
+        dialect.write_vector(r.embedding),
+    )
+
+
+def update_sets(op: UpdateOp, digest: str | None, dialect: Dialect) -> Clause:
+    """The ``SET`` assignments of an update (``digest``: the new content's hash), joined
+    by commas, and their parameters; empty when nothing changes."""
+    mark = dialect.mark
+    sets: list[str] = []
+    params: list[object] = []
+    if digest is not None:
+        sets += [f"content = {mark}", f"content_hash = {mark}"]
+        params += [op.content, digest]
+    if op.embedding is not None:
+        sets.append(f"embedding = {mark}")
+        params.append(dialect.write_vector(op.embedding))
+    for column in ("memory_type", "importance"):
+        if getattr(op, column) is not None:
+            sets.append(f"{column} = {mark}")
+            params.append(getattr(op, column))
+    if op.metadata is not None:
+        sets.append(f"metadata = {dialect.json_mark}")
+        params.append(json.dumps(op.metadata))
+    return ", ".join(sets), params

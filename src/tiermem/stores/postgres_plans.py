@@ -66,7 +66,10 @@ DIALECT = Dialect(
     read_time=lambda value: value.astimezone(timezone.utc),
     read_json=lambda value: value,
     read_vector=lambda value: np.asarray(value.to_numpy(), dtype=np.float32),
+    write_id=lambda value: value,
     write_time=lambda value: value,
+    write_vector=lambda vector: np.asarray(vector, dtype=np.float32),
+    json_mark="%s::jsonb",
     one_of=lambda column, values: (f"{column} = ANY(%s)", [list(values)]),
     has_metadata=lambda column, metadata: (f"{column} @> %s::jsonb", [json.dumps(dict(metadata))]),
 )
@@ -94,12 +97,6 @@ class PostgresPlans:
         sql = f"SELECT {COLUMNS} FROM {self.table} WHERE user_id = %s AND id = ANY(%s)"
         records = [record(r) for r in (yield (sql, (user_id, list(order))))]
         return sorted(records, key=lambda r: order[r.id])
-
-    def _filtered(self, user_id: str, flt: MemoryFilter) -> tuple[str, list[object]]:
-        return where(user_id, flt)
-
-    def _row_record(self, row: dict[str, Any]) -> MemoryRecord:
-        return record(row)
 
     def _count_access_plan(
         self, user_id: str, ids: Sequence[uuid.UUID], now: datetime, times: int = 1
