@@ -81,11 +81,16 @@ def stepped(work: Callable[Concatenate[W, P], Steps[R]]) -> Callable[Concatenate
 
 def stepped_twin(
     method: Callable[Concatenate[W, P], R],
+    *,
+    threads_unless: Callable[[Any], bool] | None = None,
 ) -> Callable[Concatenate[W, P], Coroutine[Any, Any, R]]:
-    """The async twin of a :func:`stepped` method: each wait awaited with ``self._astep``."""
+    """The async twin of a :func:`stepped` method: each wait awaited with ``self._astep``
+    (or, where ``threads_unless(self)`` is false, ``method`` whole in one thread)."""
     work: Callable[..., Steps[R]] = method.__steps__  # type: ignore[attr-defined]
 
     async def run(self: W, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        if threads_unless is not None and not threads_unless(self):
+            return await asyncio.to_thread(method, self, *args, **kwargs)
         steps = work(self, *args, **kwargs)
         answer = None
         try:
