@@ -21,6 +21,7 @@ import numpy as np
 
 import tiermem.stores.copies as copies
 import tiermem.stores.facts as facts
+import tiermem.stores.ops as ops
 import tiermem.stores.schema as schema
 import tiermem.stores.transcript as transcript
 from tiermem.errors import StoreError, StoreUnavailableError
@@ -139,12 +140,6 @@ def _v3_keywords_by_user(t: str, dim: int) -> list[str]:
         f"INSERT INTO {fts}({fts}) VALUES ('rebuild')",
     ]
 
-
-KEYWORD_SCAN = 5_000
-"""Matches of a keyword search ranked at most, the newest first: what bounds a big
-user's keyword search (a 100k-message user's common words match tens of thousands of
-rows; ranking them all took 90-150 ms here, the newest 5,000 28 ms). Older matches are
-still found by vector search."""
 
 OWNER_SQL = "'u' || lower(hex(user_id))"
 """A row's owner as one FTS token (the user id's UTF-8 bytes in hex): :func:`owner_token`."""
@@ -489,7 +484,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                 f"SELECT {columns}, r.rank FROM ({newest} ORDER BY rank LIMIT ?) AS r"
                 f" JOIN {self.table} AS m ON m.seq = r.rowid WHERE {where} ORDER BY r.rank"
             )
-            params = [match, KEYWORD_SCAN, limit, *params]
+            params = [match, ops.KEYWORD_SCAN, limit, *params]
         else:
             sql = (
                 f"SELECT {columns}, r.rank FROM ({ranked} WHERE {self.table}_fts MATCH ?) AS r"
