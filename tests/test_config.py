@@ -71,6 +71,7 @@ def test_defaults_are_the_embedded_setup() -> None:
         "neighbour": 0.5,
         "question": 0.3,
         "reply": 1.0,
+        "when": 0.5,
     }
     assert config.memory.buffer.summary_batch == 10
 

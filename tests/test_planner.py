@@ -310,6 +310,20 @@ def test_a_question_hands_its_relevance_to_its_reply() -> None:
     assert asked == stated and replied == 0.5 * asked
 
 
+def test_a_when_question_lifts_the_lines_that_say_when() -> None:
+    def lines() -> list[Candidate]:
+        dated = cand("Jon: yesterday I went to a fair to show my studio", 0.5)
+        undated = cand("Jon: I went to a fair to show my studio", 0.5)
+        return [dated, undated, cand("x", 0.1), cand("y", 0.2)]
+
+    dated, undated, *_ = relevance("When did Jon go to a fair?", lines())
+    assert dated > undated
+    dated, undated, *_ = relevance("Why did Jon go to a fair?", lines())
+    assert dated == undated
+    dated, undated, *_ = relevance("When did Jon go to a fair?", lines(), weights={"when": 0.0})
+    assert dated == undated
+
+
 def test_temporal_cue_lifts_memories_in_the_named_time() -> None:
     may = cand("we went to the lake", 0.5, timestamp=DAY)
     august = cand("we went to the beach", 0.5, timestamp=DAY + timedelta(days=90))

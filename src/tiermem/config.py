@@ -246,7 +246,8 @@ class WeightsConfig(Section):
     session is), ``temporal`` (a bonus inside a time the query names), ``neighbour``
     (the share of a message's relevance passed to the messages next to it), ``question``
     (taken from a message that asks: a question is rarely its own answer) and ``reply``
-    (the share of a question's relevance passed to the message that answers it).
+    (the share of a question's relevance passed to the message that answers it); ``when``
+    (a bonus, for a query that asks when, to a memory that says when: "last week").
     """
 
     similarity: float = Field(default=0.9, ge=0)
@@ -258,6 +259,7 @@ class WeightsConfig(Section):
     neighbour: float = Field(default=0.5, ge=0, le=1)
     question: float = Field(default=0.3, ge=0)
     reply: float = Field(default=1.0, ge=0, le=1)
+    when: float = Field(default=0.5, ge=0)
 
     @model_validator(mode="after")
     def _some_weight(self) -> WeightsConfig:

@@ -38,7 +38,7 @@ from tiermem.buffer import newest_within, summary_message
 from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message, to_anthropic_messages, transcript_line
-from tiermem.temporal import asks_about_past, time_windows, within
+from tiermem.temporal import asks_about_past, asks_when, says_when, time_windows, within
 from tiermem.text import folded, keyword_matches, query_stems, term_set
 
 if TYPE_CHECKING:
@@ -223,7 +223,9 @@ class QueryPlanner:
            of a conversation that touches the query is more likely relevant);
         3. plus ``temporal_weight`` when the memory falls in a time the query names;
         4. minus ``question_weight`` for a message that asks (ends with "?"): a question
-           shares the words of the topic it asks about but rarely holds the answer;
+           shares the words of the topic it asks about but rarely holds the answer; and,
+           when the query asks when, plus ``when_weight`` for a memory that says when
+           ("yesterday", "last week", "3 years", a month: :func:`~tiermem.temporal.says_when`);
         5. each message then gets at least ``neighbour_weight`` x the relevance of the
            message before or after it (answers often sit next to the matching line), and
            at least ``reply_weight`` x the relevance of the question it follows;
@@ -240,6 +242,11 @@ class QueryPlanner:
             d + w.keyword * k - (w.question if a else 0.0)
             for d, k, a in zip(dense, keyword, asks, strict=True)
         ]
+        if w.when and asks_when(query):
+            base = [
+                v + (w.when if says_when(c.content) else 0.0)
+                for c, v in zip(candidates, base, strict=True)
+            ]
         sessions: dict[str, list[float]] = {}
         for candidate, value in zip(candidates, base, strict=True):
             if candidate.session_id is not None:
