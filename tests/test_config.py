@@ -69,6 +69,9 @@ def test_defaults_are_the_embedded_setup() -> None:
         "session": 0.3,
         "temporal": 1.0,
         "neighbour": 0.5,
+        "question": 0.3,
+        "reply": 1.0,
+        "when": 0.5,
     }
     assert config.memory.buffer.summary_batch == 10
 

@@ -281,15 +281,47 @@ def test_session_cue_lifts_memories_of_a_relevant_conversation() -> None:
 
 
 def test_neighbour_cue_lifts_the_message_next_to_a_match() -> None:
-    question = cand("Ana: what did you name the puppy?", 0.9, message_id="m1")
-    answer = cand("Ben: we called him Rex", 0.0, message_id="m2", previous_id="m1")
+    match = cand("Ana: we got a puppy and named him", 0.9, message_id="m1")
+    answer = cand("Ben: Rex, a great name", 0.0, message_id="m2", previous_id="m1")
     unrelated = cand("Ben: the weather is nice", 0.0, message_id="m9")
-    values = relevance("puppy name", [question, answer, unrelated, cand("x", 0.1)])
+    values = relevance("puppy name", [match, answer, unrelated, cand("x", 0.1)])
     assert values[1] >= 0.5 * values[0] > values[2]
     values = relevance(
-        "puppy name", [question, answer, unrelated, cand("x", 0.1)], weights={"neighbour": 0.0}
+        "puppy name", [match, answer, unrelated, cand("x", 0.1)], weights={"neighbour": 0.0}
     )
     assert values[1] == values[2]
+
+
+def test_a_question_hands_its_relevance_to_its_reply() -> None:
+    """A line that asks shares the topic's words but rarely the answer, which the line
+    after it holds: the question is discounted and its reply carries its relevance."""
+
+    def lines() -> list[Candidate]:
+        question = cand("Ana: what did you name the puppy?", 0.9, message_id="m1")
+        reply = cand("Ben: we called him Rex", 0.0, message_id="m2", previous_id="m1")
+        statement = cand("Ben: the puppy loves the park", 0.9, message_id="m9")
+        return [question, reply, statement, cand("x", 0.1), cand("y", 0.2)]
+
+    asked, replied, stated, *_ = relevance("puppy name", lines())
+    assert asked < stated and replied == asked
+    asked, replied, stated, *_ = relevance(
+        "puppy name", lines(), weights={"question": 0.0, "reply": 0.5}
+    )
+    assert asked == stated and replied == 0.5 * asked
+
+
+def test_a_when_question_lifts_the_lines_that_say_when() -> None:
+    def lines() -> list[Candidate]:
+        dated = cand("Jon: yesterday I went to a fair to show my studio", 0.5)
+        undated = cand("Jon: I went to a fair to show my studio", 0.5)
+        return [dated, undated, cand("x", 0.1), cand("y", 0.2)]
+
+    dated, undated, *_ = relevance("When did Jon go to a fair?", lines())
+    assert dated > undated
+    dated, undated, *_ = relevance("Why did Jon go to a fair?", lines())
+    assert dated == undated
+    dated, undated, *_ = relevance("When did Jon go to a fair?", lines(), weights={"when": 0.0})
+    assert dated == undated
 
 
 def test_temporal_cue_lifts_memories_in_the_named_time() -> None:

@@ -8,7 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tiermem.temporal import DAY_AFTER, DAY_BEFORE, MONTH_AFTER, time_windows, within
+from tiermem.temporal import (
+    DAY_AFTER,
+    DAY_BEFORE,
+    MONTH_AFTER,
+    asks_when,
+    says_when,
+    time_windows,
+    within,
+)
 
 
 def utc(year: int, month: int, day: int) -> datetime:
@@ -124,3 +132,38 @@ def test_within() -> None:
 def test_never_raises_and_windows_are_ordered(query: str, years: list[int]) -> None:
     for start, end in time_windows(query, years):
         assert start < end and start.tzinfo is not None
+
+
+@pytest.mark.parametrize(
+    ("query", "asks"),
+    [
+        ("When did Jon go to the fair?", True),
+        ("How long has she had her friends?", True),
+        ("what year did they move?", True),
+        ("What did Melanie paint?", False),
+        ("Whenever works", False),
+    ],
+)
+def test_asks_when(query: str, asks: bool) -> None:
+    assert asks_when(query) is asks
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("Jon: Yesterday, I went to a fair to show off my studio.", True),
+        ("I've had them for 3 years now!", True),
+        ("I'm going to make it this weekend - can't wait!", True),
+        ("We moved here a few months ago", True),
+        ("a couple of weeks", True),
+        ("We met in March.", True),
+        ("Back in 2019 it was different", True),
+        ("See you on Friday", True),
+        ("I love this cake, it's so good", False),
+        ("You may like it", False),  # "may" the verb, not the month
+        ("Room 2019x is the one", False),
+        ("Some years are like that", False),
+    ],
+)
+def test_says_when(text: str, says: bool) -> None:
+    assert says_when(text) is says

@@ -258,8 +258,11 @@ class WeightsConfig(Section):
     ``similarity``, ``recency`` and ``importance`` are the final blend (normalized to sum
     to 1). The others shape the relevance that ``similarity`` weighs: ``keyword`` (the
     keyword score beside the vector score), ``session`` (how relevant a memory's whole
-    session is), ``temporal`` (a bonus inside a time the query names) and ``neighbour``
-    (the share of a message's relevance passed to the messages next to it).
+    session is), ``temporal`` (a bonus inside a time the query names), ``neighbour``
+    (the share of a message's relevance passed to the messages next to it), ``question``
+    (taken from a message that asks: a question is rarely its own answer) and ``reply``
+    (the share of a question's relevance passed to the message that answers it); ``when``
+    (a bonus, for a query that asks when, to a memory that says when: "last week").
     """
 
     similarity: float = Field(default=0.9, ge=0)
@@ -269,6 +272,9 @@ class WeightsConfig(Section):
     session: float = Field(default=0.3, ge=0)
     temporal: float = Field(default=1.0, ge=0)
     neighbour: float = Field(default=0.5, ge=0, le=1)
+    question: float = Field(default=0.3, ge=0)
+    reply: float = Field(default=1.0, ge=0, le=1)
+    when: float = Field(default=0.5, ge=0)
 
     @model_validator(mode="after")
     def _some_weight(self) -> WeightsConfig:

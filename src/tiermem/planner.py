@@ -38,7 +38,7 @@ from tiermem.buffer import newest_within, summary_message
 from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message, to_anthropic_messages, transcript_line
-from tiermem.temporal import asks_about_past, time_windows, within
+from tiermem.temporal import asks_about_past, asks_when, says_when, time_windows, within
 from tiermem.text import folded, keyword_matches, query_stems, term_set
 
 if TYPE_CHECKING:
@@ -222,9 +222,14 @@ class QueryPlanner:
         2. plus ``session_weight`` x the relevance of the session's best candidate (a line
            of a conversation that touches the query is more likely relevant);
         3. plus ``temporal_weight`` when the memory falls in a time the query names;
-        4. each message then gets at least ``neighbour_weight`` x the relevance of the
-           message before or after it (answers often sit next to the matching line);
-        5. a superseded fact keeps ``SUPERSEDED`` of its relevance unless the query asks
+        4. minus ``question_weight`` for a message that asks (ends with "?"): a question
+           shares the words of the topic it asks about but rarely holds the answer; and,
+           when the query asks when, plus ``when_weight`` for a memory that says when
+           ("yesterday", "last week", "3 years", a month: :func:`~tiermem.temporal.says_when`);
+        5. each message then gets at least ``neighbour_weight`` x the relevance of the
+           message before or after it (answers often sit next to the matching line), and
+           at least ``reply_weight`` x the relevance of the question it follows;
+        6. a superseded fact keeps ``SUPERSEDED`` of its relevance unless the query asks
            about the past (the current version answers "where does Ana live?").
         """
         if not candidates:
@@ -232,7 +237,16 @@ class QueryPlanner:
         w = self.settings.weights
         dense = _rescale([c.similarity for c in candidates])
         keyword = _rescale([c.keyword for c in candidates])
-        base = [d + w.keyword * k for d, k in zip(dense, keyword, strict=True)]
+        asks = [_asks(c.content) for c in candidates]
+        base = [
+            d + w.keyword * k - (w.question if a else 0.0)
+            for d, k, a in zip(dense, keyword, asks, strict=True)
+        ]
+        if w.when and asks_when(query):
+            base = [
+                v + (w.when if says_when(c.content) else 0.0)
+                for c, v in zip(candidates, base, strict=True)
+            ]
         sessions: dict[str, list[float]] = {}
         for candidate, value in zip(candidates, base, strict=True):
             if candidate.session_id is not None:
@@ -251,7 +265,8 @@ class QueryPlanner:
         for i, candidate in enumerate(candidates):
             j = by_id.get(candidate.previous_id) if candidate.previous_id else None
             if j is not None:
-                final[i] = max(final[i], w.neighbour * own[j])
+                carried = w.reply if asks[j] else w.neighbour
+                final[i] = max(final[i], carried * own[j])
                 final[j] = max(final[j], w.neighbour * own[i])
         if not asks_about_past(query):
             final = [
@@ -538,6 +553,11 @@ def _by_marginal_relevance(
         row = int(np.argmax(scores - diversity * penalty))
         scores[row] = -np.inf
         yield ranked[row]
+
+
+def _asks(content: str) -> bool:
+    """Whether a memory's line is a question (ends with "?")."""
+    return content.rstrip().endswith("?")
 
 
 def _preview(text: str, limit: int = 70) -> str:

@@ -1,4 +1,5 @@
-"""Temporal cues: the time windows a query refers to ("on 31 July 2023", "in August").
+"""Temporal cues: the time windows a query refers to ("on 31 July 2023", "in August"),
+and whether it asks when something happened, which a line that says when answers.
 
 People report events a little after they happen ("I went hiking yesterday"), so a day
 mentioned in a query opens a window from a few days before to two weeks after it; a month
@@ -8,7 +9,9 @@ year the user's memories span is tried.
 
 from __future__ import annotations
 
+import functools
 import re
+import string
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 
@@ -101,3 +104,48 @@ def asks_about_past(query: str) -> bool:
     """Whether ``query`` asks how things were ("before", "used to", "previously", a date):
     then a superseded fact is as good an answer as the current one."""
     return bool(_PAST.search(query)) or bool(time_windows(query, ()))
+
+
+_ASKS_WHEN = re.compile(r"\b(?:when|how long|what (?:year|month|day|date|time))\b", re.IGNORECASE)
+_SPACES = str.maketrans({c: " " for c in string.punctuation + "‘’“”–—…"})
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WHEN_WORDS = frozenset(
+    (
+        *("yesterday", "today", "tonight", "tomorrow", "ago", "recently", "weekend"),
+        *("last", "next", "since", *_WEEKDAYS),
+        *(m for m in MONTHS if m != "may"),  # "may" the verb
+        *(str(year) for year in range(1900, 2100)),
+    )
+)
+_UNITS = frozenset(
+    (
+        *("day", "days", "week", "weeks", "weekend", "weekends", "month", "months"),
+        *("year", "years", "summer", "winter", "spring", "fall", "autumn"),
+        *("morning", "evening", "night"),
+    )
+)
+_NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+_COUNTS = frozenset(("this", "a", "few", "couple", *_NUMBERS))
+
+
+@functools.lru_cache(maxsize=65536)  # the same memories come back query after query
+def says_when(text: str) -> bool:
+    """Whether ``text`` places something in time: "yesterday", "last week", "3 years",
+    "this summer", a weekday, a month or a year (people say when in words relative to the
+    day they speak, which the line's own date then fixes)."""
+    tokens = text.lower().translate(_SPACES).split()
+    if not _WHEN_WORDS.isdisjoint(tokens):
+        return True
+    if _UNITS.isdisjoint(tokens):
+        return False
+    for i, token in enumerate(tokens[1:], 1):
+        if token in _UNITS:
+            count = tokens[i - 2] if tokens[i - 1] == "of" and i > 1 else tokens[i - 1]
+            if count in _COUNTS or count.isdigit():  # "3 years", "a couple of weeks"
+                return True
+    return False
+
+
+def asks_when(query: str) -> bool:
+    """Whether ``query`` asks when, or for how long, something happened."""
+    return bool(_ASKS_WHEN.search(query))
