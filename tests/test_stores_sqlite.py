@@ -157,6 +157,22 @@ def test_vector_cache_is_bounded(tmp_path: Path) -> None:
     store.close()
 
 
+def test_records_read_again_share_nothing_a_caller_can_change(tmp_path: Path) -> None:
+    """Rows are decoded from caches (ids, flat metadata): a record a caller changes does
+    not change the next read of the same row, nested metadata included."""
+    store = SQLiteStore(tmp_path / "d.db", dimension=DIM)
+    flat = store.add("u", "flat", embedding=vecs(1)[0], metadata={"a": 1, "b": "x"})
+    nested = store.add("u", "nested", embedding=vecs(1, 1)[0], metadata={"list": [1, 2]})
+    for memory_id in (flat, nested):
+        first = store.get("u", memory_id)
+        assert first is not None and first.id == memory_id
+        first.metadata.setdefault("list", []).append(3)
+        first.metadata["a"] = 2
+    assert store.get("u", flat).metadata == {"a": 1, "b": "x"}
+    assert store.get("u", nested).metadata == {"list": [1, 2]}
+    store.close()
+
+
 def test_an_old_file_is_migrated_and_keywords_are_stemmed(tmp_path: Path, monkeypatch) -> None:
     import tiermem.stores.sqlite as sqlite_store
 

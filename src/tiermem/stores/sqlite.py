@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -169,21 +170,47 @@ def _dt(value: float) -> datetime:
 
 
 def _record(row: sqlite3.Row) -> MemoryRecord:
+    """The record a row of ``_COLUMNS`` holds (by position: a search reads hundreds)."""
     return MemoryRecord(
-        id=uuid.UUID(row["id"]),
-        user_id=row["user_id"],
-        agent_id=row["agent_id"],
-        session_id=row["session_id"],
-        content=row["content"],
-        content_hash=row["content_hash"],
-        memory_type=row["memory_type"],
-        importance=row["importance"],
-        created_at=_dt(row["created_at"]),
-        accessed_at=_dt(row["accessed_at"]),
-        access_count=row["access_count"],
-        metadata=json.loads(row["metadata"]),
-        embedding=np.frombuffer(row["embedding"], dtype=np.float32),
+        _uuid(row[1]),
+        row[2],
+        row[5],
+        row[7],
+        row[3],
+        row[4],
+        row[8],
+        _metadata(row[12]),
+        datetime.fromtimestamp(row[9], timezone.utc),
+        datetime.fromtimestamp(row[10], timezone.utc),
+        row[11],
+        row[6],
+        np.frombuffer(row[13], dtype=np.float32),
     )
+
+
+_DECODED = 20_000
+"""Ids and metadata texts kept decoded: the same rows come back search after search."""
+
+
+@lru_cache(maxsize=_DECODED)
+def _uuid(text: str) -> uuid.UUID:
+    """A row's id (shared: a UUID is immutable)."""
+    return uuid.UUID(text)
+
+
+def _metadata(text: str) -> dict[str, Any]:
+    """A row's metadata: a copy of the cached dict when it is flat (no list or dict
+    inside, so the copy shares nothing mutable), else parsed afresh."""
+    flat = _flat_metadata(text)
+    return dict(flat) if flat is not None else cast(dict[str, Any], json.loads(text))
+
+
+@lru_cache(maxsize=_DECODED)
+def _flat_metadata(text: str) -> dict[str, Any] | None:
+    value = json.loads(text)
+    if not isinstance(value, dict) or any(isinstance(v, (dict, list)) for v in value.values()):
+        return None
+    return value
 
 
 def _json_match(value: object) -> tuple[str, list[object]]:
