@@ -36,6 +36,7 @@ from tiermem.stores.ops import (
 )
 from tiermem.stores.plans import Plan, sync_step
 from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
+from tiermem.stores.row_cache import RowCache
 from tiermem.stores.sql import SQLStore, writes
 from tiermem.stores.validate import check_durability
 from tiermem.stores.vector_cache import VectorCache, load
@@ -132,6 +133,9 @@ def _v3_keywords_by_user(t: str, dim: int) -> list[str]:
     ]
 
 
+ROW_CACHE = 20_000
+"""Decoded rows the store keeps (:class:`~tiermem.stores.row_cache.RowCache`): about
+2 KB each with a 384-dimension vector."""
 KEYWORD_SCAN = 5_000
 """Matches of a keyword search ranked at most, the newest first: what bounds a big
 user's keyword search (a 100k-message user's common words match tens of thousands of
@@ -170,8 +174,14 @@ def _dt(value: float) -> datetime:
 
 
 def _record(row: sqlite3.Row) -> MemoryRecord:
-    """The record a row of ``_COLUMNS`` holds (by position: a search reads hundreds)."""
-    return MemoryRecord(
+    """The record a row of ``_COLUMNS`` holds."""
+    return _build(_fields(row))
+
+
+def _fields(row: sqlite3.Row) -> tuple[Any, ...]:
+    """A row's decoded fields, in :class:`MemoryRecord`'s order (by position: a search
+    reads hundreds), the metadata still as its JSON text (see :func:`_build`)."""
+    return (
         _uuid(row[1]),
         row[2],
         row[5],
@@ -179,12 +189,20 @@ def _record(row: sqlite3.Row) -> MemoryRecord:
         row[3],
         row[4],
         row[8],
-        _metadata(row[12]),
+        row[12],
         datetime.fromtimestamp(row[9], timezone.utc),
         datetime.fromtimestamp(row[10], timezone.utc),
         row[11],
         row[6],
         np.frombuffer(row[13], dtype=np.float32),
+    )
+
+
+def _build(f: tuple[Any, ...]) -> MemoryRecord:
+    """A record of :func:`_fields`: its own metadata dict, everything else immutable (a
+    read-only vector), so fields can be kept and built from again."""
+    return MemoryRecord(
+        f[0], f[1], f[2], f[3], f[4], f[5], f[6], _metadata(f[7]), f[8], f[9], f[10], f[11], f[12]
     )
 
 
@@ -295,6 +313,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         self.path = sqlite_file(path if path is not None else default_path())
         self._lock = threading.RLock()
         self._cache = VectorCache(cache_bytes)
+        self._rows = RowCache(ROW_CACHE)
         try:
             self._conn = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
@@ -315,6 +334,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         with self._lock:
             self._conn.close()
             self._cache.clear()
+            self._rows.clear()
 
     @contextmanager
     def _transaction(self, write: bool) -> Iterator[sqlite3.Connection]:
@@ -454,8 +474,26 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
     def _by_seqs(
         self, c: sqlite3.Connection, user_id: str, seqs: list[int]
     ) -> dict[int, MemoryRecord]:
-        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE +user_id = ? AND seq IN ({_marks(seqs)})"
-        return {r["seq"]: _record(r) for r in c.execute(sql, [user_id, *seqs])}
+        """The user's records among rows ``seqs``: those read before at this version of
+        the file from the row cache, the others read (in the transaction's snapshot:
+        call after its first read)."""
+        rows = self._rows
+        rows.check((c.execute("PRAGMA data_version").fetchone()[0], c.total_changes))
+        found: dict[int, MemoryRecord] = {}
+        missing = []
+        for seq in seqs:
+            fields = rows.get(seq)
+            if fields is None or fields[1] != user_id:
+                missing.append(seq)
+            else:
+                found[seq] = _build(fields)
+        select = f"SELECT {_COLUMNS} FROM {self.table} WHERE +user_id = ? AND seq IN"
+        for part in _chunks(missing):
+            for r in c.execute(f"{select} ({_marks(part)})", [user_id, *part]):
+                fields = _fields(r)
+                rows.put(r[0], fields)
+                found[r[0]] = _build(fields)
+        return found
 
     def _existing_ids(self, c: sqlite3.Connection, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         found: set[uuid.UUID] = set()
@@ -554,8 +592,6 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             return []
         words = " OR ".join(f'"{t}"' for t in terms)
         match = f'owner : "{owner_token(op.user_id)}" AND content : ({words})'
-        where, params = _where(op.user_id, op.filter, alias="m")
-        columns = ", ".join(f"m.{col.strip()}" for col in _COLUMNS.split(","))
         # The owner's column weighs nothing in the rank: every row of the user has it.
         ranked = f"SELECT rowid, bm25({self.table}_fts, 1.0, 0.0) AS rank FROM {self.table}_fts"
         if op.filter == NO_FILTER:  # rank in the index, then read only the best rows
@@ -563,19 +599,18 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                 f"SELECT rowid, rank FROM ({ranked} WHERE {self.table}_fts MATCH ?"
                 " ORDER BY rowid DESC LIMIT ?)"
             )
-            sql = (
-                f"SELECT {columns}, r.rank FROM ({newest} ORDER BY rank LIMIT ?) AS r"
-                f" JOIN {self.table} AS m ON m.seq = r.rowid WHERE {where} ORDER BY r.rank"
-            )
-            params = [match, KEYWORD_SCAN, limit, *params]
-        else:
-            sql = (
-                f"SELECT {columns}, r.rank FROM ({ranked} WHERE {self.table}_fts MATCH ?) AS r"
-                f" JOIN {self.table} AS m ON m.seq = r.rowid WHERE {where}"
-                " ORDER BY r.rank LIMIT ?"
-            )
-            params = [match, *params, limit]
-        rows = yield (sql, params)
+            best = yield (f"{newest} ORDER BY rank LIMIT ?", [match, KEYWORD_SCAN, limit])
+            seqs = [r[0] for r in best]
+            found = yield from sync_step(lambda c: self._by_seqs(c, op.user_id, seqs))
+            return [SearchResult(found[r[0]], -float(r[1])) for r in best if r[0] in found]
+        where, params = _where(op.user_id, op.filter, alias="m")
+        columns = ", ".join(f"m.{col.strip()}" for col in _COLUMNS.split(","))
+        sql = (
+            f"SELECT {columns}, r.rank FROM ({ranked} WHERE {self.table}_fts MATCH ?) AS r"
+            f" JOIN {self.table} AS m ON m.seq = r.rowid WHERE {where}"
+            " ORDER BY r.rank LIMIT ?"
+        )
+        rows = yield (sql, [match, *params, limit])
         return [SearchResult(_record(r), -float(r["rank"])) for r in rows]
 
     def _stats(self, c: sqlite3.Connection, user_id: str) -> StoreStats:
