@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tiermem.errors import TiermemError
+from tiermem.facts import fact_line
 from tiermem.memory.retention import Retention
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message, transcript_line
@@ -366,8 +367,6 @@ def _by_keyword(hits: list[Any]) -> dict[Any, Candidate]:
 
 
 def _from_record(record: Any, similarity: float | None, keyword: float | None = None) -> Candidate:
-    from tiermem.facts import fact_line
-
     metadata = record.metadata or {}
     content, current, sources, source_ids = fact_line(record)
     return Candidate(
