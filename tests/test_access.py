@@ -50,6 +50,28 @@ def test_counts_are_written_in_the_background_and_by_flush(store: SQLiteStore) -
     assert log.pending == 0
 
 
+def test_one_wake_per_interval_and_a_new_one_after_each_write(store: SQLiteStore) -> None:
+    """Only the first waiting access wakes the runner (a thread switch per prompt costs
+    more than the count); accesses recorded after a write wake it again."""
+    (a,) = store.add_many("u1", ["alpha"])
+    clock = ManualClock()
+    store.clock = clock
+    log = AccessLog(store, interval=60)
+    wakes = []
+    wake = log._runner.wake
+    log._runner.wake = lambda now=False: (wakes.append(now), wake(now))[1]  # type: ignore[method-assign]
+    for _ in range(5):
+        log.record("u1", [str(a)])
+    assert clock.settle() and len(wakes) == 1 and log.pending == 1
+    clock.advance(60)
+    assert wait_until(lambda: counts(store, "u1") == {"alpha": 5}) and clock.settle()
+    log.record("u1", [str(a)])
+    assert len(wakes) == 2
+    # the runner leaves its idle wait for the interval's: move the clock until it wrote
+    assert wait_until(lambda: clock.advance(60) or counts(store, "u1") == {"alpha": 6})
+    log.close()
+
+
 def test_a_store_that_refuses_keeps_the_counts_for_later(
     tmp_path: Path, store: SQLiteStore
 ) -> None:

@@ -121,6 +121,48 @@ def test_another_process_writing_the_same_file(tmp_path: Path) -> None:
     store.close()
 
 
+def test_searches_see_every_change_to_a_row_they_read_before(tmp_path: Path) -> None:
+    """Searches keep the rows they decoded while the file is unchanged (RowCache): a
+    change by this store, by another store on the file or by another process, an access
+    count included, shows in the next search, by vector and by keyword."""
+    path = tmp_path / "rows.db"
+    store = SQLiteStore(path, dimension=DIM)
+    v = vecs(2)
+    first = store.add("u", "alpha beta", embedding=v[0], metadata={"n": 0})
+    store.add("u", "alpha gamma", embedding=v[1])
+
+    def seen() -> object:
+        found = []
+        for mode in ("vector", "keyword"):
+            hits = store.search("u", "alpha", vector=v[0], mode=mode, count_access=False)
+            found += [h.record for h in hits if h.record.id == first]
+        assert len(found) == 2 and found[0] == found[1] and found[0] is not found[1]
+        return found[0]
+
+    assert seen().metadata == {"n": 0} and seen().metadata == {"n": 0}  # the second: cached
+    store.update("u", first, metadata={"n": 1})
+    assert seen().metadata == {"n": 1}
+    other = SQLiteStore(path, dimension=DIM)
+    other.update("u", first, importance=0.9)
+    other.close()
+    assert seen().importance == 0.9
+    writer = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {SRC!r})
+        from tiermem.stores.sqlite import SQLiteStore
+        s = SQLiteStore({str(path)!r}, dimension={DIM})
+        s.update("u", {str(first)!r}, metadata={{"n": 2}})
+        s.close()
+        """
+    )
+    subprocess.run([sys.executable, "-c", writer], check=True, timeout=60)
+    assert seen().metadata == {"n": 2}
+    store.search("u", vector=v[0])  # counts an access of each hit
+    assert seen().access_count == 1
+    store.close()
+
+
 def test_locked_database_raises_unavailable_and_keeps_nothing(tmp_path: Path) -> None:
     path = tmp_path / "locked.db"
     store = SQLiteStore(path, dimension=DIM, timeout=0.2)
@@ -154,6 +196,22 @@ def test_vector_cache_is_bounded(tmp_path: Path) -> None:
         store.search(user, vector=vecs(1)[0])
     assert store._cache.get("a") is None and store._cache.get("c") is not None
     assert len(store.search("a", vector=vecs(1)[0], limit=30)) == 20  # reloads after eviction
+    store.close()
+
+
+def test_records_read_again_share_nothing_a_caller_can_change(tmp_path: Path) -> None:
+    """Rows are decoded from caches (ids, flat metadata): a record a caller changes does
+    not change the next read of the same row, nested metadata included."""
+    store = SQLiteStore(tmp_path / "d.db", dimension=DIM)
+    flat = store.add("u", "flat", embedding=vecs(1)[0], metadata={"a": 1, "b": "x"})
+    nested = store.add("u", "nested", embedding=vecs(1, 1)[0], metadata={"list": [1, 2]})
+    for memory_id in (flat, nested):
+        first = store.get("u", memory_id)
+        assert first is not None and first.id == memory_id
+        first.metadata.setdefault("list", []).append(3)
+        first.metadata["a"] = 2
+    assert store.get("u", flat).metadata == {"a": 1, "b": "x"}
+    assert store.get("u", nested).metadata == {"list": [1, 2]}
     store.close()
 
 

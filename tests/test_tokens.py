@@ -10,6 +10,7 @@ import pytest
 from tiermem.errors import InvalidTypeError
 from tiermem.messages import Message
 from tiermem.tokens import (
+    CACHED_CHARS,
     MESSAGE_OVERHEAD,
     ApproxTokenCounter,
     TiktokenCounter,
@@ -100,6 +101,24 @@ def test_message_count_adds_overhead_and_is_computed_once() -> None:
     assert calls == ["hello world"]
     # another counting scheme does not reuse the cached count
     assert ApproxTokenCounter().count_message(message) == 2 + MESSAGE_OVERHEAD
+
+
+def test_short_texts_are_encoded_once_long_ones_each_time() -> None:
+    """The same message or line comes back prompt after prompt (each read of the
+    transcript makes new Message objects): its count is cached by text; a whole rendered
+    context is new every time and is not kept."""
+    counter = TiktokenCounter()
+    encoded = []
+    encode = counter._wait()
+    counter._encode = lambda text: encoded.append(text) or encode(text)
+    long = " ".join(CHAT) * (CACHED_CHARS // len(" ".join(CHAT)) + 1)
+    for _ in range(3):
+        assert counter.count(CHAT[0]) == len(encode(CHAT[0]))
+        assert counter.count_message(Message("user", CHAT[1])) == (
+            len(encode(CHAT[1])) + MESSAGE_OVERHEAD
+        )
+        assert counter.count(long) == len(encode(long))
+    assert encoded == [CHAT[0], CHAT[1], long, long, long]
 
 
 def test_names_and_tool_calls_are_counted() -> None:

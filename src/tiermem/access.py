@@ -70,13 +70,16 @@ class AccessLog:
         with self._cond:
             if self._closed:
                 return
+            first = not self._pending
             for memory_id in ids:
                 key = (user_id, memory_id)
                 self._pending[key] = self._pending.get(key, 0) + 1
             self._trim()
-            waiting = bool(self._pending)
-        if waiting:
-            self._runner.wake()  # written once the interval's accesses have gathered
+            first = first and bool(self._pending)
+        # the first waiting access wakes the runner, which gathers the interval's; waking
+        # it for every later one would switch threads on every prompt for nothing
+        if first:
+            self._runner.wake()
 
     def discard_user(self, user_id: str) -> None:
         """Forget the waiting accesses of ``user_id`` (the user is being erased); a write

@@ -33,6 +33,12 @@ MESSAGE_OVERHEAD = 3
 NAME_OVERHEAD = 1
 """Extra token when a message carries a ``name``."""
 
+CACHED_CHARS = 2_000
+"""Texts up to this length have their counts cached by :class:`TiktokenCounter` (a
+message, a memory's line; not a whole rendered context, which is new every time)."""
+CACHED_COUNTS = 50_000
+"""Counts cached at most (the cache starts over when full)."""
+
 _ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _CL100K_PREFIXES = ("gpt-4-", "gpt-3.5", "text-embedding-3", "text-embedding-ada")
 _seed_lock = threading.Lock()
@@ -107,6 +113,7 @@ class TiktokenCounter(_MessageCounting):
         self.encoding_name = encoding
         self._encode: Any = None
         self._error: ModelLoadError | None = None
+        self._counts: dict[str, int] = {}
         if _tiktoken(encoding) is None:  # no local file: load (or fail) right here
             self._encode = _load_encoding(encoding).encode_ordinary
             self._loader: threading.Thread | None = None
@@ -123,13 +130,22 @@ class TiktokenCounter(_MessageCounting):
             self._error = exc
 
     def count(self, text: str) -> int:
-        """Exact number of tokens of ``text``."""
+        """Exact number of tokens of ``text`` (a short text's count is cached: the same
+        messages and lines are counted prompt after prompt)."""
         if type(text) is not str:
             raise InvalidTypeError("text", f"expected str, got {type(text).__name__}")
+        tokens = self._counts.get(text)
+        if tokens is not None:
+            return tokens
         encode = self._encode
         if encode is None:
             encode = self._wait()
-        return len(encode(text))
+        tokens = len(encode(text))
+        if len(text) <= CACHED_CHARS:
+            if len(self._counts) >= CACHED_COUNTS:
+                self._counts.clear()
+            self._counts[text] = tokens
+        return tokens
 
     def _wait(self) -> Any:
         if self._loader is not None:

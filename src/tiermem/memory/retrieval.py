@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tiermem.errors import TiermemError
+from tiermem.facts import fact_line
 from tiermem.memory.retention import Retention
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message, transcript_line
@@ -68,12 +69,12 @@ class Retriever:
         inputs = read.inputs()
         if query.strip():  # the keyword search in a thread while the query is embedded
             searches = self.tiers.search_pool()
-            keyword = searches.submit(store.batch, [self._keyword_op(query, user_id)])
+            keyword = searches.submit(self._keyword_search, query, user_id)
             vector, pending = self._embed_with_pending(query, read.unindexed)
             (vector_hits,) = store.batch([self._vector_op(vector, user_id)])
-            (keyword_hits,) = keyword.result()
-            inputs.candidates = self._candidates(
-                query, read, vector, pending, vector_hits, keyword_hits
+            keyword_hits, by_keyword = keyword.result()
+            inputs.candidates = self._pool(
+                query, read, vector, pending, vector_hits, keyword_hits, by_keyword
             )
         inputs.synopsis = self._synopsis(user_id, read.generation)
         return inputs
@@ -141,6 +142,12 @@ class Retriever:
         fetch = self.tiers.aprofile_memories
         return str((await synopses.aget(user_id, fetch, generation=generation)).render())
 
+    def _keyword_search(self, query: str, user_id: str) -> tuple[list[Any], dict[Any, Candidate]]:
+        """The keyword hits and their candidates (:func:`_by_keyword`): what can be done
+        while the query is embedded."""
+        (hits,) = self.tiers.store.batch([self._keyword_op(query, user_id)])
+        return hits, _by_keyword(hits)
+
     def _candidates(
         self,
         query: str,
@@ -152,18 +159,34 @@ class Retriever:
     ) -> list[Candidate]:
         """The searches' hits, the unindexed rows, the working memory's and the session
         buffer's nearest, as the planner's candidates."""
+        by_keyword = _by_keyword(keyword_hits)
+        return self._pool(query, read, vector, pending, vector_hits, keyword_hits, by_keyword)
+
+    def _pool(
+        self,
+        query: str,
+        read: _Read,
+        vector: Any,
+        pending: dict[int, Any],
+        vector_hits: list[Any],
+        keyword_hits: list[Any],
+        by_keyword: dict[Any, Candidate],
+    ) -> list[Candidate]:
+        """:meth:`_candidates` from the keyword hits' candidates made beforehand (taken
+        over: they get their similarity here)."""
         pool, user_id = self.pool, read.user_id
         by_id: dict[Any, Candidate] = {}
-        for hit in vector_hits:
-            by_id[hit.record.id] = _from_record(hit.record, similarity=hit.score)
-        for hit in keyword_hits:
-            found = by_id.get(hit.record.id)
-            if found is not None:
-                found.keyword = hit.score
-                continue
-            embedding = hit.record.embedding
-            similarity = float(embedding @ vector) if embedding is not None else None
-            by_id[hit.record.id] = _from_record(hit.record, similarity, keyword=hit.score)
+        for hit in vector_hits:  # the vector hits first, in their order; then the others
+            found = by_keyword.pop(hit.record.id, None)
+            if found is None:
+                found = _from_record(hit.record, similarity=hit.score)
+            else:
+                found.similarity = hit.score
+            by_id[hit.record.id] = found
+        for memory_id, found in by_keyword.items():
+            embedding = found.vector
+            found.similarity = float(embedding @ vector) if embedding is not None else None
+            by_id[memory_id] = found
         if self.follow_up:
             leads = [
                 h.record.content
@@ -338,9 +361,12 @@ def _unindexed_candidates(
     return found
 
 
-def _from_record(record: Any, similarity: float | None, keyword: float | None = None) -> Candidate:
-    from tiermem.facts import fact_line
+def _by_keyword(hits: list[Any]) -> dict[Any, Candidate]:
+    """Keyword hits as candidates by memory id, in their order (no similarity yet)."""
+    return {hit.record.id: _from_record(hit.record, None, keyword=hit.score) for hit in hits}
 
+
+def _from_record(record: Any, similarity: float | None, keyword: float | None = None) -> Candidate:
     metadata = record.metadata or {}
     content, current, sources, source_ids = fact_line(record)
     return Candidate(

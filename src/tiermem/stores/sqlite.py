@@ -13,7 +13,9 @@ import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -45,6 +47,7 @@ from tiermem.stores.ops import (
 )
 from tiermem.stores.plans import Plan, sync_step
 from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
+from tiermem.stores.row_cache import RowCache
 from tiermem.stores.sql import SQLStore, writes
 from tiermem.stores.validate import check_durability
 from tiermem.stores.vector_cache import VectorCache, load
@@ -141,6 +144,12 @@ def _v3_keywords_by_user(t: str, dim: int) -> list[str]:
     ]
 
 
+ROW_CACHE = 20_000
+"""Decoded rows the store keeps (:class:`~tiermem.stores.row_cache.RowCache`): about
+2 KB each with a 384-dimension vector."""
+_DECODED = 20_000
+"""Ids and metadata texts kept decoded: the same rows come back search after search."""
+
 OWNER_SQL = "'u' || lower(hex(user_id))"
 """A row's owner as one FTS token (the user id's UTF-8 bytes in hex): :func:`owner_token`."""
 
@@ -172,6 +181,27 @@ def _dt(value: float) -> datetime:
     return datetime.fromtimestamp(value, tz=timezone.utc)
 
 
+@lru_cache(maxsize=_DECODED)
+def _uuid(text: str) -> uuid.UUID:
+    """A row's id (shared: a UUID is immutable)."""
+    return uuid.UUID(text)
+
+
+def _metadata(text: str) -> dict[str, Any]:
+    """A row's metadata: a copy of the cached dict when it is flat (no list or dict
+    inside, so the copy shares nothing mutable), else parsed afresh."""
+    flat = _flat_metadata(text)
+    return dict(flat) if flat is not None else cast(dict[str, Any], json.loads(text))
+
+
+@lru_cache(maxsize=_DECODED)
+def _flat_metadata(text: str) -> dict[str, Any] | None:
+    value = json.loads(text)
+    if not isinstance(value, dict) or any(isinstance(v, (dict, list)) for v in value.values()):
+        return None
+    return value
+
+
 def _json_match(value: object) -> tuple[str, list[object]]:
     """SQL comparing a ``json_each`` row's value with a JSON scalar (as jsonb ``@>`` does)."""
     if value is None:
@@ -195,10 +225,10 @@ def _has_metadata(column: str, metadata: Mapping[str, Any]) -> Clause:
 
 DIALECT = Dialect(
     mark="?",
-    read_id=uuid.UUID,
+    read_id=_uuid,
     read_real=float,
     read_time=_dt,
-    read_json=json.loads,
+    read_json=_metadata,
     read_vector=lambda blob: np.frombuffer(blob, dtype=np.float32),
     write_id=str,
     write_time=_ts,
@@ -265,6 +295,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         self.path = sqlite_file(path if path is not None else default_path())
         self._lock = threading.RLock()
         self._cache = VectorCache(cache_bytes)
+        self._rows = RowCache(ROW_CACHE)
         try:
             self._conn = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
@@ -285,6 +316,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         with self._lock:
             self._conn.close()
             self._cache.clear()
+            self._rows.clear()
 
     @contextmanager
     def _transaction(self, write: bool) -> Iterator[sqlite3.Connection]:
@@ -389,8 +421,25 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
     def _by_seqs(
         self, c: sqlite3.Connection, user_id: str, seqs: list[int]
     ) -> dict[int, MemoryRecord]:
-        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE +user_id = ? AND seq IN ({_marks(seqs)})"
-        return {r["seq"]: _record(r) for r in c.execute(sql, [user_id, *seqs])}
+        """The user's records among rows ``seqs``: those read before at this version of
+        the file from the row cache, the others read (in the transaction's snapshot:
+        call after its first read)."""
+        rows = self._rows
+        rows.check((c.execute("PRAGMA data_version").fetchone()[0], c.total_changes))
+        found: dict[int, MemoryRecord] = {}
+        missing = []
+        for seq in seqs:
+            kept = rows.get(seq)
+            if kept is None or kept[0].user_id != user_id:
+                missing.append(seq)
+            else:  # its own metadata dict: a caller may change it
+                found[seq] = replace(kept[0], metadata=_metadata(kept[1]))
+        select = f"SELECT {_COLUMNS} FROM {self.table} WHERE +user_id = ? AND seq IN"
+        for part in _chunks(missing):
+            for r in c.execute(f"{select} ({_marks(part)})", [user_id, *part]):
+                found[r["seq"]] = record = _record(r)
+                rows.put(r["seq"], (record, r["metadata"]))
+        return found
 
     def _existing_ids(self, c: sqlite3.Connection, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         found: set[uuid.UUID] = set()
@@ -471,8 +520,6 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             return []
         words = " OR ".join(f'"{t}"' for t in terms)
         match = f'owner : "{owner_token(op.user_id)}" AND content : ({words})'
-        where, params = _where(op.user_id, op.filter, alias="m")
-        columns = ", ".join(f"m.{col.strip()}" for col in _COLUMNS.split(","))
         # The owner's column weighs nothing in the rank: every row of the user has it.
         ranked = f"SELECT rowid, bm25({self.table}_fts, 1.0, 0.0) AS rank FROM {self.table}_fts"
         if op.filter == NO_FILTER:  # rank in the index, then read only the best rows
@@ -480,19 +527,18 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                 f"SELECT rowid, rank FROM ({ranked} WHERE {self.table}_fts MATCH ?"
                 " ORDER BY rowid DESC LIMIT ?)"
             )
-            sql = (
-                f"SELECT {columns}, r.rank FROM ({newest} ORDER BY rank LIMIT ?) AS r"
-                f" JOIN {self.table} AS m ON m.seq = r.rowid WHERE {where} ORDER BY r.rank"
-            )
-            params = [match, ops.KEYWORD_SCAN, limit, *params]
-        else:
-            sql = (
-                f"SELECT {columns}, r.rank FROM ({ranked} WHERE {self.table}_fts MATCH ?) AS r"
-                f" JOIN {self.table} AS m ON m.seq = r.rowid WHERE {where}"
-                " ORDER BY r.rank LIMIT ?"
-            )
-            params = [match, *params, limit]
-        rows = yield (sql, params)
+            best = yield (f"{newest} ORDER BY rank LIMIT ?", [match, ops.KEYWORD_SCAN, limit])
+            seqs = [r[0] for r in best]
+            found = yield from sync_step(lambda c: self._by_seqs(c, op.user_id, seqs))
+            return [SearchResult(found[r[0]], -float(r[1])) for r in best if r[0] in found]
+        where, params = _where(op.user_id, op.filter, alias="m")
+        columns = ", ".join(f"m.{col.strip()}" for col in _COLUMNS.split(","))
+        sql = (
+            f"SELECT {columns}, r.rank FROM ({ranked} WHERE {self.table}_fts MATCH ?) AS r"
+            f" JOIN {self.table} AS m ON m.seq = r.rowid WHERE {where}"
+            " ORDER BY r.rank LIMIT ?"
+        )
+        rows = yield (sql, [match, *params, limit])
         return [SearchResult(_record(r), -float(r["rank"])) for r in rows]
 
     def _stats(self, c: sqlite3.Connection, user_id: str) -> StoreStats:
