@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from typing_extensions import Unpack
@@ -100,17 +101,19 @@ class Reading(Operations):
         session_id: str | None = None,
         max_tokens: int | None = None,
     ) -> Context:
-        """Async twin of :meth:`get_context`. On PostgreSQL no thread but the embedding's:
-        the store's reads and searches are awaited on its async connections (see
+        """Async twin of :meth:`get_context`. On PostgreSQL the store's reads and searches
+        are awaited on its async connections; one thread ranks and plans, and a model
+        embeds a query it has not seen (see
         :meth:`~tiermem.memory.retrieval.Retriever.agather`)."""
         if not self._tiers.native_async:
             return await asyncio.to_thread(self.get_context, query, user_id, session_id, max_tokens)
         self._check_query(query, user_id)
         check_text_id(session_id, "session_id")
-        found = await self._retriever.agather(query, user_id, session_id)
-        # planning is CPU (ranking, token counts): in a thread, as the embedding, so the
-        # loop keeps answering the other requests' statements meanwhile
-        return await asyncio.to_thread(self._fit, query, user_id, max_tokens, found)
+        # planning is CPU (ranking, token counts): in the thread that makes the candidates,
+        # so the loop keeps answering the other requests' statements meanwhile
+        return await self._retriever.agather(
+            query, user_id, session_id, partial(self._fit, query, user_id, max_tokens)
+        )
 
     def _fit(
         self, query: str, user_id: str, max_tokens: int | None, found: PlannerInputs
