@@ -135,10 +135,9 @@ class Retriever:
 
             return await asyncio.to_thread(candidates_then_finish)
         finally:  # a failure: nothing left running, no exception left unread
-            running = [task for task in pending if not task.done()]
-            for task in running:
-                task.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
+            for task in pending:
+                task.cancel()  # no-op on a task that is done
+            await asyncio.gather(*pending, return_exceptions=True)
 
     def _reads(self, user_id: str, session_id: str | None) -> list[Op]:
         """The store reads of a context besides the searches, in one batch: the
