@@ -103,7 +103,7 @@ class Retriever:
         embedding = None
         if query.strip():
             embedding = asyncio.ensure_future(self.tiers.aembed([query]))
-        pending: list[asyncio.Future[Any]] = [] if embedding is None else [embedding]
+        tasks: list[asyncio.Future[Any]] = [] if embedding is None else [embedding]
         try:
             if embedding is not None:
                 await asyncio.sleep(0)  # a cached vector is ready now
@@ -115,7 +115,7 @@ class Retriever:
             read = _Read(self, user_id, session_id, reads, found[: len(reads)])
             hits = found[len(reads) :]
             synopsis = asyncio.ensure_future(self._asynopsis(user_id, read.generation))
-            pending.append(synopsis)
+            tasks.append(synopsis)
             inputs = read.inputs()
             if embedding is None:
                 inputs.synopsis = await synopsis
@@ -135,9 +135,9 @@ class Retriever:
 
             return await asyncio.to_thread(candidates_then_finish)
         finally:  # a failure: nothing left running, no exception left unread
-            for task in pending:
+            for task in tasks:
                 task.cancel()  # no-op on a task that is done
-            await asyncio.gather(*pending, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     def _reads(self, user_id: str, session_id: str | None) -> list[Op]:
         """The store reads of a context besides the searches, in one batch: the
