@@ -2,7 +2,7 @@
 
     python benchmarks/scale.py DATA_DIR [--sizes 10000 100000 1000000]
         [--engines sqlite postgresql] [--fixtures /tmp/tiermem-scale] [--small 1000]
-        [--big 100000] [--adds 300] [--queries 40] [--cache-mb 256]
+        [--big 100000] [--adds 300] [--queries 40] [--cache-mb 256] [--partitions 16]
 
 DATA_DIR is the LoCoMo folder (its turns give the text, its questions the queries). A
 store of nominal size N holds a probe user of ``--small`` messages, a probe user of
@@ -23,6 +23,9 @@ adds with the real model, and its resident memory after serving 200 other users.
 parent adds bytes on disk per message beside the text's own bytes, prints the curve and
 each line's growth factor from one size to the next (100k -> 1M is the goal's), and
 writes benchmarks/results/scale.json.
+
+``--partitions N`` builds and measures the PostgreSQL stores hash-partitioned by user
+(``memory.persistent.partitions: N``; fixtures of their own, named ``postgresql_pN``).
 
 Goals: a probe user's get_context p95 and add p99 grow at most 1.3x from 100k to 1M; the
 serving process's memory is set by ``--cache-mb`` (the SQLite vector cache), not by the
@@ -142,14 +145,14 @@ def plan(size: int, small: int, big: int) -> list[tuple[str, int, int]]:
 # -- building stores -----------------------------------------------------------------------
 
 
-def open_store(engine: str, where: str) -> Any:
+def open_store(engine: str, where: str, partitions: int = 0) -> Any:
     if engine == "sqlite":
         from tiermem.stores import SQLiteStore
 
         return SQLiteStore(where, dimension=384)
     from tiermem.stores.postgres import PostgresStore
 
-    return PostgresStore(where, dimension=384)
+    return PostgresStore(where, dimension=384, partitions=partitions)
 
 
 def write_user(store: Any, corpus: Corpus, user_id: str, number: int, count: int) -> int:
@@ -199,13 +202,19 @@ def disk_bytes(engine: str, where: str) -> int:
 class Fixtures:
     """Built stores under ``folder``, each with a marker (users, messages, build time)."""
 
-    def __init__(self, folder: Path, pg_url: str | None) -> None:
+    def __init__(self, folder: Path, pg_url: str | None, partitions: int = 0) -> None:
         self.folder = folder
         self.pg_url = pg_url
+        self.partitions = partitions
         folder.mkdir(parents=True, exist_ok=True)
 
     def name(self, engine: str, size: int, small: int, big: int) -> str:
-        return f"{engine}-{size}-{small}-{big}"
+        return f"{self.kind(engine)}-{size}-{small}-{big}"
+
+    def kind(self, engine: str) -> str:
+        """The engine as fixtures are named: partitioned PostgreSQL stores apart."""
+        partitioned = engine == "postgresql" and self.partitions
+        return f"{engine}_p{self.partitions}" if partitioned else engine
 
     def where(self, engine: str, name: str) -> str:
         if engine == "sqlite":
@@ -227,7 +236,7 @@ class Fixtures:
         base = self._base(engine, users, small, big)
         start = time.perf_counter()
         done = self._copy(engine, base, name)
-        store = open_store(engine, self.where(engine, name))
+        store = open_store(engine, self.where(engine, name), self.partitions)
         text_bytes = 0 if base is None else int(base["text_bytes"])
         messages = 0 if base is None else int(base["messages"])
         try:
@@ -239,7 +248,7 @@ class Fixtures:
             store.close()
         marker = {
             "name": name,
-            "engine": engine,
+            "engine": self.kind(engine),
             "size": size,
             "users": len(users),
             "messages": messages,
@@ -274,7 +283,7 @@ class Fixtures:
     ) -> dict[str, Any] | None:
         """The biggest built store whose users start the plan of ``users``."""
         best = None
-        for path in self.folder.glob(f"{engine}-*-{small}-{big}.json"):
+        for path in self.folder.glob(f"{self.kind(engine)}-*-{small}-{big}.json"):
             marker = json.loads(path.read_text())
             n = marker["users"]
             bigger = best is None or n > best["users"]
@@ -354,7 +363,11 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     if args.engine == "sqlite":
         persistent: dict[str, Any] = {"path": args.where, "cache_mb": args.cache_mb}
     else:
-        persistent = {"provider": "postgresql", "connection_string": args.where}
+        persistent = {
+            "provider": "postgresql",
+            "connection_string": args.where,
+            "partitions": args.partitions,
+        }
     config = {"memory": {"persistent": persistent, "worker": {"background": False}}}
     started = time.perf_counter()
     memory = Memory(config=config, embedder=embedder)
@@ -439,6 +452,8 @@ def measure(args: argparse.Namespace, engine: str, where: str, size: int) -> dic
         str(args.queries),
         "--cache-mb",
         str(args.cache_mb),
+        "--partitions",
+        str(args.partitions),
     ]
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -566,6 +581,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--adds", type=int, default=300)
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--cache-mb", type=int, default=256, help="SQLite vector cache")
+    parser.add_argument(
+        "--partitions", type=int, default=0, help="PostgreSQL stores hash-partitioned by user"
+    )
     parser.add_argument("--pg-url", default=os.environ.get("TIERMEM_TEST_PG_URL"))
     parser.add_argument(
         "--build-only", action="store_true", help="build the stores, measure nothing"
@@ -590,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
     server = None
     if "postgresql" in args.engines and args.pg_url is None:
         args.pg_url, server = start_pg(args.fixtures)
-    fixtures = Fixtures(args.fixtures, args.pg_url)
+    fixtures = Fixtures(args.fixtures, args.pg_url, args.partitions)
     rows = []
     try:
         for engine in args.engines:

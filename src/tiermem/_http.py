@@ -29,6 +29,7 @@ from tiermem.errors import (
     ProviderUnavailableError,
     RateLimitError,
 )
+from tiermem.loops import PerLoop
 
 if TYPE_CHECKING:
     import httpx
@@ -91,7 +92,7 @@ class HttpClient:
         self.auth_hint = auth_hint
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
-        self._aclients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+        self._aclients: PerLoop[httpx.AsyncClient] = PerLoop()
 
     # -- clients -------------------------------------------------------------------
 
@@ -114,17 +115,11 @@ class HttpClient:
         """One async client per running event loop (an httpx pool cannot cross loops)."""
         import httpx
 
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            for old in [lp for lp in self._aclients if lp.is_closed()]:
-                del self._aclients[old]
-            client = self._aclients.get(loop)
-            if client is None:
-                client = httpx.AsyncClient(
-                    headers=self.headers, timeout=self.timeout, verify=self._verify()
-                )
-                self._aclients[loop] = client
-            return client
+        return self._aclients.get(
+            lambda: httpx.AsyncClient(
+                headers=self.headers, timeout=self.timeout, verify=self._verify()
+            )
+        )
 
     def close(self) -> None:
         """Close the sync client (async clients are closed by :meth:`aclose`)."""
@@ -135,9 +130,7 @@ class HttpClient:
 
     async def aclose(self) -> None:
         """Close the async client of the running loop and the sync client."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            client = self._aclients.pop(loop, None)
+        client = self._aclients.pop()
         if client is not None:
             await client.aclose()
         self.close()

@@ -49,6 +49,7 @@ class MemoryAPI(Protocol):
 
     def add(
         self,
+        /,
         role: str,
         content: Content,
         user_id: str,
@@ -244,6 +245,7 @@ class AsyncMemoryAPI(Protocol):
 
     async def aadd(
         self,
+        /,
         role: str,
         content: Content,
         user_id: str,

@@ -1,24 +1,25 @@
-"""The client's requests: one builder per operation, with the signature users call and
-no I/O. Each returns a :class:`Call` (the request, and how to read its answer) that
+"""The client's requests: one builder per operation, with the contract's signature
+(:class:`~tiermem.api.MemoryAPI`, through :func:`request`) and no I/O. Each returns a
+:class:`Call` (the request, and how to read its answer) that
 :class:`~tiermem.client.MemoryClient` sends and :class:`~tiermem.client.AsyncMemoryClient`
 awaits."""
 
 from __future__ import annotations
 
 import builtins
+import inspect
 import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
-from typing_extensions import Unpack
-
+from tiermem.api import MemoryAPI
 from tiermem.errors import InputError, InvalidTypeError
-from tiermem.messages import Content, Message
+from tiermem.messages import Message
 from tiermem.planner import Context
-from tiermem.stores.ops import Filters, make_filter
+from tiermem.stores.ops import make_filter
 from tiermem.stores.queue import WorkStats
 from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
 from tiermem.stores.transcript import SessionInfo, TranscriptRow
@@ -40,6 +41,8 @@ from tiermem.wire import (
 
 NDJSON = "application/x-ndjson"
 T = TypeVar("T")
+R = TypeVar("R")
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True)
@@ -79,134 +82,106 @@ def _stats(data: Mapping[str, Any]) -> StoreStats:
     )
 
 
-# -- one request builder per operation: the signature users call, no I/O ---------------
+# -- one request builder per operation: the contract's signature, no I/O ----------------
 
 
-def add(
-    role: str,
-    content: Content,
-    user_id: str,
-    session_id: str | None = None,
-    timestamp: Any = None,
-    metadata: Mapping[str, Any] | None = None,
-    *,
-    agent_id: str | None = None,
-    **fields: Any,
-) -> Call[Message]:
+class Arguments(dict[str, Any]):
+    """A call's arguments by name, the contract's defaults filled in (``a.user_id``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def request(
+    operation: Callable[Concatenate[Any, P], R],
+) -> Callable[[Callable[[Arguments], Call[R]]], Callable[P, Call[R]]]:
+    """A request builder that takes ``operation``'s arguments as the contract
+    (:class:`~tiermem.api.MemoryAPI`) declares them: one signature for every face, and the
+    answer's type checked against the contract's."""
+    signature = inspect.signature(operation)
+
+    def decorate(build: Callable[[Arguments], Call[R]]) -> Callable[P, Call[R]]:
+        def builder(*args: P.args, **kwargs: P.kwargs) -> Call[R]:
+            bound = signature.bind(None, *args, **kwargs)
+            bound.apply_defaults()
+            arguments = Arguments(bound.arguments)
+            del arguments["self"]
+            return build(arguments)
+
+        builder.__name__ = builder.__qualname__ = operation.__name__
+        builder.__doc__ = build.__doc__ or operation.__doc__
+        return builder
+
+    return decorate
+
+
+@request(MemoryAPI.add)
+def add(a: Arguments) -> Call[Message]:
     """Add one message of a conversation (see :meth:`tiermem.Memory.add`)."""
-    message = build_message(role, content, user_id, session_id, timestamp, metadata, fields)
-    return _append([message], user_id, session_id, agent_id, lambda batch: batch[0])
-
-
-def add_messages(
-    messages: Iterable[Message | Mapping[str, Any]],
-    user_id: str,
-    session_id: str | None = None,
-    *,
-    agent_id: str | None = None,
-) -> Call[builtins.list[Message]]:
-    """Add a history, all or none (see :meth:`tiermem.Memory.add_messages`)."""
-    return _append(
-        build_messages(messages, user_id, session_id), user_id, session_id, agent_id, list
+    message = build_message(
+        a.role, a.content, a.user_id, a.session_id, a.timestamp, a.metadata, a.fields
     )
+    return _append([message], a, lambda batch: batch[0])
+
+
+@request(MemoryAPI.add_messages)
+def add_messages(a: Arguments) -> Call[builtins.list[Message]]:
+    """Add a history, all or none (see :meth:`tiermem.Memory.add_messages`)."""
+    return _append(build_messages(a.messages, a.user_id, a.session_id), a, list)
 
 
 def _append(
-    batch: builtins.list[Message],
-    user_id: str,
-    session_id: str | None,
-    agent_id: str | None,
-    result: Callable[[builtins.list[Message]], T],
+    batch: builtins.list[Message], a: Arguments, result: Callable[[builtins.list[Message]], T]
 ) -> Call[T]:
     body = {
-        "user_id": user_id,
-        "session_id": session_id,
-        "agent_id": agent_id,
+        "user_id": a.user_id,
+        "session_id": a.session_id,
+        "agent_id": a.agent_id,
         "messages": [m.to_dict() for m in batch],
     }
     return Call("POST", "/v1/messages", lambda data: result(batch), json=body)
 
 
-def remember(
-    content: str,
-    user_id: str,
-    memory_type: str = "fact",
-    importance: float = 0.5,
-    *,
-    session_id: str | None = None,
-    agent_id: str | None = None,
-    metadata: Mapping[str, Any] | None = None,
-) -> Call[str]:
-    """Store a fact, preference or other memory now; its id."""
-    body = {
-        "user_id": user_id,
-        "content": content,
-        "memory_type": memory_type,
-        "importance": importance,
-        "session_id": session_id,
-        "agent_id": agent_id,
-        "metadata": metadata,
-    }
-    return Call("POST", "/v1/memories", lambda data: str(data["id"]), json=body)
+@request(MemoryAPI.remember)
+def remember(a: Arguments) -> Call[str]:
+    return Call("POST", "/v1/memories", lambda data: str(data["id"]), json=a)
 
 
-def remember_many(memories: Iterable[Mapping[str, Any]], user_id: str) -> Call[builtins.list[str]]:
-    """Store several memories in one transaction, all or none; their ids, in order."""
+@request(MemoryAPI.remember_many)
+def remember_many(a: Arguments) -> Call[builtins.list[str]]:
+    memories = a.memories
     if isinstance(memories, Iterable) and not isinstance(memories, (str, bytes, Mapping)):
         memories = builtins.list(memories)
-    body = {"user_id": user_id, "memories": memories}
+    body = {"user_id": a.user_id, "memories": memories}
     read = lambda d: [str(i) for i in d["ids"]]  # noqa: E731
     return Call("POST", "/v1/batch/memories", read, json=body)
 
 
-def update_memory(
-    memory_id: str,
-    user_id: str,
-    *,
-    content: str | None = None,
-    memory_type: str | None = None,
-    importance: float | None = None,
-    metadata: Mapping[str, Any] | None = None,
-) -> Call[MemoryRecord]:
-    """Change a memory's content, type, importance or metadata; the new record."""
-    changes = {"content": content, "memory_type": memory_type, "importance": importance}
-    body = {k: v for k, v in {**changes, "metadata": metadata}.items() if v is not None}
-    path = f"/v1/memories/{_segment(memory_id, 'memory_id')}"
-    return Call("PATCH", path, record_from_json, json=body, params={"user_id": user_id})
+@request(MemoryAPI.update_memory)
+def update_memory(a: Arguments) -> Call[MemoryRecord]:
+    fields = ("content", "memory_type", "importance", "metadata")
+    body = {k: a[k] for k in fields if a[k] is not None}
+    path = f"/v1/memories/{_segment(a.memory_id, 'memory_id')}"
+    return Call("PATCH", path, record_from_json, json=body, params={"user_id": a.user_id})
 
 
-def get_context(
-    query: str,
-    user_id: str,
-    session_id: str | None = None,
-    max_tokens: int | None = None,
-) -> Call[Context]:
-    """The context for ``query``, fitted to ``max_tokens`` and explained."""
-    body = {"user_id": user_id, "query": query, "session_id": session_id, "max_tokens": max_tokens}
-    return Call("POST", "/v1/context", context_from_json, json=body)
+@request(MemoryAPI.get_context)
+def get_context(a: Arguments) -> Call[Context]:
+    return Call("POST", "/v1/context", context_from_json, json=a)
 
 
-def search(
-    query: str,
-    user_id: str,
-    k: int = 10,
-    filters: Mapping[str, Any] | None = None,
-    *,
-    mode: str = "hybrid",
-) -> Call[builtins.list[SearchResult]]:
-    """Search the user's long-term memories, best first."""
-    body = {"user_id": user_id, "query": query, "k": k, "filters": filters, "mode": mode}
-    return Call("POST", "/v1/search", lambda d: [hit_from_json(h) for h in d["results"]], json=body)
+@request(MemoryAPI.search)
+def search(a: Arguments) -> Call[builtins.list[SearchResult]]:
+    return Call("POST", "/v1/search", lambda d: [hit_from_json(h) for h in d["results"]], json=a)
 
 
-def list_memories(
-    user_id: str,
-    *,
-    limit: int = 100,
-    offset: int = 0,
-    **filters: Unpack[Filters],
-) -> Call[builtins.list[MemoryRecord]]:
+@request(MemoryAPI.list_memories)
+def list_memories(a: Arguments) -> Call[builtins.list[MemoryRecord]]:
     """A page of the user's memories, newest first (``metadata`` is sent as JSON)."""
+    offset, filters = a.offset, a.filters
     if isinstance(offset, int) and not isinstance(offset, bool) and offset < 0:
         raise InputError("offset", f"{offset} is negative", "use 0 or more")
     make_filter(**filters)  # the store's checks, before anything is sent
@@ -217,130 +192,125 @@ def list_memories(
         raise InvalidTypeError("metadata", f"cannot be sent as JSON: {exc}") from exc
     params = {
         **filters,
-        "user_id": user_id,
-        "limit": limit,
+        "user_id": a.user_id,
+        "limit": a.limit,
         "cursor": str(offset) if offset else None,
         "memory_type": [memory_type] if isinstance(memory_type, str) else memory_type,
         "metadata": wanted,
     }
-    read = _records("memories")
-    return Call("GET", "/v1/memories", read, params=params)
+    return Call("GET", "/v1/memories", _records("memories"), params=params)
 
 
-def get_memory(memory_id: str, user_id: str) -> Call[MemoryRecord | None]:
-    """One memory of the user; None if the user has none with this id."""
-    path = f"/v1/memories/{_segment(memory_id, 'memory_id')}"
-    return Call("GET", path, record_from_json, params={"user_id": user_id}, missing_ok=True)
+@request(MemoryAPI.get_memory)
+def get_memory(a: Arguments) -> Call[MemoryRecord | None]:
+    path = f"/v1/memories/{_segment(a.memory_id, 'memory_id')}"
+    return Call("GET", path, record_from_json, params={"user_id": a.user_id}, missing_ok=True)
 
 
-def history(user_id: str, session_id: str | None = None) -> Call[builtins.list[Message]]:
-    """Every message of a session, in order, whole."""
-    params = {"session_id": session_id}
-    return Call("GET", _user_path(user_id, "messages"), _messages_read, params=params)
+@request(MemoryAPI.history)
+def history(a: Arguments) -> Call[builtins.list[Message]]:
+    params = {"session_id": a.session_id}
+    return Call("GET", _user_path(a.user_id, "messages"), _messages_read, params=params)
 
 
-def recent(
-    user_id: str, session_id: str | None = None, limit: int = 20
-) -> Call[builtins.list[Message]]:
-    """The newest ``limit`` messages of a session, oldest first."""
-    params = {"session_id": session_id, "limit": limit}
-    return Call("GET", _user_path(user_id, "recent"), _messages_read, params=params)
+@request(MemoryAPI.recent)
+def recent(a: Arguments) -> Call[builtins.list[Message]]:
+    params = {"session_id": a.session_id, "limit": a.limit}
+    return Call("GET", _user_path(a.user_id, "recent"), _messages_read, params=params)
 
 
-def sessions(user_id: str) -> Call[builtins.list[SessionInfo]]:
-    """The user's sessions, most recently active first."""
+@request(MemoryAPI.sessions)
+def sessions(a: Arguments) -> Call[builtins.list[SessionInfo]]:
     read = lambda d: [session_from_json(s) for s in d["sessions"]]  # noqa: E731
-    return Call("GET", _user_path(user_id, "sessions"), read)
+    return Call("GET", _user_path(a.user_id, "sessions"), read)
 
 
-def synopsis(user_id: str) -> Call[Synopsis]:
-    """The user's synopsis (cached; generated on a miss)."""
-    return Call("GET", _user_path(user_id, "synopsis"), Synopsis.from_dict)
+@request(MemoryAPI.synopsis)
+def synopsis(a: Arguments) -> Call[Synopsis]:
+    return Call("GET", _user_path(a.user_id, "synopsis"), Synopsis.from_dict)
 
 
-def generate_synopsis(user_id: str) -> Call[Synopsis]:
-    """Regenerate and cache the user's synopsis now."""
-    return Call("POST", _user_path(user_id, "synopsis"), Synopsis.from_dict)
+@request(MemoryAPI.generate_synopsis)
+def generate_synopsis(a: Arguments) -> Call[Synopsis]:
+    return Call("POST", _user_path(a.user_id, "synopsis"), Synopsis.from_dict)
 
 
-def facts(
-    user_id: str, *, current: bool = True, limit: int = 1000
-) -> Call[builtins.list[MemoryRecord]]:
-    """Facts extracted from the user's conversations, newest first."""
-    params = {"current": current, "limit": limit}
-    return Call("GET", _user_path(user_id, "facts"), _records("facts"), params=params)
+@request(MemoryAPI.facts)
+def facts(a: Arguments) -> Call[builtins.list[MemoryRecord]]:
+    params = {"current": a.current, "limit": a.limit}
+    return Call("GET", _user_path(a.user_id, "facts"), _records("facts"), params=params)
 
 
-def fact_history(memory_id: str, user_id: str) -> Call[builtins.list[MemoryRecord]]:
-    """Every version of a fact, oldest first."""
-    path = _user_path(user_id, f"facts/{_segment(memory_id, 'memory_id')}/history")
+@request(MemoryAPI.fact_history)
+def fact_history(a: Arguments) -> Call[builtins.list[MemoryRecord]]:
+    path = _user_path(a.user_id, f"facts/{_segment(a.memory_id, 'memory_id')}/history")
     return Call("GET", path, _records("versions"))
 
 
-def stats(user_id: str) -> Call[StoreStats]:
-    """Counts per type, time span, access and importance figures of the user."""
-    return Call("GET", _user_path(user_id, "stats"), _stats)
+@request(MemoryAPI.stats)
+def stats(a: Arguments) -> Call[StoreStats]:
+    return Call("GET", _user_path(a.user_id, "stats"), _stats)
 
 
-def forget(memory_id: str, user_id: str) -> Call[bool]:
-    """Delete one memory and what was derived from it; False if there was none."""
-    path = f"/v1/memories/{_segment(memory_id, 'memory_id')}"
-    return Call("DELETE", path, lambda d: bool(d["deleted"]), params={"user_id": user_id})
+@request(MemoryAPI.forget)
+def forget(a: Arguments) -> Call[bool]:
+    path = f"/v1/memories/{_segment(a.memory_id, 'memory_id')}"
+    return Call("DELETE", path, lambda d: bool(d["deleted"]), params={"user_id": a.user_id})
 
 
-def forget_messages(user_id: str, message_ids: Iterable[str]) -> Call[int]:
-    """Delete these messages of the user; how many went."""
-    body = {"message_ids": check_message_ids(message_ids)}
-    return Call("POST", _user_path(user_id, "messages/forget"), _deleted, json=body)
+@request(MemoryAPI.forget_messages)
+def forget_messages(a: Arguments) -> Call[int]:
+    body = {"message_ids": check_message_ids(a.message_ids)}
+    return Call("POST", _user_path(a.user_id, "messages/forget"), _deleted, json=body)
 
 
-def forget_session(user_id: str, session_id: str | None = None) -> Call[int]:
-    """Delete a session: its messages, summary and index lines."""
-    body = {"session_id": session_id}
-    return Call("POST", _user_path(user_id, "sessions/forget"), _deleted, json=body)
+@request(MemoryAPI.forget_session)
+def forget_session(a: Arguments) -> Call[int]:
+    body = {"session_id": a.session_id}
+    return Call("POST", _user_path(a.user_id, "sessions/forget"), _deleted, json=body)
 
 
-def forget_user(user_id: str) -> Call[int]:
-    """Erase everything of the user; how many long-term memories went."""
-    return Call("DELETE", _user_path(user_id), _deleted)
+@request(MemoryAPI.forget_user)
+def forget_user(a: Arguments) -> Call[int]:
+    return Call("DELETE", _user_path(a.user_id), _deleted)
 
 
-def end_session(user_id: str, session_id: str | None = None) -> Call[str | None]:
-    """Fold a session into its final summary; the summary."""
-    body = {"session_id": session_id}
-    return Call("POST", _user_path(user_id, "sessions/end"), lambda d: d["summary"], json=body)
+@request(MemoryAPI.end_session)
+def end_session(a: Arguments) -> Call[str | None]:
+    body = {"session_id": a.session_id}
+    return Call("POST", _user_path(a.user_id, "sessions/end"), lambda d: d["summary"], json=body)
 
 
-def extract_facts(user_id: str, session_id: str | None = None) -> Call[builtins.list[str]]:
-    """Extract facts from the session's unread messages now; the facts' ids."""
-    body = {"session_id": session_id}
-    path = _user_path(user_id, "facts/extract")
+@request(MemoryAPI.extract_facts)
+def extract_facts(a: Arguments) -> Call[builtins.list[str]]:
+    body = {"session_id": a.session_id}
+    path = _user_path(a.user_id, "facts/extract")
     return Call("POST", path, lambda d: [str(i) for i in d["ids"]], json=body)
 
 
-def work_stats(user_id: str | None = None) -> Call[WorkStats]:
-    """Messages pending, done and failed (one user's, or everyone's)."""
-    if user_id is None:
+@request(MemoryAPI.work_stats)
+def work_stats(a: Arguments) -> Call[WorkStats]:
+    if a.user_id is None:
         return Call("GET", "/v1/work", _everyone)
-    return Call("GET", _user_path(user_id, "work"), work_from_json, params={"limit": 1})
+    return Call("GET", _user_path(a.user_id, "work"), work_from_json, params={"limit": 1})
 
 
-def failed(user_id: str, limit: int = 100) -> Call[builtins.list[TranscriptRow]]:
-    """The user's messages that could not be indexed, with their errors."""
+@request(MemoryAPI.failed)
+def failed(a: Arguments) -> Call[builtins.list[TranscriptRow]]:
     read = lambda d: [row_from_json(r) for r in d["rows"]]  # noqa: E731
-    return Call("GET", _user_path(user_id, "work"), read, params={"limit": limit})
+    return Call("GET", _user_path(a.user_id, "work"), read, params={"limit": a.limit})
 
 
-def retry_failed(user_id: str) -> Call[int]:
-    """Queue the user's failed messages again; how many."""
-    return Call("POST", _user_path(user_id, "work/retry"), lambda d: int(d["retried"]))
+@request(MemoryAPI.retry_failed)
+def retry_failed(a: Arguments) -> Call[int]:
+    return Call("POST", _user_path(a.user_id, "work/retry"), lambda d: int(d["retried"]))
 
 
-def import_archive(
-    archive: Iterable[str | bytes | Mapping[str, Any]], user_id: str | None = None
-) -> Call[dict[str, int]]:
+@request(MemoryAPI.import_archive)
+def import_archive(a: Arguments) -> Call[dict[str, int]]:
     """Restore an archive of :meth:`tiermem.Memory.export` as its own user or as
     ``user_id``; what was added, by kind (all or nothing; again adds nothing)."""
+    archive, user_id = a.archive, a.user_id
     if isinstance(archive, (str, bytes, Mapping)) or not isinstance(archive, Iterable):
         raise InvalidTypeError(
             "archive", "expected an iterable of lines", "pass open(path) or a list of lines"
@@ -380,8 +350,10 @@ def export_path(user_id: str, include_vectors: bool) -> tuple[str, dict[str, str
     return _user_path(user_id, "export"), {"include_vectors": str(include_vectors).lower()}
 
 
-def flush(timeout: float | None = None) -> Call[bool]:
+@request(MemoryAPI.flush)
+def flush(a: Arguments) -> Call[bool]:
     """Wait until the server's pending work is done (at most 60 s); False on timeout."""
+    timeout = a.timeout
     if not isinstance(timeout, (int, float, type(None))) or isinstance(timeout, bool):
         raise InvalidTypeError("timeout", f"must be seconds or None, got {timeout!r}")
     body = {"timeout": 60.0 if timeout is None else min(timeout, 60.0)}

@@ -20,14 +20,16 @@ embeddings, extractive summaries, an in-process synopsis cache and no LLM.
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 import os
 import types
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -93,6 +95,24 @@ def _check_model(value: str | None, providers: Any, example: str) -> str | None:
     )
 
 
+EmbeddingModel = Annotated[
+    str | None,
+    AfterValidator(
+        functools.partial(
+            _check_model, providers=EMBEDDING_PROVIDERS, example="e.g. local/all-MiniLM-L6-v2"
+        )
+    ),
+]
+"""An embedding model's name, ``provider/model`` with a known provider."""
+ChatModel = Annotated[
+    str | None,
+    AfterValidator(
+        functools.partial(_check_model, providers=CHAT_PROVIDERS, example="e.g. openai/gpt-4o-mini")
+    ),
+]
+"""A chat model's name, ``provider/model`` with a known provider."""
+
+
 class BufferConfig(Section):
     """``memory.buffer``: the per-session message ring and its summaries."""
 
@@ -101,7 +121,7 @@ class BufferConfig(Section):
     )
     multiplier: int = Field(default=10, gt=0, description="Summaries kept: size * multiplier.")
     vector_search: bool = Field(default=True, description="Search the buffer semantically too.")
-    embedding_model: str | None = Field(
+    embedding_model: EmbeddingModel = Field(
         default=None, description="Embedding model, when llm.models has no embedding entry."
     )
     max_tokens: int | None = Field(
@@ -113,11 +133,6 @@ class BufferConfig(Section):
     summarizer: Literal["auto", "llm", "extractive"] = Field(
         default="auto", description="auto: the chat model when one is configured, else extractive."
     )
-
-    @field_validator("embedding_model")
-    @classmethod
-    def _embedding(cls, value: str | None) -> str | None:
-        return _check_model(value, EMBEDDING_PROVIDERS, "e.g. local/all-MiniLM-L6-v2")
 
     @model_validator(mode="after")
     def _batch_fits(self) -> BufferConfig:
@@ -427,18 +442,8 @@ class MemoryConfig(Section):
 class ModelEntry(Section):
     """One item of ``llm.models``: ``embedding: provider/model`` and/or ``chat: provider/model``."""
 
-    embedding: str | None = None
-    chat: str | None = None
-
-    @field_validator("embedding")
-    @classmethod
-    def _embedding(cls, value: str | None) -> str | None:
-        return _check_model(value, EMBEDDING_PROVIDERS, "e.g. local/all-MiniLM-L6-v2")
-
-    @field_validator("chat")
-    @classmethod
-    def _chat(cls, value: str | None) -> str | None:
-        return _check_model(value, CHAT_PROVIDERS, "e.g. openai/gpt-4o-mini")
+    embedding: EmbeddingModel = None
+    chat: ChatModel = None
 
     @model_validator(mode="after")
     def _not_empty(self) -> ModelEntry:

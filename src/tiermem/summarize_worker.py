@@ -21,8 +21,9 @@ import asyncio
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -167,12 +168,18 @@ class SummaryPipeline:
 
     def __call__(self, messages: list[Message]) -> None:
         """Take evicted messages (oldest first); quick unless the mode is ``sync``."""
-        with self._lock:
+        with self._queueing():
             self._partial.extend(messages)
             size = self.policy.batch_size
             while len(self._partial) >= size:
                 self._queue.append(PendingBatch(self._partial[:size]))
                 self._partial = self._partial[size:]
+
+    @contextmanager
+    def _queueing(self) -> Iterator[None]:
+        """Hold the lock while the caller queues work; then start a drain unless one runs."""
+        with self._lock:
+            yield
             start = bool(self._queue) and not self._running
             if start:
                 self._running = True
@@ -207,15 +214,10 @@ class SummaryPipeline:
         With ``include_partial`` the messages of an incomplete batch form a batch first,
         so everything evicted so far ends up in the summary.
         """
-        with self._lock:
+        with self._queueing():
             if include_partial and self._partial:
                 self._queue.append(PendingBatch(self._partial))
                 self._partial = []
-            start = bool(self._queue) and not self._running
-            if start:
-                self._running = True
-        if start:
-            self._launch()
         with self._idle:
             return self._idle.wait_for(lambda: not self._queue and not self._running, timeout)
 
@@ -253,14 +255,9 @@ class SummaryPipeline:
             SerializationError: ``data`` is not what :meth:`to_dict` writes.
         """
         batches, partial = _read_state(data)
-        with self._lock:
+        with self._queueing():
             self._queue.extend(batches)
             self._partial = partial + self._partial
-            start = bool(self._queue) and not self._running
-            if start:
-                self._running = True
-        if start:
-            self._launch()
 
     # -- the worker ----------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ from tiermem.errors import (
     TiermemError,
 )
 from tiermem.runner import Backoff, Runner
+from tiermem.twins import Steps, at_once, stepped, stepped_twin
 from tiermem.working_items import (
     PendingItem,
     Record,
@@ -193,6 +194,7 @@ class WorkingMemory:
 
     # ------------------------------------------------------------------------- add
 
+    @stepped
     def add(
         self,
         content: str,
@@ -202,25 +204,14 @@ class WorkingMemory:
         session_id: str | None = None,
         source: str | None = None,
         timestamp: float | datetime | None = None,
-    ) -> int:
+    ) -> Steps[int]:
         """Embed ``content`` and store it; return its id. Drops oldest items if over size."""
         pending = [self._pending(content, metadata, user_id, session_id, source, timestamp)]
-        return self._insert(pending, self._embed([content]))[0]
+        return self._insert(pending, (yield [content]))[0]
 
-    async def aadd(
-        self,
-        content: str,
-        metadata: Mapping[str, Any] | None = None,
-        *,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        source: str | None = None,
-        timestamp: float | datetime | None = None,
-    ) -> int:
-        """Async twin of :meth:`add` (the embedder runs without blocking the loop)."""
-        pending = [self._pending(content, metadata, user_id, session_id, source, timestamp)]
-        return self._insert(pending, await self._aembed([content]))[0]
+    aadd = stepped_twin(add)
 
+    @stepped
     def add_many(
         self,
         contents: Sequence[str],
@@ -229,23 +220,12 @@ class WorkingMemory:
         user_id: str | None = None,
         session_id: str | None = None,
         source: str | None = None,
-    ) -> list[int]:
+    ) -> Steps[list[int]]:
         """Embed ``contents`` in one batch and store them all (or none); return their ids."""
         pending = self._pending_many(contents, metadatas, user_id, session_id, source)
-        return self._insert(pending, self._embed([p.content for p in pending]))
+        return self._insert(pending, (yield [p.content for p in pending]))
 
-    async def aadd_many(
-        self,
-        contents: Sequence[str],
-        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
-        *,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        source: str | None = None,
-    ) -> list[int]:
-        """Async twin of :meth:`add_many`."""
-        pending = self._pending_many(contents, metadatas, user_id, session_id, source)
-        return self._insert(pending, await self._aembed([p.content for p in pending]))
+    aadd_many = stepped_twin(add_many)
 
     def add_with_embedding(
         self,
@@ -262,30 +242,11 @@ class WorkingMemory:
         pending = [self._pending(content, metadata, user_id, session_id, source, timestamp)]
         return self._insert(pending, self._query_vector(embedding, "embedding"))[0]
 
-    async def aadd_with_embedding(
-        self,
-        content: str,
-        embedding: Sequence[float] | np.ndarray,
-        metadata: Mapping[str, Any] | None = None,
-        *,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        source: str | None = None,
-        timestamp: float | datetime | None = None,
-    ) -> int:
-        """Async twin of :meth:`add_with_embedding` (in-memory, never blocks on I/O)."""
-        return self.add_with_embedding(
-            content,
-            embedding,
-            metadata,
-            user_id=user_id,
-            session_id=session_id,
-            source=source,
-            timestamp=timestamp,
-        )
+    aadd_with_embedding = at_once(add_with_embedding)
 
     # ---------------------------------------------------------------------- search
 
+    @stepped
     def search(
         self,
         query: str | Sequence[float] | np.ndarray,
@@ -294,7 +255,7 @@ class WorkingMemory:
         user_id: str | None = None,
         filter_metadata: Mapping[str, Any] | None = None,
         recency_bias: float = 0.0,
-    ) -> list[WorkingItem]:
+    ) -> Steps[list[WorkingItem]]:
         """Return the ``k`` items most similar to ``query`` (text or vector), best first.
 
         Args:
@@ -309,25 +270,10 @@ class WorkingMemory:
         self._scope(user_id)
         vector = self._query_vector(query, "query") if not isinstance(query, str) else None
         if vector is None:
-            vector = self._embed([check_content(query, "query")])
+            vector = yield [check_content(query, "query")]
         return self._search(vector, k, user_id, filter_metadata, recency_bias)
 
-    async def asearch(
-        self,
-        query: str | Sequence[float] | np.ndarray,
-        k: int = 5,
-        *,
-        user_id: str | None = None,
-        filter_metadata: Mapping[str, Any] | None = None,
-        recency_bias: float = 0.0,
-    ) -> list[WorkingItem]:
-        """Async twin of :meth:`search`."""
-        check_search(k, filter_metadata, recency_bias)
-        self._scope(user_id)
-        vector = self._query_vector(query, "query") if not isinstance(query, str) else None
-        if vector is None:
-            vector = await self._aembed([check_content(query, "query")])
-        return self._search(vector, k, user_id, filter_metadata, recency_bias)
+    asearch = stepped_twin(search)
 
     def get(self, item_id: int, *, user_id: str | None = None) -> WorkingItem:
         """Return one item; :class:`NotFoundError` if absent or another user's."""
@@ -343,9 +289,7 @@ class WorkingMemory:
             self._owned(item_id, user)
             self._delete([item_id])
 
-    async def aremove(self, item_id: int, *, user_id: str | None = None) -> None:
-        """Async twin of :meth:`remove`."""
-        self.remove(item_id, user_id=user_id)
+    aremove = at_once(remove)
 
     def clear(self, user_id: str | None = None, *, all_users: bool = False) -> int:
         """Delete one user's items, or with ``all_users=True`` everything; return the count."""
@@ -364,9 +308,7 @@ class WorkingMemory:
             self._delete(ids)
             return len(ids)
 
-    async def aclear(self, user_id: str | None = None, *, all_users: bool = False) -> int:
-        """Async twin of :meth:`clear`."""
-        return self.clear(user_id, all_users=all_users)
+    aclear = at_once(clear)
 
     def cleanup(self) -> int:
         """Drop oldest items until the memory fits ``max_memory_mb``; return how many."""
@@ -384,9 +326,7 @@ class WorkingMemory:
             self._evicted += len(victims)
             return len(victims)
 
-    async def acleanup(self) -> int:
-        """Async twin of :meth:`cleanup`."""
-        return self.cleanup()
+    acleanup = at_once(cleanup)
 
     # ---------------------------------------------------------------------- stats
 
@@ -418,9 +358,7 @@ class WorkingMemory:
                 model_id=self.embedder.model_id if self.embedder is not None else None,
             )
 
-    async def astats(self, user_id: str | None = None) -> WorkingStats:
-        """Async twin of :meth:`stats`."""
-        return self.stats(user_id)
+    astats = at_once(stats)
 
     # ---------------------------------------------------------------------- close
 
@@ -506,7 +444,8 @@ class WorkingMemory:
             )
         return self.embedder
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
+    def _step(self, texts: list[str], /) -> np.ndarray:
+        """The vectors of ``texts`` (what a :func:`stepped` method waits for)."""
         embedder = self._require_embedder()
         if self.embed_timeout is None:
             return self._checked(lambda: embedder.embed(texts), len(texts))
@@ -518,7 +457,7 @@ class WorkingMemory:
         finally:
             future.cancel()
 
-    async def _aembed(self, texts: list[str]) -> np.ndarray:
+    async def _astep(self, texts: list[str], /) -> np.ndarray:
         embedder = self._require_embedder()
         try:
             raw = await asyncio.wait_for(embedder.aembed(texts), self.embed_timeout)

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
+import tiermem.stores.ops as ops
 from tiermem.errors import (
     ContentTooLargeError,
     DimensionMismatchError,
@@ -240,6 +241,22 @@ def test_retrieval_counts_accesses(store: MemoryStore, new_user: NewUser) -> Non
     rec = {r.id: r for r in store.list(user)}[a]
     assert rec.access_count == 2 and rec.accessed_at >= rec.created_at
     assert store.stats(user).total_access_count == 2
+
+
+def test_keyword_search_ranks_the_newest_matches(
+    store: MemoryStore, new_user: NewUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the newest KEYWORD_SCAN matches are ranked, on every engine: what bounds a big
+    user's keyword search; older matches are left to vector search."""
+    monkeypatch.setattr(ops, "KEYWORD_SCAN", 4)
+    if hasattr(store, "exact_max_rows"):  # PostgreSQL: the plan of a big user
+        monkeypatch.setattr(store, "exact_max_rows", 0)
+    user = new_user()
+    m = vecs(8)
+    # the oldest say "kite" most often, so they would rank first if every match were ranked
+    ids = [store.add(user, "kite " * (8 - i) + f"number {i}", embedding=m[i]) for i in range(8)]
+    hits = store.search(user, "kite", mode="keyword", limit=8, count_access=False)
+    assert [h.record.id for h in hits] == ids[4:]
 
 
 def test_search_without_counting_then_record_access(store: MemoryStore, new_user: NewUser) -> None:

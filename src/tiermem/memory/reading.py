@@ -1,18 +1,19 @@
 """Memory's reads and their async twins: search, context, a page, one memory.
 
 Each read is written once, as its checks, its store call and what it makes of the
-answer; the sync method calls the store's sync API, the async twin the store's async
-one. On a store that reads natively in async calls (PostgreSQL with
-``memory.persistent.native_async``) an async read leaves the event loop only to embed
-(CPU); on any other store the twin runs the sync method in a thread.
+answer (:func:`~tiermem.twins.stepped`: a generator of its waits); the sync method
+calls the store's sync API, the async twin the store's async one. On a store that reads
+natively in async calls (PostgreSQL with ``memory.persistent.native_async``) an async
+read leaves the event loop only for CPU work (embedding, planning); on any other store
+the twin runs the sync method in a thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from typing_extensions import Unpack
 
@@ -23,6 +24,13 @@ from tiermem.planner import Context, QueryPlanner
 from tiermem.stores.ops import Filters
 from tiermem.stores.records import MemoryRecord, SearchResult
 from tiermem.stores.validate import check_encodable, check_text_id, check_user_id
+from tiermem.twins import Steps, stepped, stepped_twin
+
+
+def _native(memory: Any) -> bool:
+    """Whether ``memory``'s store reads natively in async calls (else an async read runs
+    whole in a thread)."""
+    return bool(memory._tiers.native_async)
 
 
 class Reading(Operations):
@@ -33,6 +41,7 @@ class Reading(Operations):
 
     # -- search ------------------------------------------------------------------------------
 
+    @stepped
     def search(
         self,
         query: str,
@@ -41,37 +50,17 @@ class Reading(Operations):
         filters: Mapping[str, Any] | None = None,
         *,
         mode: str = "hybrid",
-    ) -> list[SearchResult]:
-        """Search the user's long-term memories (hybrid by default), best first."""
+    ) -> Steps[list[SearchResult]]:
+        """Search the user's long-term memories (hybrid by default), best first (async: on
+        PostgreSQL only the query's embedding takes a thread; each hit is counted as an
+        access in the same transaction)."""
         self._check_search(query, user_id, filters)
-        vector = self._embed(query) if mode != "keyword" and query.strip() else None
-        return list(
-            self._tiers.store.search(
-                user_id, query, vector=vector, mode=mode, limit=k, **(filters or {})
-            )
-        )
+        vector = (yield _cpu(self._embed, query)) if mode != "keyword" and query.strip() else None
+        store = self._tiers.store
+        options = {"vector": vector, "mode": mode, "limit": k, **(filters or {})}
+        return list((yield _Wait(store.search, store.asearch, user_id, query, **options)))
 
-    async def asearch(
-        self,
-        query: str,
-        user_id: str,
-        k: int = 10,
-        filters: Mapping[str, Any] | None = None,
-        *,
-        mode: str = "hybrid",
-    ) -> list[SearchResult]:
-        """Async twin of :meth:`search` (on PostgreSQL only the query's embedding takes a
-        thread; each hit is counted as an access in the same transaction)."""
-        if not self._tiers.native_async:
-            return await asyncio.to_thread(self.search, query, user_id, k, filters, mode=mode)
-        self._check_search(query, user_id, filters)
-        vector = None
-        if mode != "keyword" and query.strip():
-            vector = await asyncio.to_thread(self._embed, query)
-        found = await self._tiers.store.asearch(
-            user_id, query, vector=vector, mode=mode, limit=k, **(filters or {})
-        )
-        return list(found)
+    asearch = stepped_twin(search, threads_unless=_native)
 
     def _check_search(self, query: str, user_id: str, filters: Any) -> None:
         self._check_query(query, user_id)
@@ -80,40 +69,29 @@ class Reading(Operations):
 
     # -- context -----------------------------------------------------------------------------
 
+    @stepped
     def get_context(
         self,
         query: str,
         user_id: str,
         session_id: str | None = None,
         max_tokens: int | None = None,
-    ) -> Context:
+    ) -> Steps[Context]:
         """The context for ``query``: recent messages, relevant memories, summary and
-        synopsis, ranked, deduplicated and fitted to ``max_tokens``."""
-        self._check_query(query, user_id)
-        check_text_id(session_id, "session_id")
-        found = self._retriever.gather(query, user_id, session_id)
-        return self._fit(query, user_id, max_tokens, found)
-
-    async def aget_context(
-        self,
-        query: str,
-        user_id: str,
-        session_id: str | None = None,
-        max_tokens: int | None = None,
-    ) -> Context:
-        """Async twin of :meth:`get_context`. On PostgreSQL the store's reads and searches
-        are awaited on its async connections; one thread ranks and plans, and a model
-        embeds a query it has not seen (see
+        synopsis, ranked, deduplicated and fitted to ``max_tokens``. Async: on PostgreSQL
+        the store's reads and searches are awaited on its async connections; one thread
+        ranks and plans, and a model embeds a query it has not seen (see
         :meth:`~tiermem.memory.retrieval.Retriever.agather`)."""
-        if not self._tiers.native_async:
-            return await asyncio.to_thread(self.get_context, query, user_id, session_id, max_tokens)
         self._check_query(query, user_id)
         check_text_id(session_id, "session_id")
-        # planning is CPU (ranking, token counts): in the thread that makes the candidates,
-        # so the loop keeps answering the other requests' statements meanwhile
-        return await self._retriever.agather(
-            query, user_id, session_id, partial(self._fit, query, user_id, max_tokens)
-        )
+        retriever = self._retriever
+        # planning is CPU (ranking, token counts): an async read runs it in the thread
+        # that makes the candidates, so the loop answers other requests' statements meanwhile
+        fit = partial(self._fit, query, user_id, max_tokens)
+        wait = _Wait(retriever.gather_then, retriever.agather, query, user_id, session_id, fit)
+        return cast(Context, (yield wait))
+
+    aget_context = stepped_twin(get_context, threads_unless=_native)
 
     def _fit(
         self, query: str, user_id: str, max_tokens: int | None, found: PlannerInputs
@@ -145,48 +123,65 @@ class Reading(Operations):
 
     # -- records ---------------------------------------------------------------------------
 
+    @stepped
     def list_memories(
         self,
+        /,
         user_id: str,
         *,
         limit: int = 100,
         offset: int = 0,
         **filters: Unpack[Filters],
-    ) -> list[MemoryRecord]:
+    ) -> Steps[list[MemoryRecord]]:
         """A page of the user's long-term memories, newest first, filtered by type (one or
         several), session, agent, creation time or metadata (:class:`Filters`)."""
         user_id = self._page(user_id)
-        return list(self._tiers.store.list(user_id, limit=limit, offset=offset, **filters))
+        store = self._tiers.store
+        page = _Wait(store.list, store.alist, user_id, limit=limit, offset=offset, **filters)
+        return list((yield page))
 
-    async def alist_memories(
-        self,
-        user_id: str,
-        *,
-        limit: int = 100,
-        offset: int = 0,
-        **filters: Unpack[Filters],
-    ) -> list[MemoryRecord]:
-        """Async twin of :meth:`list_memories` (no thread on PostgreSQL)."""
-        user_id = self._page(user_id)
-        if not self._tiers.native_async:
-            return await asyncio.to_thread(
-                self.list_memories, user_id, limit=limit, offset=offset, **filters
-            )
-        return list(await self._tiers.store.alist(user_id, limit=limit, offset=offset, **filters))
+    alist_memories = stepped_twin(list_memories, threads_unless=_native)
 
     def _page(self, user_id: str) -> str:
         """The checked user of a page of memories."""
         self._tiers.check_open()
         return check_user_id(user_id)
 
-    def get_memory(self, memory_id: str, user_id: str) -> MemoryRecord | None:
+    @stepped
+    def get_memory(self, memory_id: str, user_id: str) -> Steps[MemoryRecord | None]:
         """One memory of the user; None if the user has none with this id."""
         user_id = self._open(user_id)
-        return self._tiers.store.get(user_id, memory_id)  # type: ignore[no-any-return]
+        store = self._tiers.store
+        return cast(MemoryRecord | None, (yield _Wait(store.get, store.aget, user_id, memory_id)))
 
-    async def aget_memory(self, memory_id: str, user_id: str) -> MemoryRecord | None:
-        """Async twin of :meth:`get_memory` (no thread on PostgreSQL)."""
-        user_id = self._open(user_id)
-        if not self._tiers.native_async:
-            return await asyncio.to_thread(self.get_memory, memory_id, user_id)
-        return await self._tiers.store.aget(user_id, memory_id)  # type: ignore[no-any-return]
+    aget_memory = stepped_twin(get_memory, threads_unless=_native)
+
+    # -- the waits of a read: a blocking call, or its awaitable twin ---------------------
+
+    def _step(self, wait: _Wait, /) -> Any:
+        return wait.blocking(*wait.args, **wait.kwargs)
+
+    async def _astep(self, wait: _Wait, /) -> Any:
+        if wait.awaiting is None:
+            return await asyncio.to_thread(wait.blocking, *wait.args, **wait.kwargs)
+        return await wait.awaiting(*wait.args, **wait.kwargs)
+
+
+class _Wait:
+    """A wait of a read: the ``blocking`` call, and what an async read awaits instead
+    (``awaiting``: the store's or the retriever's async twin; None: ``blocking`` in a
+    thread, for CPU work)."""
+
+    def __init__(
+        self,
+        blocking: Callable[..., Any],
+        awaiting: Callable[..., Awaitable[Any]] | None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        self.blocking, self.awaiting, self.args, self.kwargs = blocking, awaiting, args, kwargs
+
+
+def _cpu(work: Callable[..., Any], *args: Any) -> _Wait:
+    """A wait on CPU work (an embedding, planning): in a thread for an async read."""
+    return _Wait(work, None, *args)

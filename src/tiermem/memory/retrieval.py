@@ -81,6 +81,16 @@ class Retriever:
         inputs.synopsis = self._synopsis(user_id, read.generation)
         return inputs
 
+    def gather_then(
+        self,
+        query: str,
+        user_id: str,
+        session_id: str | None,
+        finish: Callable[[PlannerInputs], T],
+    ) -> T:
+        """``finish`` of :meth:`gather`'s inputs: the sync side of :meth:`agather`."""
+        return finish(self.gather(query, user_id, session_id))
+
     async def agather(
         self,
         query: str,

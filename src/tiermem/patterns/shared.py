@@ -16,22 +16,20 @@ import asyncio
 import threading
 from typing import TYPE_CHECKING, Any
 
-from tiermem.errors import InputError, InvalidTypeError, MissingUserError
+from tiermem.errors import InputError, MissingUserError
 from tiermem.messages import Message
 from tiermem.patterns.conversation import ConversationMemory, check_message, check_name
-from tiermem.patterns.vectors import MessageVectors, check_k, check_query, default_embedder
+from tiermem.patterns.vectors import (
+    MessageVectors,
+    check_k,
+    check_query,
+    check_text,
+    default_embedder,
+)
 from tiermem.stores.validate import MAX_LIMIT
 
 if TYPE_CHECKING:
     from tiermem.api import MemoryAPI
-
-
-def _check_text(value: Any, field: str) -> str:
-    if not isinstance(value, str):
-        raise InvalidTypeError(field, f"expected str, got {type(value).__name__}")
-    if not value.strip():
-        raise InputError(field, "is empty", "share some text")
-    return value
 
 
 class SharedLog:
@@ -84,7 +82,7 @@ class SharedLog:
     def add(self, agent_name: str, text: str) -> Message:
         """Record ``text`` shared by ``agent_name`` (stored first when there is a store)."""
         check_name(agent_name, "agent_name")
-        _check_text(text, "text")
+        check_text(text, "text", "share some text")
         message = self._message(text, agent_name)
         if self.memory is not None:
             assert self.user_id is not None

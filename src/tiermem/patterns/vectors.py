@@ -27,13 +27,18 @@ def default_embedder() -> Embedder:
     return get_embedder()
 
 
+def check_text(value: Any, field: str, hint: str) -> str:
+    """A non-empty string; ``hint`` says what to pass when it is empty."""
+    if not isinstance(value, str):
+        raise InvalidTypeError(field, f"expected str, got {type(value).__name__}")
+    if not value.strip():
+        raise InputError(field, "is empty", hint)
+    return value
+
+
 def check_query(query: Any) -> str:
     """A non-empty query string."""
-    if not isinstance(query, str):
-        raise InvalidTypeError("query", f"expected str, got {type(query).__name__}")
-    if not query.strip():
-        raise InputError("query", "is empty", "pass the text to search for")
-    return query
+    return check_text(query, "query", "pass the text to search for")
 
 
 def check_k(k: Any) -> int:

@@ -73,6 +73,13 @@ class SearchOp(NamedTuple):
     count_access: bool = True
 
 
+KEYWORD_SCAN = 5_000
+"""Matches of a keyword search ranked at most, the newest first (both engines): what
+bounds a big user's keyword search (a 100k-message user's common words match tens of
+thousands of rows; on SQLite ranking them all took 90-150 ms, the newest 5,000 28 ms).
+Older matches are still found by vector search."""
+
+
 class AccessOp(NamedTuple):
     """Count ``times`` accesses of the user's memories ``ids`` (others' ids are ignored);
     the result is how many memories were counted."""

@@ -17,28 +17,25 @@ would not see the per-transaction ``SET LOCAL`` of the search settings.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
-
 import tiermem.stores.copies as copies
 import tiermem.stores.facts as facts
 import tiermem.stores.schema as schema
 import tiermem.stores.transcript as transcript
 from tiermem.errors import InvalidSizeError, InvalidTypeError, StoreError, StoreUnavailableError
+from tiermem.stores.dialect import insert_sql, record_values, update_sets
 from tiermem.stores.ops import Op, UpdateOp
 from tiermem.stores.partitions import MAX_PARTITIONS, check_layout, partitioned
 from tiermem.stores.pgsetup import ensure_vector, import_driver, pool_options
 from tiermem.stores.plans import arun, run
 from tiermem.stores.postgres_async import AsyncPools
 from tiermem.stores.postgres_plans import COLUMNS as _COLUMNS
-from tiermem.stores.postgres_plans import HNSW_MAX_DIMENSION, PostgresPlans, count_of
-from tiermem.stores.postgres_plans import record as _record
+from tiermem.stores.postgres_plans import DIALECT, HNSW_MAX_DIMENSION, PostgresPlans, count_of
 from tiermem.stores.records import MemoryRecord, ReplicaStatus, SearchResult, StoreStats
 from tiermem.stores.replica import (
     DEFAULT_RETRY,
@@ -242,6 +239,7 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
     claim_lock = " FOR UPDATE SKIP LOCKED"
     row_lock = " FOR UPDATE"
     columns = _COLUMNS
+    dialect = DIALECT
 
     def __init__(
         self,
@@ -443,28 +441,7 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
     ) -> None:
         with c.cursor() as cur:
             cur.executemany(
-                f"INSERT INTO {self.table} (id, user_id, agent_id, session_id, content,"
-                " content_hash, memory_type, importance, created_at, accessed_at,"
-                " access_count, metadata, embedding)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [
-                    (
-                        r.id,
-                        r.user_id,
-                        r.agent_id,
-                        r.session_id,
-                        r.content,
-                        r.content_hash,
-                        r.memory_type,
-                        r.importance,
-                        r.created_at,
-                        r.accessed_at,
-                        r.access_count,
-                        json.dumps(r.metadata),
-                        np.asarray(r.embedding, dtype=np.float32),
-                    )
-                    for r in records
-                ],
+                insert_sql(self.table, DIALECT), [record_values(r, DIALECT) for r in records]
             )
         self._forget(user_id)
 
@@ -473,23 +450,9 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         return {r["id"] for r in rows}
 
     def _write_update(self, c: psycopg.Connection[Any], op: UpdateOp, digest: str | None) -> None:
-        sets: list[str] = []
-        params: list[object] = []
-        if digest is not None:
-            sets += ["content = %s", "content_hash = %s"]
-            params += [op.content, digest]
-        if op.embedding is not None:
-            sets.append("embedding = %s")
-            params.append(op.embedding.astype(np.float32))
-        for column in ("memory_type", "importance"):
-            if getattr(op, column) is not None:
-                sets.append(f"{column} = %s")
-                params.append(getattr(op, column))
-        if op.metadata is not None:
-            sets.append("metadata = %s::jsonb")
-            params.append(json.dumps(op.metadata))
+        sets, params = update_sets(op, digest, DIALECT)
         if sets:
-            sql = f"UPDATE {self.table} SET {', '.join(sets)} WHERE user_id = %s AND id = %s"
+            sql = f"UPDATE {self.table} SET {sets} WHERE user_id = %s AND id = %s"
             c.execute(sql, [*params, op.user_id, op.id])
 
     def _delete(
@@ -509,19 +472,6 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
             self._counts.pop(user_id, None)
 
     # -- reads --
-
-    def _scan(
-        self,
-        c: psycopg.Connection[Any],
-        after: uuid.UUID | None,
-        limit: int,
-        user_id: str | None = None,
-    ) -> list[MemoryRecord]:
-        mine = "" if user_id is None else " AND user_id = %s"
-        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE id > %s{mine} ORDER BY id LIMIT %s"
-        start = after or uuid.UUID(int=0)
-        params = (start, *(() if user_id is None else (user_id,)), limit)
-        return [_record(r) for r in c.execute(sql, params)]
 
     def _table_size(self, c: psycopg.Connection[Any]) -> int:
         return _scalar(c, f"SELECT count(*) AS n FROM {self.table}", [])

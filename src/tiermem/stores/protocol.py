@@ -14,7 +14,7 @@ import builtins
 import uuid
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 
@@ -59,6 +59,7 @@ from tiermem.stores.validate import (
     check_uuids,
     check_vector,
 )
+from tiermem.twins import Steps, stepped, stepped_twin
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder
@@ -128,16 +129,16 @@ class MemoryStore(TranscriptAPI, WorkQueue):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- op builders shared by the sync and async methods --
+    # -- op builders and steps shared by the derived methods --
 
-    def _new_memories(
+    def _add_many(
         self,
         user_id: str,
         contents: Sequence[str | NewMemory],
         embeddings: Sequence[Any] | np.ndarray | None,
         defaults: dict[str, Any],
-    ) -> tuple[list[NewMemory], list[int]]:
-        """The validated memories of an add, and the positions of those to embed."""
+    ) -> Steps[list[uuid.UUID]]:
+        """An add: the memories checked, those without a vector embedded, then added."""
         check_user_id(user_id)
         items = []
         for i, item in enumerate(contents):
@@ -164,7 +165,11 @@ class MemoryStore(TranscriptAPI, WorkQueue):
             raise InputError(
                 "embeddings", f"has {len(embeddings)} rows for {len(contents)} contents"
             )
-        return items, self._needs_embedding(items)
+        missing = self._needs_embedding(items)
+        if missing:
+            vectors = yield Embed([items[i].content for i in missing])
+            items = self._fill(items, missing, vectors)
+        return cast(list[uuid.UUID], (yield AddOp(user_id, tuple(items))))
 
     def _needs_embedding(self, items: Sequence[NewMemory]) -> list[int]:
         missing = [i for i, m in enumerate(items) if m.embedding is None]
@@ -246,8 +251,23 @@ class MemoryStore(TranscriptAPI, WorkQueue):
             check_limit(offset, "offset", 0),
         )
 
-    # -- derived sync API --
+    # -- derived API: each method written once, run by batch and, as its twin, by abatch --
 
+    def _step(self, step: Any, /) -> Any:
+        """Run one wait of a derived method: texts to embed, or an op (in a transaction
+        of its own)."""
+        if isinstance(step, Embed):
+            assert self.embedder is not None
+            return self.embedder.embed(step.texts)
+        return super()._step(step)
+
+    async def _astep(self, step: Any, /) -> Any:
+        if isinstance(step, Embed):
+            assert self.embedder is not None
+            return await self.embedder.aembed(step.texts)
+        return await super()._astep(step)
+
+    @stepped
     def add(
         self,
         user_id: str,
@@ -259,19 +279,24 @@ class MemoryStore(TranscriptAPI, WorkQueue):
         session_id: str | None = None,
         importance: float = DEFAULT_IMPORTANCE,
         metadata: Mapping[str, Any] | None = None,
-    ) -> uuid.UUID:
+    ) -> Steps[uuid.UUID]:
         """Store one memory and return its id (the existing id if the content is known)."""
         mem = NewMemory(content, embedding, memory_type, agent_id, session_id, importance, metadata)
-        return self.add_many(user_id, [mem])[0]
+        ids = yield from self._add_many(user_id, [mem], None, {})
+        return ids[0]
 
+    aadd = stepped_twin(add)
+
+    @stepped
     def add_many(
         self,
+        /,
         user_id: str,
         contents: Sequence[str | NewMemory],
         *,
         embeddings: Sequence[Any] | np.ndarray | None = None,
         **defaults: Any,
-    ) -> list[uuid.UUID]:
+    ) -> Steps[builtins.list[uuid.UUID]]:
         """Store many memories in one transaction; ids in input order.
 
         Args:
@@ -280,34 +305,46 @@ class MemoryStore(TranscriptAPI, WorkQueue):
             embeddings: optional vectors, one per content; missing ones are embedded.
             **defaults: fields of :class:`NewMemory` applied to plain-text contents.
         """
-        items, missing = self._new_memories(user_id, contents, embeddings, defaults)
-        if missing:
-            assert self.embedder is not None
-            items = self._fill(
-                items, missing, self.embedder.embed([items[i].content for i in missing])
-            )
-        return cast(list[uuid.UUID], self.batch([AddOp(user_id, tuple(items))])[0])
+        return (yield from self._add_many(user_id, contents, embeddings, defaults))
 
-    def get(self, user_id: str, memory_id: uuid.UUID | str) -> MemoryRecord | None:
+    aadd_many = stepped_twin(add_many)
+
+    @stepped
+    def get(self, user_id: str, memory_id: uuid.UUID | str) -> Steps[MemoryRecord | None]:
         """The memory with this id if it belongs to ``user_id``, else ``None``."""
-        found = self.get_many(user_id, [memory_id])
+        found: builtins.list[MemoryRecord] = yield GetOp(
+            check_user_id(user_id), check_uuids([memory_id])
+        )
         return found[0] if found else None
 
-    def get_many(self, user_id: str, memory_ids: Sequence[uuid.UUID | str]) -> list[MemoryRecord]:
-        """The user's memories among ``memory_ids`` (unknown ids are skipped)."""
-        op = GetOp(check_user_id(user_id), check_uuids(memory_ids))
-        return cast(list[MemoryRecord], self.batch([op])[0])
+    aget = stepped_twin(get)
 
-    def record_access(self, user_id: str, memory_ids: Sequence[uuid.UUID | str]) -> int:
+    @stepped
+    def get_many(
+        self, user_id: str, memory_ids: Sequence[uuid.UUID | str]
+    ) -> Steps[builtins.list[MemoryRecord]]:
+        """The user's memories among ``memory_ids`` (unknown ids are skipped)."""
+        return cast(
+            builtins.list[MemoryRecord],
+            (yield GetOp(check_user_id(user_id), check_uuids(memory_ids))),
+        )
+
+    aget_many = stepped_twin(get_many)
+
+    @stepped
+    def record_access(self, user_id: str, memory_ids: Sequence[uuid.UUID | str]) -> Steps[int]:
         """Count one access of each of the user's memories ``memory_ids``; how many counted.
 
         For callers that search with ``count_access=False`` and use only some hits.
         """
-        op = AccessOp(check_user_id(user_id), check_uuids(memory_ids))
-        return cast(int, self.batch([op])[0])
+        return cast(int, (yield AccessOp(check_user_id(user_id), check_uuids(memory_ids))))
 
+    arecord_access = stepped_twin(record_access)
+
+    @stepped
     def search(
         self,
+        /,
         user_id: str,
         query: str | None = None,
         *,
@@ -316,7 +353,7 @@ class MemoryStore(TranscriptAPI, WorkQueue):
         limit: int = 10,
         count_access: bool = True,
         **filters: Any,
-    ) -> list[SearchResult]:
+    ) -> Steps[builtins.list[SearchResult]]:
         """Search the user's memories, best first.
 
         Args:
@@ -332,11 +369,17 @@ class MemoryStore(TranscriptAPI, WorkQueue):
         flt = make_filter(**filters)
         op = self._search_op(user_id, query, vector, mode, limit, flt, count_access)
         if op.vector is None and op.mode != "keyword":
-            assert self.embedder is not None and query is not None
-            op = op._replace(vector=check_vector(self.embedder.embed([query])[0], self.dimension))
-        return cast(list[SearchResult], self.batch([op])[0])
+            assert query is not None
+            vectors = yield Embed([query])
+            op = op._replace(vector=check_vector(vectors[0], self.dimension))
+        return cast(builtins.list[SearchResult], (yield op))
 
-    def update(self, user_id: str, memory_id: uuid.UUID | str, **fields: Any) -> MemoryRecord:
+    asearch = stepped_twin(search)
+
+    @stepped
+    def update(
+        self, /, user_id: str, memory_id: uuid.UUID | str, **fields: Any
+    ) -> Steps[MemoryRecord]:
         """Change ``content``, ``embedding``, ``memory_type``, ``importance`` or ``metadata``.
 
         Raises:
@@ -344,150 +387,61 @@ class MemoryStore(TranscriptAPI, WorkQueue):
         """
         op = self._update_op(user_id, memory_id, fields)
         if op.content is not None and op.embedding is None:
-            assert self.embedder is not None
-            op = op._replace(
-                embedding=check_vector(self.embedder.embed([op.content])[0], self.dimension)
-            )
-        return cast(MemoryRecord, self.batch([op])[0])
+            vectors = yield Embed([op.content])
+            op = op._replace(embedding=check_vector(vectors[0], self.dimension))
+        return cast(MemoryRecord, (yield op))
 
-    def delete(self, user_id: str, memory_id: uuid.UUID | str) -> bool:
+    aupdate = stepped_twin(update)
+
+    @stepped
+    def delete(self, user_id: str, memory_id: uuid.UUID | str) -> Steps[bool]:
         """Delete one memory; ``False`` if the user has no memory with this id."""
-        return self.delete_many(user_id, [memory_id]) == 1
+        deleted: int = yield DeleteOp(check_user_id(user_id), check_uuids([memory_id]))
+        return deleted == 1
 
-    def delete_many(self, user_id: str, memory_ids: Sequence[uuid.UUID | str]) -> int:
+    adelete = stepped_twin(delete)
+
+    @stepped
+    def delete_many(self, user_id: str, memory_ids: Sequence[uuid.UUID | str]) -> Steps[int]:
         """Delete the user's memories among ``memory_ids``; how many were deleted."""
-        op = DeleteOp(check_user_id(user_id), check_uuids(memory_ids))
-        return cast(int, self.batch([op])[0])
+        return cast(int, (yield DeleteOp(check_user_id(user_id), check_uuids(memory_ids))))
 
-    def delete_user(self, user_id: str) -> int:
+    adelete_many = stepped_twin(delete_many)
+
+    @stepped
+    def delete_user(self, user_id: str) -> Steps[int]:
         """Erase every memory of ``user_id``; how many were deleted."""
-        return cast(int, self.batch([DeleteUserOp(check_user_id(user_id))])[0])
+        return cast(int, (yield DeleteUserOp(check_user_id(user_id))))
 
+    adelete_user = stepped_twin(delete_user)
+
+    @stepped
     def list(
-        self, user_id: str, *, limit: int = 100, offset: int = 0, **filters: Any
-    ) -> builtins.list[MemoryRecord]:
+        self, /, user_id: str, *, limit: int = 100, offset: int = 0, **filters: Any
+    ) -> Steps[builtins.list[MemoryRecord]]:
         """A page of the user's memories, newest first."""
-        op = self._list_op(user_id, limit, offset, filters)
-        return cast(builtins.list[MemoryRecord], self.batch([op])[0])
+        return cast(
+            builtins.list[MemoryRecord], (yield self._list_op(user_id, limit, offset, filters))
+        )
 
-    def count(self, user_id: str, **filters: Any) -> int:
+    alist = stepped_twin(list)
+
+    @stepped
+    def count(self, /, user_id: str, **filters: Any) -> Steps[int]:
         """How many memories the user has (matching the filters)."""
-        return cast(int, self.batch([CountOp(check_user_id(user_id), make_filter(**filters))])[0])
+        return cast(int, (yield CountOp(check_user_id(user_id), make_filter(**filters))))
 
-    def stats(self, user_id: str) -> StoreStats:
+    acount = stepped_twin(count)
+
+    @stepped
+    def stats(self, user_id: str) -> Steps[StoreStats]:
         """Counts per type, time span, access and importance figures of the user."""
-        return cast(StoreStats, self.batch([StatsOp(check_user_id(user_id))])[0])
+        return cast(StoreStats, (yield StatsOp(check_user_id(user_id))))
 
-    # -- derived async API (same validation, async embedding, abatch) --
+    astats = stepped_twin(stats)
 
-    async def aadd(
-        self,
-        user_id: str,
-        content: str,
-        *,
-        embedding: Any = None,
-        memory_type: str = "fact",
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        importance: float = DEFAULT_IMPORTANCE,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> uuid.UUID:
-        """Async twin of :meth:`add`."""
-        mem = NewMemory(content, embedding, memory_type, agent_id, session_id, importance, metadata)
-        return (await self.aadd_many(user_id, [mem]))[0]
 
-    async def aadd_many(
-        self,
-        user_id: str,
-        contents: Sequence[str | NewMemory],
-        *,
-        embeddings: Sequence[Any] | np.ndarray | None = None,
-        **defaults: Any,
-    ) -> builtins.list[uuid.UUID]:
-        """Async twin of :meth:`add_many`."""
-        items, missing = self._new_memories(user_id, contents, embeddings, defaults)
-        if missing:
-            assert self.embedder is not None
-            vectors = await self.embedder.aembed([items[i].content for i in missing])
-            items = self._fill(items, missing, vectors)
-        return cast(
-            builtins.list[uuid.UUID], (await self.abatch([AddOp(user_id, tuple(items))]))[0]
-        )
+class Embed(NamedTuple):
+    """A derived method's wait for the store's embedder: the vectors of ``texts``."""
 
-    async def aget(self, user_id: str, memory_id: uuid.UUID | str) -> MemoryRecord | None:
-        """Async twin of :meth:`get`."""
-        found = await self.aget_many(user_id, [memory_id])
-        return found[0] if found else None
-
-    async def aget_many(
-        self, user_id: str, memory_ids: Sequence[uuid.UUID | str]
-    ) -> builtins.list[MemoryRecord]:
-        """Async twin of :meth:`get_many`."""
-        op = GetOp(check_user_id(user_id), check_uuids(memory_ids))
-        return cast(builtins.list[MemoryRecord], (await self.abatch([op]))[0])
-
-    async def arecord_access(self, user_id: str, memory_ids: Sequence[uuid.UUID | str]) -> int:
-        """Async twin of :meth:`record_access`."""
-        op = AccessOp(check_user_id(user_id), check_uuids(memory_ids))
-        return cast(int, (await self.abatch([op]))[0])
-
-    async def asearch(
-        self,
-        user_id: str,
-        query: str | None = None,
-        *,
-        vector: Any = None,
-        mode: SearchMode = "vector",
-        limit: int = 10,
-        count_access: bool = True,
-        **filters: Any,
-    ) -> builtins.list[SearchResult]:
-        """Async twin of :meth:`search`."""
-        flt = make_filter(**filters)
-        op = self._search_op(user_id, query, vector, mode, limit, flt, count_access)
-        if op.vector is None and op.mode != "keyword":
-            assert self.embedder is not None and query is not None
-            vec = (await self.embedder.aembed([query]))[0]
-            op = op._replace(vector=check_vector(vec, self.dimension))
-        return cast(builtins.list[SearchResult], (await self.abatch([op]))[0])
-
-    async def aupdate(
-        self, user_id: str, memory_id: uuid.UUID | str, **fields: Any
-    ) -> MemoryRecord:
-        """Async twin of :meth:`update`."""
-        op = self._update_op(user_id, memory_id, fields)
-        if op.content is not None and op.embedding is None:
-            assert self.embedder is not None
-            vec = (await self.embedder.aembed([op.content]))[0]
-            op = op._replace(embedding=check_vector(vec, self.dimension))
-        return cast(MemoryRecord, (await self.abatch([op]))[0])
-
-    async def adelete(self, user_id: str, memory_id: uuid.UUID | str) -> bool:
-        """Async twin of :meth:`delete`."""
-        return (await self.adelete_many(user_id, [memory_id])) == 1
-
-    async def adelete_many(self, user_id: str, memory_ids: Sequence[uuid.UUID | str]) -> int:
-        """Async twin of :meth:`delete_many`."""
-        op = DeleteOp(check_user_id(user_id), check_uuids(memory_ids))
-        return cast(int, (await self.abatch([op]))[0])
-
-    async def adelete_user(self, user_id: str) -> int:
-        """Async twin of :meth:`delete_user`."""
-        return cast(int, (await self.abatch([DeleteUserOp(check_user_id(user_id))]))[0])
-
-    async def alist(
-        self, user_id: str, *, limit: int = 100, offset: int = 0, **filters: Any
-    ) -> builtins.list[MemoryRecord]:
-        """Async twin of :meth:`list`."""
-        op = self._list_op(user_id, limit, offset, filters)
-        return cast(builtins.list[MemoryRecord], (await self.abatch([op]))[0])
-
-    async def acount(self, user_id: str, **filters: Any) -> int:
-        """Async twin of :meth:`count`."""
-        return cast(
-            int, (await self.abatch([CountOp(check_user_id(user_id), make_filter(**filters))]))[0]
-        )
-
-    async def astats(self, user_id: str) -> StoreStats:
-        """Async twin of :meth:`stats`."""
-        return cast(StoreStats, (await self.abatch([StatsOp(check_user_id(user_id))]))[0])
+    texts: builtins.list[str]

@@ -36,7 +36,7 @@ from tiermem.stores.facts import (
     SaveFactsOp,
 )
 from tiermem.stores.records import NewMemory
-from tiermem.stores.transcript import SessionSummary, TranscriptRow, session_value
+from tiermem.stores.transcript import SessionSummary, TranscriptRow, message_columns
 from tiermem.stores.validate import check_user_id
 
 # -- data ------------------------------------------------------------------------------
@@ -104,16 +104,7 @@ class QueueStats:
 
 def work_item(row: Any, attempts: int) -> WorkItem:
     """The claimed transcript row ``row`` (read by column name)."""
-    return WorkItem(
-        seq=int(row["seq"]),
-        user_id=row["user_id"],
-        session_id=session_value(row["session_id"]),
-        message=Message.from_json(row["message"]),
-        line=row["line"],
-        agent_id=row["agent_id"],
-        previous_id=row["previous_id"],
-        attempts=attempts,
-    )
+    return WorkItem(**message_columns(row), line=row["line"], attempts=attempts)
 
 
 def _is_scalar(value: Any) -> bool:

@@ -25,6 +25,7 @@ import tiermem.stores.queue as queue
 import tiermem.stores.transcript as tr
 from tiermem.embeddings.cache import content_hash
 from tiermem.errors import InputError, NotFoundError
+from tiermem.stores.dialect import Clause, Dialect, filter_clause, read_record
 from tiermem.stores.facts_sql import FactsSQL
 from tiermem.stores.ops import (
     AccessOp,
@@ -90,7 +91,7 @@ HANDLERS: dict[type, Handler] = {
     ListOp: Handler("_list_plan", "read", plan=True),
     CountOp: Handler("_count_plan", "read", plan=True),
     StatsOp: Handler("_run_stats", "read"),
-    ScanOp: Handler("_run_scan", "read"),
+    ScanOp: Handler("_scan_plan", "read", plan=True),
     ImportOp: Handler("_run_import", "write"),
     ExistingIdsOp: Handler("_run_existing_ids", "read"),
     TableSizeOp: Handler("_run_table_size", "read"),
@@ -165,6 +166,8 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
     plan_options: ClassVar[dict[str, Any]] = {}
     columns: ClassVar[str]
     """The memory table's columns a read selects (the engine's list)."""
+    dialect: ClassVar[Dialect]
+    """What the engine keeps differently: ids, times, JSON, vectors (:mod:`.dialect`)."""
     page_order: ClassVar[str] = "id"
     """What orders a page's memories created at the same instant (newest first)."""
     """What the engine's ``execute`` takes for a plan's statements."""
@@ -230,9 +233,6 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
 
     def _run_stats(self, c: C, op: StatsOp) -> StoreStats:
         return self._stats(c, op.user_id)
-
-    def _run_scan(self, c: C, op: ScanOp) -> list[MemoryRecord]:
-        return self._scan(c, op.after, op.limit, op.user_id)
 
     def _run_import(self, c: C, op: ImportOp) -> int:
         return self._import(c, op.records)
@@ -440,24 +440,27 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         rows = yield (f"SELECT count(*) AS n FROM {self.table} WHERE {clause}", params)
         return int(rows[0]["n"])
 
-    @abstractmethod
-    def _filtered(self, user_id: str, flt: MemoryFilter) -> tuple[str, list[object]]:
+    def _filtered(self, user_id: str, flt: MemoryFilter) -> Clause:
         """The ``WHERE`` clause of the user's records passing ``flt``, and its parameters."""
+        return filter_clause(user_id, flt, self.dialect)
 
-    @abstractmethod
     def _row_record(self, row: Any) -> MemoryRecord:
         """The record a row of :attr:`columns` holds."""
+        return read_record(row, self.dialect)
+
+    def _scan_plan(self, op: ScanOp) -> Plan[list[MemoryRecord]]:
+        """Up to ``op.limit`` records of every user (or ``op.user_id``'s) with ids above
+        ``op.after``, by id."""
+        p = self.p
+        mine = "" if op.user_id is None else f" AND user_id = {p}"
+        sql = f"SELECT {self.columns} FROM {self.table} WHERE id > {p}{mine} ORDER BY id LIMIT {p}"
+        start = self.dialect.write_id(op.after or uuid.UUID(int=0))
+        params = (start, *(() if op.user_id is None else (op.user_id,)), op.limit)
+        return [self._row_record(r) for r in (yield (sql, params))]
 
     @abstractmethod
     def _stats(self, c: C, user_id: str) -> StoreStats:
         """Aggregate figures about the user's records."""
-
-    @abstractmethod
-    def _scan(
-        self, c: C, after: uuid.UUID | None, limit: int, user_id: str | None = None
-    ) -> list[MemoryRecord]:
-        """Up to ``limit`` records of every user (or ``user_id``'s) with ids above
-        ``after``, by id."""
 
     @abstractmethod
     def _table_size(self, c: C) -> int:

@@ -11,7 +11,7 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence, Sized
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,11 +21,21 @@ import numpy as np
 
 import tiermem.stores.copies as copies
 import tiermem.stores.facts as facts
+import tiermem.stores.ops as ops
 import tiermem.stores.schema as schema
 import tiermem.stores.transcript as transcript
 from tiermem.errors import StoreError, StoreUnavailableError
 from tiermem.paths import default_sqlite_path as default_path
 from tiermem.paths import sqlite_file
+from tiermem.stores.dialect import (
+    Clause,
+    Dialect,
+    filter_clause,
+    insert_sql,
+    read_record,
+    record_values,
+    update_sets,
+)
 from tiermem.stores.ops import (
     NO_FILTER,
     MemoryFilter,
@@ -131,12 +141,6 @@ def _v3_keywords_by_user(t: str, dim: int) -> list[str]:
     ]
 
 
-KEYWORD_SCAN = 5_000
-"""Matches of a keyword search ranked at most, the newest first: what bounds a big
-user's keyword search (a 100k-message user's common words match tens of thousands of
-rows; ranking them all took 90-150 ms here, the newest 5,000 28 ms). Older matches are
-still found by vector search."""
-
 OWNER_SQL = "'u' || lower(hex(user_id))"
 """A row's owner as one FTS token (the user id's UTF-8 bytes in hex): :func:`owner_token`."""
 
@@ -168,24 +172,6 @@ def _dt(value: float) -> datetime:
     return datetime.fromtimestamp(value, tz=timezone.utc)
 
 
-def _record(row: sqlite3.Row) -> MemoryRecord:
-    return MemoryRecord(
-        id=uuid.UUID(row["id"]),
-        user_id=row["user_id"],
-        agent_id=row["agent_id"],
-        session_id=row["session_id"],
-        content=row["content"],
-        content_hash=row["content_hash"],
-        memory_type=row["memory_type"],
-        importance=row["importance"],
-        created_at=_dt(row["created_at"]),
-        accessed_at=_dt(row["accessed_at"]),
-        access_count=row["access_count"],
-        metadata=json.loads(row["metadata"]),
-        embedding=np.frombuffer(row["embedding"], dtype=np.float32),
-    )
-
-
 def _json_match(value: object) -> tuple[str, list[object]]:
     """SQL comparing a ``json_each`` row's value with a JSON scalar (as jsonb ``@>`` does)."""
     if value is None:
@@ -197,30 +183,40 @@ def _json_match(value: object) -> tuple[str, list[object]]:
     return "type = 'text' AND value = ?", [value]
 
 
-def _where(user_id: str, flt: MemoryFilter, alias: str = "") -> tuple[str, list[object]]:
-    """``WHERE`` clause (user first, then the filter) and its parameters."""
-    p = f"{alias}." if alias else ""
-    sql = [f"{p}user_id = ?"]
-    params: list[object] = [user_id]
-    if flt.memory_types:
-        sql.append(f"{p}memory_type IN ({_marks(flt.memory_types)})")
-        params.extend(flt.memory_types)
-    for column in ("session_id", "agent_id"):
-        value = getattr(flt, column)
-        if value is not None:
-            sql.append(f"{p}{column} = ?")
-            params.append(value)
-    if flt.created_after is not None:
-        sql.append(f"{p}created_at >= ?")
-        params.append(_ts(flt.created_after))
-    if flt.created_before is not None:
-        sql.append(f"{p}created_at < ?")
-        params.append(_ts(flt.created_before))
-    for key, value in (flt.metadata or {}).items():
+def _has_metadata(column: str, metadata: Mapping[str, Any]) -> Clause:
+    """Every key of ``metadata`` in the JSON ``column`` with its value."""
+    sql, params = [], []
+    for key, value in metadata.items():
         cond, extra = _json_match(value)
-        sql.append(f"EXISTS (SELECT 1 FROM json_each({p}metadata) WHERE key = ? AND {cond})")
+        sql.append(f"EXISTS (SELECT 1 FROM json_each({column}) WHERE key = ? AND {cond})")
         params.extend([key, *extra])
     return " AND ".join(sql), params
+
+
+DIALECT = Dialect(
+    mark="?",
+    read_id=uuid.UUID,
+    read_real=float,
+    read_time=_dt,
+    read_json=json.loads,
+    read_vector=lambda blob: np.frombuffer(blob, dtype=np.float32),
+    write_id=str,
+    write_time=_ts,
+    write_vector=lambda vector: np.asarray(vector, dtype=np.float32).tobytes(),
+    json_mark="?",
+    one_of=lambda column, values: (f"{column} IN ({_marks(values)})", [*values]),
+    has_metadata=_has_metadata,
+)
+"""How SQLite keeps a memory's columns: ids as text, times as epoch seconds, JSON as
+text, vectors as float32 bytes."""
+
+
+def _record(row: sqlite3.Row) -> MemoryRecord:
+    return read_record(row, DIALECT)
+
+
+def _where(user_id: str, flt: MemoryFilter, alias: str = "") -> Clause:
+    return filter_clause(user_id, flt, DIALECT, alias)
 
 
 def _marks(items: Sized) -> str:
@@ -251,6 +247,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     user_filter = "+user_id"
     columns = _COLUMNS
+    dialect = DIALECT
     page_order = "seq"
 
     def __init__(
@@ -347,53 +344,18 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
     def _insert(self, c: sqlite3.Connection, user_id: str, records: Sequence[MemoryRecord]) -> None:
         vseq = self._bump(c, user_id, vectors=True)
         c.executemany(
-            f"INSERT INTO {self.table} (id, user_id, agent_id, session_id, content, content_hash,"
-            " memory_type, importance, created_at, accessed_at, access_count, metadata,"
-            " embedding, vseq)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    str(r.id),
-                    r.user_id,
-                    r.agent_id,
-                    r.session_id,
-                    r.content,
-                    r.content_hash,
-                    r.memory_type,
-                    r.importance,
-                    _ts(r.created_at),
-                    _ts(r.accessed_at),
-                    r.access_count,
-                    json.dumps(r.metadata),
-                    np.asarray(r.embedding, dtype=np.float32).tobytes(),
-                    vseq,
-                )
-                for r in records
-            ],
+            insert_sql(self.table, DIALECT, ("vseq",)),
+            [(*record_values(r, DIALECT), vseq) for r in records],
         )
 
     def _write_update(self, c: sqlite3.Connection, op: UpdateOp, digest: str | None) -> None:
-        sets: list[str] = []
-        params: list[object] = []
-        if digest is not None:
-            sets += ["content = ?", "content_hash = ?"]
-            params += [op.content, digest]
-        if op.embedding is not None:
-            sets += ["embedding = ?", "vseq = ?"]
-            params += [
-                op.embedding.astype(np.float32).tobytes(),
-                self._bump(c, op.user_id, vectors=True),
-            ]
-        for column in ("memory_type", "importance"):
-            if getattr(op, column) is not None:
-                sets.append(f"{column} = ?")
-                params.append(getattr(op, column))
-        if op.metadata is not None:
-            sets.append("metadata = ?")
-            params.append(json.dumps(op.metadata))
+        sets, params = update_sets(op, digest, DIALECT)
+        if op.embedding is not None:  # the user's vectors changed: the cache reloads them
+            sets += ", vseq = ?"
+            params.append(self._bump(c, op.user_id, vectors=True))
         if sets:
             c.execute(
-                f"UPDATE {self.table} SET {', '.join(sets)} WHERE +user_id = ? AND id = ?",
+                f"UPDATE {self.table} SET {sets} WHERE +user_id = ? AND id = ?",
                 [*params, op.user_id, str(op.id)],
             )
 
@@ -436,24 +398,6 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             sql = f"SELECT id FROM {self.table} WHERE id IN ({_marks(part)})"
             found.update(uuid.UUID(r[0]) for r in c.execute(sql, part))
         return found
-
-    def _filtered(self, user_id: str, flt: MemoryFilter) -> tuple[str, list[object]]:
-        return _where(user_id, flt)
-
-    def _row_record(self, row: sqlite3.Row) -> MemoryRecord:
-        return _record(row)
-
-    def _scan(
-        self,
-        c: sqlite3.Connection,
-        after: uuid.UUID | None,
-        limit: int,
-        user_id: str | None = None,
-    ) -> list[MemoryRecord]:
-        mine = "" if user_id is None else " AND user_id = ?"
-        sql = f"SELECT {_COLUMNS} FROM {self.table} WHERE id > ?{mine} ORDER BY id LIMIT ?"
-        params = (str(after or ""), *(() if user_id is None else (user_id,)), limit)
-        return [_record(r) for r in c.execute(sql, params)]
 
     def _table_size(self, c: sqlite3.Connection) -> int:
         return int(c.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])
@@ -540,7 +484,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                 f"SELECT {columns}, r.rank FROM ({newest} ORDER BY rank LIMIT ?) AS r"
                 f" JOIN {self.table} AS m ON m.seq = r.rowid WHERE {where} ORDER BY r.rank"
             )
-            params = [match, KEYWORD_SCAN, limit, *params]
+            params = [match, ops.KEYWORD_SCAN, limit, *params]
         else:
             sql = (
                 f"SELECT {columns}, r.rank FROM ({ranked} WHERE {self.table}_fts MATCH ?) AS r"

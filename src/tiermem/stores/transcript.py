@@ -289,17 +289,25 @@ def migrations(seq_column: str, primary_key: str) -> dict[str, list[Migration]]:
 
 def transcript_row(row: Any) -> TranscriptRow:
     return TranscriptRow(
-        seq=int(row["seq"]),
-        user_id=row["user_id"],
-        session_id=session_value(row["session_id"]),
-        message=Message.from_json(row["message"]),
+        **message_columns(row),
         state=row["state"],
         attempts=int(row["attempts"]),
         error=row["error"],
         memory_id=row["memory_id"],
-        previous_id=row["previous_id"],
-        agent_id=row["agent_id"],
     )
+
+
+def message_columns(row: Any) -> dict[str, Any]:
+    """The columns of a transcript row (read by name) that say which message it holds
+    and where: seq, user, session, agent, the message and the id of the one before it."""
+    return {
+        "seq": int(row["seq"]),
+        "user_id": row["user_id"],
+        "session_id": session_value(row["session_id"]),
+        "agent_id": row["agent_id"],
+        "message": Message.from_json(row["message"]),
+        "previous_id": row["previous_id"],
+    }
 
 
 def message_json(message: Message) -> str:

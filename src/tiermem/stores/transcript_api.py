@@ -2,9 +2,9 @@
 
 :class:`TranscriptAPI` gives :class:`~tiermem.stores.protocol.MemoryStore` its
 transcript methods (see :mod:`tiermem.stores.transcript`): each checks its arguments into
-one op (a ``_..._op`` builder both forms share) and runs it with ``batch``, its
-``a``-prefixed twin with ``abatch`` (natively async where the store reads so, e.g. on
-PostgreSQL).
+one op (a ``_..._op`` builder) and is written once (:func:`~tiermem.twins.stepped`): the
+method runs the op with ``batch``, its ``a``-prefixed twin with ``abatch`` (natively
+async where the store reads so, e.g. on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from tiermem.stores.validate import (
     check_text_id,
     check_user_id,
 )
+from tiermem.twins import Steps, stepped, stepped_twin
 
 if TYPE_CHECKING:
     from tiermem.messages import Message
@@ -86,8 +87,16 @@ class TranscriptAPI(ABC):
     def _summary_op(self, user_id: str, session_id: str | None) -> tr.SummaryOp:
         return tr.SummaryOp(check_user_id(user_id), check_text_id(session_id, "session_id"))
 
-    # -- sync --
+    # -- the methods, each run by batch and, as its twin, by abatch --
 
+    def _step(self, op: Any, /) -> Any:
+        """Run one op (:func:`~tiermem.twins.stepped`'s wait) in a transaction of its own."""
+        return self.batch([op])[0]
+
+    async def _astep(self, op: Any, /) -> Any:
+        return (await self.abatch([op]))[0]
+
+    @stepped
     def append(
         self,
         user_id: str,
@@ -97,7 +106,7 @@ class TranscriptAPI(ABC):
         agent_id: str | None = None,
         previous_id: str | None = None,
         max_chars: int = MAX_CONTENT_CHARS,
-    ) -> int:
+    ) -> Steps[int]:
         """Append messages of a (user, session) to the transcript in one transaction.
 
         A worker embeds and indexes them later (see :mod:`tiermem.stores.transcript`);
@@ -108,14 +117,22 @@ class TranscriptAPI(ABC):
             previous_id: the id of the message before the first one (for context).
             max_chars: the longest line (speaker and text) accepted.
         """
-        op = append_op(user_id, session_id, messages, agent_id, previous_id, max_chars)
-        return cast(int, self.batch([op])[0])
+        return cast(
+            int, (yield append_op(user_id, session_id, messages, agent_id, previous_id, max_chars))
+        )
 
-    def recent(self, user_id: str, session_id: str | None, limit: int) -> builtins.list[Message]:
+    aappend = stepped_twin(append)
+
+    @stepped
+    def recent(
+        self, user_id: str, session_id: str | None, limit: int
+    ) -> Steps[builtins.list[Message]]:
         """The newest ``limit`` messages of a (user, session), oldest first."""
-        op = self._recent_op(user_id, session_id, limit)
-        return cast(builtins.list["Message"], self.batch([op])[0])
+        return cast(builtins.list["Message"], (yield self._recent_op(user_id, session_id, limit)))
 
+    arecent = stepped_twin(recent)
+
+    @stepped
     def transcript(
         self,
         user_id: str,
@@ -125,113 +142,70 @@ class TranscriptAPI(ABC):
         state: str | None = None,
         after: int = 0,
         limit: int = 100,
-    ) -> builtins.list[tr.TranscriptRow]:
+    ) -> Steps[builtins.list[tr.TranscriptRow]]:
         """A page of the user's transcript rows with ``seq`` above ``after``, in order.
 
         ``any_session=False`` keeps one session's (``session_id``, ``None`` for messages
         without one); ``state`` keeps ``pending``, ``done`` or ``failed`` rows.
         """
         op = self._transcript_op(user_id, session_id, any_session, state, after, limit)
-        return cast(builtins.list[tr.TranscriptRow], self.batch([op])[0])
+        return cast(builtins.list[tr.TranscriptRow], (yield op))
 
-    def unindexed(self, user_id: str, limit: int = 500) -> builtins.list[tr.TranscriptRow]:
+    atranscript = stepped_twin(transcript)
+
+    @stepped
+    def unindexed(self, user_id: str, limit: int = 500) -> Steps[builtins.list[tr.TranscriptRow]]:
         """The user's newest messages not in the index yet (pending or failed)."""
-        op = tr.UnindexedOp(check_user_id(user_id), check_limit(limit))
-        return cast(builtins.list[tr.TranscriptRow], self.batch([op])[0])
+        return cast(
+            builtins.list[tr.TranscriptRow],
+            (yield tr.UnindexedOp(check_user_id(user_id), check_limit(limit))),
+        )
 
-    def sessions(self, user_id: str) -> builtins.list[tr.SessionInfo]:
+    aunindexed = stepped_twin(unindexed)
+
+    @stepped
+    def sessions(self, user_id: str) -> Steps[builtins.list[tr.SessionInfo]]:
         """The user's sessions, most recently active first."""
-        op = tr.SessionsOp(check_user_id(user_id))
-        return cast(builtins.list[tr.SessionInfo], self.batch([op])[0])
+        return cast(builtins.list[tr.SessionInfo], (yield tr.SessionsOp(check_user_id(user_id))))
 
-    def users(self, limit: int = 100, after: str = "") -> builtins.list[str]:
+    asessions = stepped_twin(sessions)
+
+    @stepped
+    def users(self, limit: int = 100, after: str = "") -> Steps[builtins.list[str]]:
         """Admin (every user): the ids of the users with messages or memories, in
         order; pass the last id as ``after`` for the next page."""
-        return cast(builtins.list[str], self.batch([self._users_op(limit, after)])[0])
+        return cast(builtins.list[str], (yield self._users_op(limit, after)))
 
-    def failed(self, user_id: str, limit: int = 100) -> builtins.list[tr.TranscriptRow]:
+    ausers = stepped_twin(users)
+
+    @stepped
+    def failed(self, user_id: str, limit: int = 100) -> Steps[builtins.list[tr.TranscriptRow]]:
         """The user's messages whose indexing failed, with the reason (``error``)."""
-        return self.transcript(user_id, state="failed", limit=limit)
+        return cast(
+            builtins.list[tr.TranscriptRow],
+            (yield self._transcript_op(user_id, None, True, "failed", 0, limit)),
+        )
 
-    def forget_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
+    afailed = stepped_twin(failed)
+
+    @stepped
+    def forget_messages(self, user_id: str, message_ids: Sequence[str]) -> Steps[int]:
         """Delete the user's messages with these ids from the transcript (and their index
         rows, unless another message says the same); how many were deleted."""
-        return cast(int, self.batch([self._forget_messages_op(user_id, message_ids)])[0])
+        return cast(int, (yield self._forget_messages_op(user_id, message_ids)))
 
-    def forget_session(self, user_id: str, session_id: str | None) -> int:
+    aforget_messages = stepped_twin(forget_messages)
+
+    @stepped
+    def forget_session(self, user_id: str, session_id: str | None) -> Steps[int]:
         """Delete a session's messages and summary; how many messages were deleted."""
-        return cast(int, self.batch([self._forget_session_op(user_id, session_id)])[0])
+        return cast(int, (yield self._forget_session_op(user_id, session_id)))
 
-    def summary(self, user_id: str, session_id: str | None) -> tr.SessionSummary:
+    aforget_session = stepped_twin(forget_session)
+
+    @stepped
+    def summary(self, user_id: str, session_id: str | None) -> Steps[tr.SessionSummary]:
         """The running summary of a (user, session) and the transcript position it covers."""
-        return cast(tr.SessionSummary, self.batch([self._summary_op(user_id, session_id)])[0])
+        return cast(tr.SessionSummary, (yield self._summary_op(user_id, session_id)))
 
-    # -- async twins --
-
-    async def aappend(
-        self,
-        user_id: str,
-        session_id: str | None,
-        messages: Sequence[Message],
-        *,
-        agent_id: str | None = None,
-        previous_id: str | None = None,
-        max_chars: int = MAX_CONTENT_CHARS,
-    ) -> int:
-        """Async twin of :meth:`append`."""
-        op = append_op(user_id, session_id, messages, agent_id, previous_id, max_chars)
-        return cast(int, (await self.abatch([op]))[0])
-
-    async def arecent(
-        self, user_id: str, session_id: str | None, limit: int
-    ) -> builtins.list[Message]:
-        """Async twin of :meth:`recent`."""
-        op = self._recent_op(user_id, session_id, limit)
-        return cast(builtins.list["Message"], (await self.abatch([op]))[0])
-
-    async def atranscript(
-        self,
-        user_id: str,
-        *,
-        session_id: str | None = None,
-        any_session: bool = True,
-        state: str | None = None,
-        after: int = 0,
-        limit: int = 100,
-    ) -> builtins.list[tr.TranscriptRow]:
-        """Async twin of :meth:`transcript`."""
-        op = self._transcript_op(user_id, session_id, any_session, state, after, limit)
-        return cast(builtins.list[tr.TranscriptRow], (await self.abatch([op]))[0])
-
-    async def aunindexed(self, user_id: str, limit: int = 500) -> builtins.list[tr.TranscriptRow]:
-        """Async twin of :meth:`unindexed`."""
-        op = tr.UnindexedOp(check_user_id(user_id), check_limit(limit))
-        return cast(builtins.list[tr.TranscriptRow], (await self.abatch([op]))[0])
-
-    async def asessions(self, user_id: str) -> builtins.list[tr.SessionInfo]:
-        """Async twin of :meth:`sessions`."""
-        op = tr.SessionsOp(check_user_id(user_id))
-        return cast(builtins.list[tr.SessionInfo], (await self.abatch([op]))[0])
-
-    async def ausers(self, limit: int = 100, after: str = "") -> builtins.list[str]:
-        """Async twin of :meth:`users`."""
-        return cast(builtins.list[str], (await self.abatch([self._users_op(limit, after)]))[0])
-
-    async def afailed(self, user_id: str, limit: int = 100) -> builtins.list[tr.TranscriptRow]:
-        """Async twin of :meth:`failed`."""
-        return await self.atranscript(user_id, state="failed", limit=limit)
-
-    async def aforget_messages(self, user_id: str, message_ids: Sequence[str]) -> int:
-        """Async twin of :meth:`forget_messages`."""
-        op = self._forget_messages_op(user_id, message_ids)
-        return cast(int, (await self.abatch([op]))[0])
-
-    async def aforget_session(self, user_id: str, session_id: str | None) -> int:
-        """Async twin of :meth:`forget_session`."""
-        op = self._forget_session_op(user_id, session_id)
-        return cast(int, (await self.abatch([op]))[0])
-
-    async def asummary(self, user_id: str, session_id: str | None) -> tr.SessionSummary:
-        """Async twin of :meth:`summary`."""
-        op = self._summary_op(user_id, session_id)
-        return cast(tr.SessionSummary, (await self.abatch([op]))[0])
+    asummary = stepped_twin(summary)

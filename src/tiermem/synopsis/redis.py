@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import re
-import threading
-import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from tiermem.errors import CacheError, ConfigError, InvalidSizeError
+from tiermem.loops import PerLoop
 from tiermem.synopsis.cache import (
     DEFAULT_CONTEXT_TTL,
     DEFAULT_IDENTITY_TTL,
@@ -72,10 +70,7 @@ class RedisSynopsisCache(SynopsisCache):
             "decode_responses": True,
         }
         self._client = self._connect(redis.Redis, redis.retry.Retry)
-        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._async_lock = threading.Lock()
+        self._async_clients: PerLoop[Any] = PerLoop()
 
     def _connect(self, client_class: Any, retry_class: Any) -> Any:
         """A client with a short backoff: a Redis outage fails in about ``timeout`` seconds."""
@@ -132,9 +127,7 @@ class RedisSynopsisCache(SynopsisCache):
         self._client.close()
 
     async def aclose(self) -> None:
-        loop = asyncio.get_running_loop()
-        with self._async_lock:
-            client = self._async_clients.pop(loop, None)
+        client = self._async_clients.pop()
         if client is not None:
             await client.aclose()
 
@@ -147,13 +140,9 @@ class RedisSynopsisCache(SynopsisCache):
         import redis.asyncio
         import redis.asyncio.retry
 
-        loop = asyncio.get_running_loop()
-        with self._async_lock:
-            client = self._async_clients.get(loop)
-            if client is None:
-                client = self._connect(redis.asyncio.Redis, redis.asyncio.retry.Retry)
-                self._async_clients[loop] = client
-            return client
+        return self._async_clients.get(
+            lambda: self._connect(redis.asyncio.Redis, redis.asyncio.retry.Retry)
+        )
 
     @contextlib.contextmanager
     def _translate_errors(self) -> Iterator[None]:
