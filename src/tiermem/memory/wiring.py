@@ -8,11 +8,13 @@ lock; what Tiers built itself it closes, a part given to it stays open (it may b
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 from tiermem.access import AccessLog
@@ -146,12 +148,15 @@ class Tiers:
     def embed(self, texts: list[str]) -> Any:
         """The texts' vectors in one call; an embedder's own exception becomes a
         ProviderError."""
-        try:
+        with _provider_errors():
             return self.embedder.embed(texts)
-        except TiermemError:
-            raise
-        except Exception as exc:
-            raise ProviderError(f"the embedder failed: {type(exc).__name__}: {exc}") from exc
+
+    async def aembed(self, texts: list[str]) -> Any:
+        """Async twin of :meth:`embed`: texts the embedder has cached cost no thread (a
+        local model runs in one for the others); the embedder is built in a thread."""
+        embedder = self._embedder or await asyncio.to_thread(lambda: self.embedder)
+        with _provider_errors():
+            return await embedder.aembed(texts)
 
     def max_chars(self) -> int:
         """The longest line (speaker and text) a message may have: what the embedder takes."""
@@ -444,3 +449,14 @@ def _current(records: list[Any]) -> list[Any]:
     from tiermem.stores.facts import current
 
     return [r for r in records if current(r.metadata)]
+
+
+@contextmanager
+def _provider_errors() -> Iterator[None]:
+    """An embedder's own exception becomes a ProviderError (ours pass as they are)."""
+    try:
+        yield
+    except TiermemError:
+        raise
+    except Exception as exc:
+        raise ProviderError(f"the embedder failed: {type(exc).__name__}: {exc}") from exc

@@ -1,12 +1,13 @@
 """Decoded rows of a SQLite store's memories table, kept while the file is unchanged.
 
 A search reads the same rows prompt after prompt: reading and decoding the 200 records
-of a vector search was most of its time. :class:`RowCache` keeps each row's record
-(with its metadata's JSON text, decoded afresh for each caller) by ``seq`` for as long as the database holds what they were read from: the
-store checks, in every read transaction, a version made of SQLite's ``data_version``
-(it changes when another connection, in this process or another, commits) and the
-connection's ``total_changes`` (its own writes); any change empties the cache. So a
-row is never served older than the transaction reading it, in any process.
+of a vector search was most of its time. :class:`RowCache` keeps each row's record (with
+its metadata's JSON text, decoded afresh for each caller) by ``seq`` for as long as the
+database holds what they were read from: the store checks, in every read transaction, a
+version made of SQLite's ``data_version`` (it changes when another connection, in this
+process or another, commits) and the connection's ``total_changes`` (its own writes); any
+change empties the cache. So a row is never served older than the transaction reading it,
+in any process.
 
 Callers hold the store's lock: the cache has none of its own.
 """
