@@ -88,7 +88,11 @@ class Reading(Operations):
         # planning is CPU (ranking, token counts): an async read runs it in the thread
         # that makes the candidates, so the loop answers other requests' statements meanwhile
         fit = partial(self._fit, query, user_id, max_tokens)
-        wait = _Wait(retriever.gather_then, retriever.agather, query, user_id, session_id, fit)
+
+        def gather_then(q: str, u: str, s: str | None, finish: Callable[..., Context]) -> Context:
+            return finish(retriever.gather(q, u, s))
+
+        wait = _Wait(gather_then, retriever.agather, query, user_id, session_id, fit)
         return cast(Context, (yield wait))
 
     aget_context = stepped_twin(get_context, threads_unless=_native)

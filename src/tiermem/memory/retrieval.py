@@ -76,21 +76,11 @@ class Retriever:
             vector, pending = self._embed_with_pending(query, read.unindexed)
             (vector_hits,) = store.batch([self._vector_op(vector, user_id)])
             keyword_hits, by_keyword = keyword.result()
-            inputs.candidates = self._pool(
+            inputs.candidates = self._candidates(
                 query, read, vector, pending, vector_hits, keyword_hits, by_keyword
             )
         inputs.synopsis = self._synopsis(user_id, read.generation)
         return inputs
-
-    def gather_then(
-        self,
-        query: str,
-        user_id: str,
-        session_id: str | None,
-        finish: Callable[[PlannerInputs], T],
-    ) -> T:
-        """``finish`` of :meth:`gather`'s inputs: the sync side of :meth:`agather`."""
-        return finish(self.gather(query, user_id, session_id))
 
     async def agather(
         self,
@@ -99,8 +89,8 @@ class Retriever:
         session_id: str | None,
         finish: Callable[[PlannerInputs], T],
     ) -> T:
-        """Async twin of :meth:`gather` for a store that reads natively in async calls
-        (PostgreSQL), ending in ``finish(inputs)`` (the planner).
+        """``finish(inputs)`` of :meth:`gather`'s inputs, for a store that reads natively
+        in async calls (PostgreSQL).
 
         The query is embedded from the start (a vector the embedder has cached costs no
         thread), beside the reads and the keyword search, which go in one batch on the
@@ -197,24 +187,14 @@ class Retriever:
         pending: dict[int, Any],
         vector_hits: list[Any],
         keyword_hits: list[Any],
+        by_keyword: dict[Any, Candidate] | None = None,
     ) -> list[Candidate]:
         """The searches' hits, the unindexed rows, the working memory's and the session
-        buffer's nearest, as the planner's candidates."""
-        by_keyword = _by_keyword(keyword_hits)
-        return self._pool(query, read, vector, pending, vector_hits, keyword_hits, by_keyword)
-
-    def _pool(
-        self,
-        query: str,
-        read: _Read,
-        vector: Any,
-        pending: dict[int, Any],
-        vector_hits: list[Any],
-        keyword_hits: list[Any],
-        by_keyword: dict[Any, Candidate],
-    ) -> list[Candidate]:
-        """:meth:`_candidates` from the keyword hits' candidates made beforehand (taken
-        over: they get their similarity here)."""
+        buffer's nearest, as the planner's candidates; ``by_keyword``: the keyword hits'
+        candidates when made beforehand (:meth:`_keyword_search`; taken over: they get
+        their similarity here)."""
+        if by_keyword is None:
+            by_keyword = _by_keyword(keyword_hits)
         pool, user_id = self.pool, read.user_id
         by_id: dict[Any, Candidate] = {}
         for hit in vector_hits:  # the vector hits first, in their order; then the others
