@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -218,3 +220,25 @@ async def test_outage_is_unavailable_then_recovers(proxied: tuple[_Proxy, str]) 
         assert [m.content for m in recent] == ["before the outage"]
         assert store.batch(ops)[0] == recent
         await store.aclose()
+
+
+def test_a_loop_ends_while_its_pool_is_new(pg_url: str, tmp_path: Path) -> None:
+    """A script that awaits one read under ``asyncio.run`` ends, round after round: the
+    loop's pool has its first connection before it is used, so no connection is being
+    made when the loop cancels its tasks (psycopg's pool worker takes that cancellation
+    for a failed connection and waits on, holding the loop's end)."""
+    script = tmp_path / "rounds.py"
+    script.write_text(
+        "import asyncio, sys\n"
+        "from tiermem.stores.ops import CountOp\n"
+        "from tiermem.stores.postgres import PostgresStore\n"
+        "store = PostgresStore(sys.argv[1], dimension=8)\n"
+        "for i in range(20):\n"
+        "    asyncio.run(store.abatch([CountOp(f'round-{i}')]))\n"
+        "print('ended')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script), pg_url], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("ended")

@@ -62,7 +62,7 @@ class AsyncPools:
         )
 
     async def pool(self) -> Any:
-        """This loop's pool (opened without waiting: a call waits for its connection)."""
+        """This loop's pool (opened with its first connection)."""
         loop = asyncio.get_running_loop()
         with self._lock:
             pool = self._pools.get(loop)
@@ -71,7 +71,14 @@ class AsyncPools:
         if self.closed:
             raise RuntimeError("the store is closed")
         pool = self._new()
-        await pool.open()
+        try:
+            # its first connection made before it is used: a connection the pool's worker
+            # is still making when the loop ends would hold the loop's end (the pool's
+            # worker takes the cancellation for a failed connection, and waits on)
+            await pool.open(wait=True, timeout=self._args[3])
+        except BaseException:
+            await pool.close()
+            raise
         with self._lock:
             kept = self._pools.setdefault(loop, pool)
         if kept is not pool:  # another task of this loop opened one meanwhile
