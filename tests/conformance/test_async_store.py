@@ -222,19 +222,22 @@ async def test_outage_is_unavailable_then_recovers(proxied: tuple[_Proxy, str]) 
         await store.aclose()
 
 
-def test_a_loop_ends_while_its_pool_is_new(pg_url: str, tmp_path: Path) -> None:
-    """A script that awaits one read under ``asyncio.run`` ends, round after round: the
-    loop's pool has its first connection before it is used, so no connection is being
-    made when the loop cancels its tasks (psycopg's pool worker takes that cancellation
-    for a failed connection and waits on, holding the loop's end)."""
+def test_a_loop_ends_while_its_pool_is_new_or_growing(pg_url: str, tmp_path: Path) -> None:
+    """A script that awaits reads under ``asyncio.run`` ends, round after round, one read
+    or several at once (the pool grows): a cancellation that lands while psycopg's pool
+    worker makes a connection is taken for a failed connection, and the worker would
+    wait on, holding the loop's end; the store closes the loop's pool as its tasks are
+    cancelled."""
     script = tmp_path / "rounds.py"
     script.write_text(
         "import asyncio, sys\n"
         "from tiermem.stores.ops import CountOp\n"
         "from tiermem.stores.postgres import PostgresStore\n"
         "store = PostgresStore(sys.argv[1], dimension=8)\n"
+        "async def reads(i, n):\n"
+        "    await asyncio.gather(*(store.abatch([CountOp(f'r{i}-{j}')]) for j in range(n)))\n"
         "for i in range(20):\n"
-        "    asyncio.run(store.abatch([CountOp(f'round-{i}')]))\n"
+        "    asyncio.run(reads(i, 1 + i % 4))\n"
         "print('ended')\n"
     )
     done = subprocess.run(

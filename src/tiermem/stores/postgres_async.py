@@ -72,10 +72,7 @@ class AsyncPools:
             raise RuntimeError("the store is closed")
         pool = self._new()
         try:
-            # its first connection made before it is used: a connection the pool's worker
-            # is still making when the loop ends would hold the loop's end (the pool's
-            # worker takes the cancellation for a failed connection, and waits on)
-            await pool.open(wait=True, timeout=self._args[3])
+            await pool.open(wait=True, timeout=self._args[3])  # its first connection made
         except BaseException:
             await pool.close()
             raise
@@ -83,6 +80,8 @@ class AsyncPools:
             kept = self._pools.setdefault(loop, pool)
         if kept is not pool:  # another task of this loop opened one meanwhile
             await pool.close()
+        else:
+            pool.tiermem_closer = asyncio.ensure_future(_closed_at_the_loops_end(pool))
         return kept
 
     @asynccontextmanager
@@ -121,6 +120,21 @@ class AsyncPools:
             here = None
         for loop, pool in pools:
             _close_on(loop, pool.close, here)
+
+
+async def _closed_at_the_loops_end(pool: Any) -> None:
+    """Close ``pool`` when its loop cancels its tasks on the way out (``asyncio.run``'s end).
+
+    A cancellation that lands while the pool's worker makes a connection (its first, or
+    one more as demand grows) is taken by psycopg's pool for a failed connection: the
+    worker waits on for its next job and the loop's end waits for it forever. Closing
+    the pool hands each worker its stop, so the loop ends. Closing a closed pool does
+    nothing.
+    """
+    try:
+        await asyncio.get_running_loop().create_future()  # until cancelled
+    finally:
+        await pool.close()
 
 
 def _close_on(
