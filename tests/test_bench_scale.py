@@ -4,6 +4,7 @@ from a copy of the first), every figure of the curve measured, growth factors pr
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -30,3 +31,30 @@ def test_scale_quick_run_prints_the_curve(tmp_path: Path) -> None:
         assert row["worker_rows_per_s"] > 0 and row["rss_mb"]["VmRSS"] > 0
     assert set(result["growth"]["sqlite 40->120"]) >= {"add p99 ms", "get_context big p95 ms"}
     assert "Growth factors" in proc.stdout and "big/small get_context p95" in proc.stdout
+
+
+def test_scale_partitioned_postgresql(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--partitions N``: the PostgreSQL stores made hash-partitioned by user, in fixtures
+    of their own, and measured as the others."""
+    import psycopg
+
+    from conformance.conftest import _server_url
+
+    url = _server_url()
+    data = tmp_path / "locomo"
+    data.mkdir()
+    write_conversation(data)
+    args = ("--sizes", "40", "--small", "10", "--big", "30", "--engines", "postgresql")
+    args += ("--adds", "4", "--queries", "2", "--fixtures", str(tmp_path / "fx"))
+    args += ("--partitions", "4")
+    monkeypatch.setenv("TIERMEM_TEST_PG_URL", url)  # the benchmark's server
+    _, result = run_benchmark("scale", str(data), *args, out=tmp_path / "s.json", timeout=600)
+    (row,) = result["rows"]
+    assert row["engine"] == "postgresql_p4" and row["name"].startswith("postgresql_p4-")
+    assert 0 < row["context_big_ms"]["p50"] <= row["context_big_ms"]["p95"]
+    database = urlunsplit(urlsplit(url)._replace(path="/" + row["name"].replace("-", "_")))
+    with psycopg.connect(database) as conn:
+        parts = conn.execute(
+            "SELECT count(*) FROM pg_inherits WHERE inhparent = 'memories_384'::regclass"
+        ).fetchone()
+    assert parts is not None and parts[0] == 4
