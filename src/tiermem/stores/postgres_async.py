@@ -106,6 +106,7 @@ class AsyncPools:
             pool = self._pools.pop(asyncio.get_running_loop(), None)
         if pool is not None:
             await pool.close()
+            pool.tiermem_closer.cancel()  # its work is done
 
     def close(self) -> None:
         """Close every pool: on its loop when that loop runs in another thread, on this
