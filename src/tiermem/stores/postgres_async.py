@@ -50,6 +50,11 @@ class AsyncPools:
         self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
             weakref.WeakKeyDictionary()
         )
+        self._keepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+        """Each loop's task that closes its pool at the loop's end (held: a loop keeps
+        only weak references to its tasks)."""
         self._lock = threading.Lock()
         self.closed = False
 
@@ -62,7 +67,7 @@ class AsyncPools:
         )
 
     async def pool(self) -> Any:
-        """This loop's pool (opened with its first connection)."""
+        """This loop's pool (opened without waiting: a call waits for its connection)."""
         loop = asyncio.get_running_loop()
         with self._lock:
             pool = self._pools.get(loop)
@@ -71,17 +76,13 @@ class AsyncPools:
         if self.closed:
             raise RuntimeError("the store is closed")
         pool = self._new()
-        try:
-            await pool.open(wait=True, timeout=self._args[3])  # its first connection made
-        except BaseException:
-            await pool.close()
-            raise
+        await pool.open()
         with self._lock:
             kept = self._pools.setdefault(loop, pool)
         if kept is not pool:  # another task of this loop opened one meanwhile
             await pool.close()
         else:
-            pool.tiermem_closer = asyncio.ensure_future(_closed_at_the_loops_end(pool))
+            self._keepers[loop] = asyncio.ensure_future(_closed_at_the_loops_end(pool))
         return kept
 
     @asynccontextmanager
@@ -102,11 +103,14 @@ class AsyncPools:
 
     async def aclose(self) -> None:
         """Close this loop's pool (the others stay open)."""
+        loop = asyncio.get_running_loop()
         with self._lock:
-            pool = self._pools.pop(asyncio.get_running_loop(), None)
+            pool = self._pools.pop(loop, None)
+            keeper = self._keepers.pop(loop, None)
         if pool is not None:
             await pool.close()
-            pool.tiermem_closer.cancel()  # its work is done
+        if keeper is not None:
+            keeper.cancel()  # its work is done
 
     def close(self) -> None:
         """Close every pool: on its loop when that loop runs in another thread, on this
