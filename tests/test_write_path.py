@@ -169,7 +169,10 @@ def test_kill_9_with_the_real_model(store_url: str) -> None:
 
 def test_four_processes_share_one_store(store_url: str) -> None:
     run = uuid.uuid4().hex[:6]
+    # four writers opening at once on loaded cores may wait past the default 3 s for a
+    # first connection: this test is of sharing, not of connect times
     options = ("--read-every", "5", "--flush", "--lease", "2", "--users", "2")
+    options += ("--connect-timeout", "30")
     writers = [Writer(store_url, f"p{i}-{run}", 120, *options) for i in range(4)]
     assert wait_until(lambda: len(writers[0].acks) >= 30, 120)
     writers[0].kill()  # one dies mid-way and is restarted
