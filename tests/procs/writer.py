@@ -12,7 +12,9 @@ per acknowledged message and "done" at the end.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -49,6 +51,7 @@ def build(store: str, model: str, lease: float, durability: str, connect_timeout
 
 
 def main() -> int:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a stuck writer's stacks
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     parser = argparse.ArgumentParser()
     parser.add_argument("store")
