@@ -192,11 +192,11 @@ def test_export_of_a_user_holds_nobody_else(tmp_path: Path) -> None:
     try:
         ana, bob = user(), user()
         fill(memory, ana)
-        memory.add("user", "Bob's secret is 4321.", bob, "s1")
+        memory.add("user", "Bob's secret is zanzibar-quokka.", bob, "s1")
         memory.remember("Bob likes jazz.", bob)
         assert memory.flush(30)
-        text = "\n".join(archive(memory, ana))
-        assert "Bob" not in text and "4321" not in text
+        text = "\n".join(archive(memory, ana))  # (a word, not digits a random id may hold)
+        assert "Bob" not in text and "quokka" not in text and bob not in text
         assert isinstance(memory.store, SQLiteStore)
     finally:
         memory.close()
