@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
@@ -111,3 +113,29 @@ def test_a_server_without_pgvector_gets_the_install_steps() -> None:
         "docs/postgres.md",
     ):
         assert step in message
+
+
+def test_stores_opening_a_new_database_at_once_all_open(pg_url: str) -> None:  # noqa: F811
+    """Several processes (here threads, each with its own connections) opening a store on a
+    database without pgvector yet, at the same moment: each may try to create the
+    extension; every one opens (the loser of that race finds it made by another)."""
+    for _ in range(5):
+        database = f"tiermem_race_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {database}")
+        url = make_conninfo(pg_url, dbname=database)
+        start = threading.Barrier(6)
+
+        def open_store(url: str = url, start: threading.Barrier = start) -> PostgresStore:
+            start.wait()
+            return PostgresStore(url, dimension=8)
+
+        with ThreadPoolExecutor(6) as pool:
+            futures = [pool.submit(open_store) for _ in range(6)]
+            outcomes = [f.exception() or f.result() for f in futures]
+        for outcome in outcomes:
+            if isinstance(outcome, PostgresStore):
+                outcome.close()
+        assert [o for o in outcomes if isinstance(o, BaseException)] == []
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {database} WITH (FORCE)")

@@ -80,6 +80,16 @@ class Writer:
         self.proc.wait(30)
         self._reader.join(10)
 
+    def stacks(self) -> str:
+        """What a stuck writer was doing: its threads' stacks (faulthandler on SIGUSR1),
+        then its stderr once killed; for a failure's message."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGUSR1)
+            time.sleep(1)
+            self.kill()
+        assert self.proc.stderr is not None
+        return f"{len(self.acks)} acks, last lines {self.lines[-3:]}:\n{self.proc.stderr.read()}"
+
     def wait(self, timeout: float = 300) -> str:
         self.proc.wait(timeout)
         self._reader.join(10)
@@ -169,9 +179,13 @@ def test_kill_9_with_the_real_model(store_url: str) -> None:
 
 def test_four_processes_share_one_store(store_url: str) -> None:
     run = uuid.uuid4().hex[:6]
+    # four writers opening at once on loaded cores may wait past the default 3 s for a
+    # first connection: this test is of sharing, not of connect times
     options = ("--read-every", "5", "--flush", "--lease", "2", "--users", "2")
+    options += ("--connect-timeout", "30")
     writers = [Writer(store_url, f"p{i}-{run}", 120, *options) for i in range(4)]
-    assert wait_until(lambda: len(writers[0].acks) >= 30, 120)
+    if not wait_until(lambda: len(writers[0].acks) >= 30, 120):
+        pytest.fail("\n\n".join(w.stacks() for w in writers))
     writers[0].kill()  # one dies mid-way and is restarted
     restarted = Writer(store_url, f"p0-{run}", 60, *options)
     errors = [w.wait() for w in [*writers[1:], restarted]]

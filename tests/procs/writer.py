@@ -12,7 +12,9 @@ per acknowledged message and "done" at the end.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -20,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: embedders
 
 
-def build(store: str, model: str, lease: float, durability: str) -> object:
+def build(store: str, model: str, lease: float, durability: str, connect_timeout: float) -> object:
     from tiermem.memory import Memory
 
     embedder: object = None
@@ -30,7 +32,11 @@ def build(store: str, model: str, lease: float, durability: str) -> object:
         embedder = HashEmbedder(384)
     persistent: dict[str, object]
     if store.startswith("postgresql://"):
-        persistent = {"provider": "postgresql", "connection_string": store}
+        persistent = {
+            "provider": "postgresql",
+            "connection_string": store,
+            "connect_timeout": connect_timeout,
+        }
     else:
         persistent = {"path": store}
     config = {
@@ -45,6 +51,7 @@ def build(store: str, model: str, lease: float, durability: str) -> object:
 
 
 def main() -> int:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a stuck writer's stacks
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     parser = argparse.ArgumentParser()
     parser.add_argument("store")
@@ -57,8 +64,9 @@ def main() -> int:
     parser.add_argument("--flush", action="store_true", help="finish the store's work at the end")
     parser.add_argument("--lease", type=float, default=60.0)
     parser.add_argument("--durability", default="committed")
+    parser.add_argument("--connect-timeout", type=float, default=3.0)
     args = parser.parse_args()
-    memory = build(args.store, args.model, args.lease, args.durability)
+    memory = build(args.store, args.model, args.lease, args.durability, args.connect_timeout)
     print("ready", flush=True)
     for i in range(args.count):
         user = f"{args.name}-u{i % args.users}"

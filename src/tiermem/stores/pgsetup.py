@@ -53,6 +53,8 @@ def ensure_vector(conn: psycopg.Connection[Any]) -> str:
             f"this role may not create it: as a superuser, connect to {database!r} and run "
             "CREATE EXTENSION vector; see docs/postgres.md"
         ) from exc
+    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject):
+        pass  # another process opening a store created it at the same moment
     return ensure_vector(conn)
 
 
