@@ -136,11 +136,15 @@ async def _round(
             await conn.execute(sql, params)
     fetched: dict[int, Any] = {}
     for i, cursor in cursors.items():
-        if cursor.description is None:
+        result = cursor.pgresult  # its columns read directly: no Column objects
+        if result is None or not result.nfields:
             fetched[i] = cursor.rowcount
-        else:
-            columns = [(c.name, c.type_code) for c in cursor.description]
-            fetched[i] = Raw(columns, await cursor.fetchall())
+            continue
+        encoding = conn.info.encoding
+        columns = [
+            (result.fname(k).decode(encoding), result.ftype(k)) for k in range(result.nfields)
+        ]
+        fetched[i] = Raw(columns, await cursor.fetchall())
     return fetched
 
 
