@@ -4,12 +4,12 @@ An async read that decodes its rows on the event loop holds up every other reque
 statements meanwhile: a context reads about 230 rows (the vector search's pool with its
 vectors and JSON metadata), and decoding them was most of the loop's time per context
 (docs/benchmarks.md). Here the batch's plans run side by side (:class:`~.plans.Lockstep`):
-each round's statements go to the server pipelined, in one round trip; their rows come
-as psycopg decodes them in C, except JSON and vectors, which come as bytes; a thread then
-decodes those a column at a time (one ``json.loads`` and one ``numpy`` view per column,
-the same values as the row-at-a-time loaders), shapes them by their plans and hands the
-results to the caller's ``then`` in the same thread. A round of single rows (a row
-count, a setting) goes back to its plans on the loop, with no thread.
+each round's statements go to the server pipelined, in one round trip, and the loop
+only receives their results. A thread then makes the rows (psycopg's C loaders, JSON and
+vectors as bytes), decodes those a column at a time (one ``json.loads`` and one
+``numpy`` conversion per column: the same values as the row-at-a-time loaders), shapes
+them by their plans and hands the results to the caller's ``then``. A round of single
+rows (a row count, a setting) goes back to its plans on the loop, with no thread.
 """
 
 from __future__ import annotations
@@ -35,10 +35,19 @@ RELAXED = "SET LOCAL synchronous_commit = off"
 
 
 class Raw(NamedTuple):
-    """A statement's rows as fetched: each column's (name, type oid), and the rows."""
+    """A statement's result as received: each column's (name, type oid), and psycopg's
+    transformer holding the result, which makes its rows (C loaders; JSON and vectors as
+    bytes) in whichever thread asks: not on the loop when there are many."""
 
     columns: list[tuple[str, int]]
-    rows: list[tuple[Any, ...]]
+    transformer: Any
+
+    @property
+    def ntuples(self) -> int:
+        return int(self.transformer.pgresult.ntuples)
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        return list(self.transformer.load_rows(0, self.ntuples, tuple))
 
 
 async def arun_then(
@@ -93,7 +102,7 @@ async def _rounds(
             after.append(("COMMIT", ()))
             open_ = False
         fetched = await _round(conn, lockstep.steps, before, after)
-        if not setting and any(isinstance(f, Raw) and len(f.rows) > 1 for f in fetched.values()):
+        if not setting and any(isinstance(f, Raw) and f.ntuples > 1 for f in fetched.values()):
             return fetched
         lockstep.send({i: _decoded(f, vector) for i, f in fetched.items()})
         if not lockstep.steps:
@@ -118,7 +127,7 @@ async def _round(
 ) -> dict[int, Any]:
     """Each step's :class:`Raw` rows (or row count), the steps sent in one round trip
     between the statements ``before`` and ``after`` (without rows)."""
-    from psycopg.rows import tuple_row
+    from psycopg.adapt import Transformer
     from psycopg.types.string import ByteaBinaryLoader
 
     vector = conn.adapters.types["vector"].oid
@@ -127,7 +136,7 @@ async def _round(
         for sql, params in before:
             await conn.execute(sql, params)
         for i, (sql, params) in steps.items():
-            cursor = conn.cursor(row_factory=tuple_row)
+            cursor = conn.cursor()
             for oid in (JSONB, vector):  # as bytes: decoded a column at a time in the thread
                 cursor.adapters.register_loader(oid, ByteaBinaryLoader)
             await cursor.execute(sql, params, binary=True)
@@ -144,7 +153,9 @@ async def _round(
         columns = [
             (result.fname(k).decode(encoding), result.ftype(k)) for k in range(result.nfields)
         ]
-        fetched[i] = Raw(columns, await cursor.fetchall())
+        transformer = Transformer(cursor)  # its loaders made here, on the loop
+        transformer.set_pgresult(result)
+        fetched[i] = Raw(columns, transformer)
     return fetched
 
 
@@ -152,9 +163,10 @@ def _decoded(fetched: Any, vector: int) -> Any:
     """A statement's rows as dicts (JSON and vectors decoded), or its row count."""
     if not isinstance(fetched, Raw):
         return fetched
-    if not fetched.rows:
+    rows = fetched.rows()
+    if not rows:
         return []
-    columns: list[Sequence[Any]] = list(zip(*fetched.rows, strict=True))
+    columns: list[Sequence[Any]] = list(zip(*rows, strict=True))
     for k, (_, oid) in enumerate(fetched.columns):
         if oid == JSONB:
             columns[k] = _json_column(columns[k])
