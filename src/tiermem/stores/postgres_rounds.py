@@ -57,7 +57,8 @@ async def arun_then(
     then: Callable[[list[Any]], T],
 ) -> T:
     """``then(results)`` of ``lockstep``'s plans, on autocommit connections of
-    ``connection()`` (``relaxed``: the batch commits without waiting for the WAL flush).
+    ``connection()`` (``relaxed``: each of the batch's transactions commits without
+    waiting for the WAL flush).
 
     A round's statements go in one pipeline, the implicit transaction of its sync; a
     round that holds a :class:`~.plans.Setting` opens a transaction the next round ends,
@@ -74,7 +75,6 @@ async def arun_then(
             except BaseException:
                 await _rollback(conn)
                 raise
-        relaxed = False
         if fetched is None:  # every round was single rows, shaped on the loop
             return await asyncio.to_thread(then, lockstep.results)
         done = await asyncio.to_thread(_shape_then, lockstep, fetched, vector, then)
@@ -91,12 +91,9 @@ async def _rounds(
     while True:
         setting = any(isinstance(step, Setting) for step in lockstep.steps.values())
         before: list[Query] = []
-        if (setting or relaxed) and not open_:
-            before.append(("BEGIN", ()))
+        if (setting or relaxed) and not open_:  # a transaction of its own (else implicit)
+            before += [("BEGIN", ()), (RELAXED, ())] if relaxed else [("BEGIN", ())]
             open_ = True
-        if relaxed:
-            before.append((RELAXED, ()))
-            relaxed = False
         after: list[Query] = []
         if open_ and not setting:
             after.append(("COMMIT", ()))
