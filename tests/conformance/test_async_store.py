@@ -91,6 +91,79 @@ async def test_abatch_answers_as_batch(store: MemoryStore, new_user: Callable[[]
     assert [type(r) for r in native] == [type(r) for r in sync]
 
 
+def _vectors(results: list[Any]) -> list[Any]:
+    """The vectors of every record in ``results`` (search hits and records)."""
+    found = []
+    for result in results:
+        for item in result if isinstance(result, list) else []:
+            record = getattr(item, "record", item)
+            if hasattr(record, "embedding"):
+                found.append(record.embedding)
+    return found
+
+
+async def test_abatch_then_answers_as_batch(
+    store: MemoryStore, new_user: Callable[[], str]
+) -> None:
+    """``then`` gets what ``batch`` returns (vectors equal, float32), in a thread."""
+    user = new_user()
+    ops = _reads(user, _seeded(store, user))
+    loop_thread = threading.get_ident()
+    threads = []
+
+    def then(results: list[Any]) -> list[Any]:
+        threads.append(threading.get_ident())
+        return results
+
+    native = await store.abatch_then(ops, then)
+    sync = store.batch(ops)
+    assert _shape(native) == _shape(sync)
+    assert [type(r) for r in native] == [type(r) for r in sync]
+    mine, theirs = _vectors(native), _vectors(sync)
+    assert len(mine) == len(theirs) > 0
+    for a, b in zip(mine, theirs, strict=True):
+        assert a.dtype == np.float32 and np.array_equal(a, b)
+    assert threads and threads[0] != loop_thread
+    assert await store.abatch_then([], lambda results: results) == []
+
+
+async def test_abatch_then_searches_a_big_user_as_batch(pg_store: PostgresStore) -> None:
+    """A user over ``exact_max_rows``: the count, then HNSW's settings and its search
+    (rounds that keep one transaction), as ``batch``; and the same once the count is
+    cached."""
+    user = f"u-{uuid.uuid4()}"
+    rows = pg_store.exact_max_rows + 10
+    texts = [f"note {i} about cats" if i % 3 else f"note {i} about tea" for i in range(rows)]
+    pg_store.add_many(user, texts, embeddings=np.stack([_vector(100 + i) for i in range(rows)]))
+    ops: list[Op] = [
+        tr.GenerationOp(user),
+        SearchOp(user, "vector", _vector(7), None, 5, count_access=False),
+        SearchOp(user, "keyword", None, "cats", 5, count_access=False),
+    ]
+    for _ in range(2):
+        pg_store._counts.clear()
+        native = await pg_store.abatch_then(ops, lambda results: results)
+        assert _shape(native) == _shape(pg_store.batch(ops))
+        assert len(native[1]) == 5
+    native = await pg_store.abatch_then(ops, lambda results: results)  # count cached
+    assert _shape(native) == _shape(pg_store.batch(ops))
+    pg_store.delete_user(user)
+
+
+async def test_abatch_then_raises_what_then_raises(pg_store: PostgresStore) -> None:
+    """A failing ``then`` fails the call; the connections stay usable."""
+    user = f"u-{uuid.uuid4()}"
+    ops = [tr.RecentOp(user, None, 3), SearchOp(user, "keyword", None, "x", 3)]
+
+    def then(results: list[Any]) -> None:
+        raise ValueError("planning failed")
+
+    for _ in range(pg_store._apools._args[1] + 1):  # more than the pool holds
+        with pytest.raises(ValueError, match="planning failed"):
+            await pg_store.abatch_then(ops, then)
+    assert await pg_store.abatch_then(ops, lambda results: results) == [[], []]
+
+
 async def test_abatch_refuses_as_batch(store: MemoryStore) -> None:
     for bad in ([("not", "an", "op")], [tr.RecentOp("u", None, 1), 42]):
         with pytest.raises(InputError) as sync:
@@ -215,10 +288,15 @@ async def test_outage_is_unavailable_then_recovers(proxied: tuple[_Proxy, str]) 
             store.batch(ops)
         with pytest.raises(StoreUnavailableError):
             await store.abatch(ops)
+        with pytest.raises(StoreUnavailableError):
+            await store.abatch_then(ops, lambda results: results)
         proxy.start()
         recent, _ = await store.abatch(ops)  # the first call after it succeeds
         assert [m.content for m in recent] == ["before the outage"]
         assert store.batch(ops)[0] == recent
+        proxy.stop()
+        proxy.start()  # every idle connection broken: the call tests them and reads again
+        assert await store.abatch_then(ops, lambda results: results) == store.batch(ops)
         await store.aclose()
 
 

@@ -79,9 +79,9 @@ class Reading(Operations):
     ) -> Steps[Context]:
         """The context for ``query``: recent messages, relevant memories, summary and
         synopsis, ranked, deduplicated and fitted to ``max_tokens``. Async: on PostgreSQL
-        the store's reads and searches are awaited on its async connections; one thread
-        ranks and plans, and a model embeds a query it has not seen (see
-        :meth:`~tiermem.memory.retrieval.Retriever.agather`)."""
+        the store's reads and searches are awaited on its async connections, in one round
+        trip; one thread decodes their rows, ranks and plans, and a model embeds a query
+        it has not seen (see :meth:`~tiermem.memory.retrieval.Retriever.agather`)."""
         self._check_query(query, user_id)
         check_text_id(session_id, "session_id")
         retriever = self._retriever

@@ -15,7 +15,8 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any, TypeVar, cast
 
 from tiermem.errors import TiermemError
 from tiermem.facts import fact_line
@@ -93,52 +94,60 @@ class Retriever:
         in async calls (PostgreSQL).
 
         The query is embedded from the start (a vector the embedder has cached costs no
-        thread), beside the reads and the keyword search, which go in one batch on the
-        store's async connections (there each statement costs the event loop more than a
-        thread's wait); the vector search joins that batch when the vector is ready, else
-        follows it. The synopsis comes through the cache's async API. What is CPU, the
-        candidates and ``finish``, runs in one thread. Every step but the I/O is
-        :meth:`gather`'s."""
+        thread), beside the reads and the keyword search, which go in one batch; the
+        vector search joins that batch when the vector is ready, else follows it. The
+        last batch's rows are shaped, the synopsis read, the candidates made and
+        ``finish`` called in one thread (``abatch_then``), so the event loop only sends
+        statements and receives rows. Every step but the I/O is :meth:`gather`'s."""
         store = self.tiers.store
         reads = self._reads(user_id, session_id)
-        embedding = None
-        if query.strip():
-            embedding = asyncio.ensure_future(self.tiers.aembed([query]))
-        tasks: list[asyncio.Future[Any]] = [] if embedding is None else [embedding]
+        read = partial(self._assemble, query, user_id, session_id, reads)
+        if not query.strip():
+
+            def read_then_finish(found: list[Any]) -> T:
+                return finish(read(found, None))
+
+            return cast(T, await store.abatch_then(reads, read_then_finish))
+        embedding = asyncio.ensure_future(self.tiers.aembed([query]))
         try:
-            if embedding is not None:
-                await asyncio.sleep(0)  # a cached vector is ready now
-            searches = [] if embedding is None else [self._keyword_op(query, user_id)]
-            if embedding is not None and embedding.done():
-                searches.append(self._vector_op(embedding.result()[0], user_id))
-            ops = [*reads, *searches]
-            found = await store.abatch(ops) if ops else []
-            read = _Read(self, user_id, session_id, reads, found[: len(reads)])
-            hits = found[len(reads) :]
-            synopsis = asyncio.ensure_future(self._asynopsis(user_id, read.generation))
-            tasks.append(synopsis)
-            inputs = read.inputs()
-            if embedding is None:
-                inputs.synopsis = await synopsis
-                return await asyncio.to_thread(finish, inputs)
+            await asyncio.sleep(0)  # a cached vector is ready now
+            batch: list[Op] = [*reads, self._keyword_op(query, user_id)]
+            found: list[Any] = []
+            if not embedding.done():  # the reads and keyword search while it is embedded
+                found, batch = await store.abatch(batch), []
             vector = (await embedding)[0]
-            if len(hits) == 1:  # the vector search, after the reads (see _vector_op)
-                hits += await store.abatch([self._vector_op(vector, user_id)])
-            own = await self._aembed_pending(read.unindexed)
-            inputs.synopsis = await synopsis
+            batch.append(self._vector_op(vector, user_id))
 
-            def candidates_then_finish() -> T:
-                keyword_hits, vector_hits = hits
-                inputs.candidates = self._candidates(
-                    query, read, vector, own, vector_hits, keyword_hits
-                )
-                return finish(inputs)
+            def search_then_finish(hits: list[Any]) -> T:
+                return finish(read([*found, *hits], vector))
 
-            return await asyncio.to_thread(candidates_then_finish)
+            return cast(T, await store.abatch_then(batch, search_then_finish))
         finally:  # a failure: nothing left running, no exception left unread
-            for task in tasks:
-                task.cancel()  # no-op on a task that is done
-            await asyncio.gather(*tasks, return_exceptions=True)
+            embedding.cancel()  # no-op on a task that is done
+            await asyncio.gather(embedding, return_exceptions=True)
+
+    def _assemble(
+        self,
+        query: str,
+        user_id: str,
+        session_id: str | None,
+        reads: list[Op],
+        found: list[Any],
+        vector: Any,
+    ) -> PlannerInputs:
+        """The planner's inputs from the results of :meth:`_reads`, then (with the query's
+        ``vector``) of the keyword and the vector search: what :meth:`agather` does after
+        the I/O, in its thread."""
+        read = _Read(self, user_id, session_id, reads, found[: len(reads)])
+        inputs = read.inputs()
+        if vector is not None:
+            keyword_hits, vector_hits = found[len(reads) :]
+            own = self._embed_pending(read.unindexed)
+            inputs.candidates = self._candidates(
+                query, read, vector, own, vector_hits, keyword_hits
+            )
+        inputs.synopsis = self._synopsis(user_id, read.generation)
+        return inputs
 
     def _reads(self, user_id: str, session_id: str | None) -> list[Op]:
         """The store reads of a context besides the searches, in one batch: the
@@ -163,15 +172,6 @@ class Retriever:
         if synopses is None:
             return None
         return str(synopses.get(user_id, generation=generation).render())
-
-    async def _asynopsis(self, user_id: str, generation: int | None) -> str | None:
-        """Async twin of :meth:`_synopsis` (the cache's async API; a miss is written from
-        the store's async reads)."""
-        synopses = self.tiers.synopses
-        if synopses is None:
-            return None
-        fetch = self.tiers.aprofile_memories
-        return str((await synopses.aget(user_id, fetch, generation=generation)).render())
 
     def _keyword_search(self, query: str, user_id: str) -> tuple[list[Any], dict[Any, Candidate]]:
         """The keyword hits and their candidates (:func:`_by_keyword`): what can be done
@@ -276,14 +276,14 @@ class Retriever:
             return self.tiers.embed([query])[0], {}
         return vectors[0], {r.seq: v for r, v in zip(fresh, vectors[1:], strict=True)}
 
-    async def _aembed_pending(self, rows: list[Any]) -> dict[int, Any]:
+    def _embed_pending(self, rows: list[Any]) -> dict[int, Any]:
         """The vectors of :meth:`_fresh` rows by seq, for :meth:`agather` (the query's was
         made beside the reads; there are usually none)."""
         fresh = self._fresh(rows)
         if not fresh:
             return {}
         try:
-            vectors = await self.tiers.aembed([transcript_line(r.message) for r in fresh])
+            vectors = self.tiers.embed([transcript_line(r.message) for r in fresh])
         except TiermemError as exc:  # a row the worker will mark failed: keyword search
             log.debug("embedding the pending messages failed: %s", exc)
             return {}

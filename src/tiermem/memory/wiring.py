@@ -281,10 +281,6 @@ class Tiers:
         (current versions only: a superseded fact is history, not a profile)."""
         return _current(self.store.list(user_id, **PROFILE_PAGE))
 
-    async def aprofile_memories(self, user_id: str) -> list[Any]:
-        """Async twin of :meth:`_profile_memories` (a synopsis made on an event loop)."""
-        return _current(await self.store.alist(user_id, **PROFILE_PAGE))
-
     @property
     def native_async(self) -> bool:
         """Whether the store, once built, reads natively in async calls (PostgreSQL with

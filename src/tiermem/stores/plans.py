@@ -15,13 +15,24 @@ such a plan is sync only (:func:`arun` refuses it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
-from typing import Any, TypeAlias, TypeVar
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, TypeAlias, TypeVar
 
 R = TypeVar("R")
 
 Query: TypeAlias = tuple[str, Sequence[Any]]
 """One statement and its parameters."""
+
+
+class Setting(NamedTuple):
+    """A statement whose effect the plan's next step needs in the same transaction
+    (``SET LOCAL``, ``set_config(..., true)``): a runner that ends a transaction between
+    rounds (:mod:`.postgres_rounds`) keeps it open after a round that holds one."""
+
+    sql: str
+    params: Sequence[Any]
+
+
 Step: TypeAlias = Query | Callable[[Any], Any]
 """A statement, or (sync only) a function of the open connection."""
 Plan: TypeAlias = Generator[Step, Any, R]
@@ -60,6 +71,35 @@ async def arun(c: Any, plan: Plan[R], **options: Any) -> R:
             step = plan.send(answer)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+
+
+class Lockstep:
+    """Several plans run side by side, a round at a time: :attr:`steps` holds the next
+    statement of each plan not done yet (so a batch's statements can go to the server
+    together), :meth:`send` hands a round's answers back to their plans, and
+    :attr:`results` holds each plan's result once it is done."""
+
+    def __init__(self, plans: Iterable[Plan[Any]]) -> None:
+        self._plans = list(plans)
+        self.results: list[Any] = [None] * len(self._plans)
+        self.steps: dict[int, Query] = {}
+        self.send(dict.fromkeys(range(len(self._plans))))  # send(None) starts a plan
+
+    def send(self, answers: Mapping[int, Any]) -> None:
+        """Each plan of ``answers`` its step's rows (or row count); then :attr:`steps`
+        holds the next round."""
+        self.steps = {}
+        for i, answer in answers.items():
+            plan = self._plans[i]
+            try:
+                step = plan.send(answer)
+            except StopIteration as done:
+                self.results[i] = done.value
+                continue
+            if callable(step):
+                plan.close()
+                raise TypeError("a sync-only plan step cannot run on an async connection")
+            self.steps[i] = step
 
 
 def sync_step(step: Callable[[Any], R]) -> Plan[R]:

@@ -19,9 +19,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar
+from functools import partial
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import tiermem.stores.copies as copies
 import tiermem.stores.facts as facts
@@ -32,10 +33,11 @@ from tiermem.stores.dialect import insert_sql, record_values, update_sets
 from tiermem.stores.ops import Op, UpdateOp
 from tiermem.stores.partitions import MAX_PARTITIONS, check_layout, partitioned
 from tiermem.stores.pgsetup import ensure_vector, import_driver, pool_options
-from tiermem.stores.plans import arun, run
+from tiermem.stores.plans import Lockstep, arun, run
 from tiermem.stores.postgres_async import AsyncPools
 from tiermem.stores.postgres_plans import COLUMNS as _COLUMNS
 from tiermem.stores.postgres_plans import DIALECT, HNSW_MAX_DIMENSION, PostgresPlans, count_of
+from tiermem.stores.postgres_rounds import RELAXED, arun_then
 from tiermem.stores.records import MemoryRecord, ReplicaStatus, SearchResult, StoreStats
 from tiermem.stores.replica import (
     DEFAULT_RETRY,
@@ -51,6 +53,9 @@ if TYPE_CHECKING:
     import psycopg
 
     from tiermem.embeddings.base import Embedder
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: Characters of content indexed for keyword search (a tsvector holds at most 1 MB).
 TSV_MAX_CHARS = 200_000
@@ -139,8 +144,6 @@ def _scalar(c: psycopg.Connection[Any], sql: str, params: list[object]) -> int:
     return count_of(c.execute(sql, params).fetchall())
 
 
-_RELAXED = "SET LOCAL synchronous_commit = off"
-"""Reads write only access counts: no need to wait for the WAL flush (see relaxed_commit)."""
 DEFAULT_TIMEOUT = 3.0
 """Seconds a call waits for a pooled connection before StoreUnavailableError (503)."""
 RECONNECT_WINDOW = 1.0
@@ -349,7 +352,7 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
             return found
         with self._transaction() as conn:
             if relaxed_commit(ops, self.durability):
-                conn.execute(_RELAXED)
+                conn.execute(RELAXED)
             return self._run_all(conn, ops)
 
     def _on_replica(self, ops: list[Op]) -> list[Any] | None:
@@ -385,21 +388,47 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         every op has a plan (the same plans :meth:`batch` runs); a batch with a write
         (or with ``native_async`` off) runs :meth:`batch` in a thread."""
         ops = list(ops)
-        native = self.native_async and self._replica is None  # replica reads: in a thread
-        if not native or not all(handler(op).plan for op in ops):
+        if not self._reads_natively(ops):
             return await asyncio.to_thread(self.batch, ops)
+        return await self._retried(self._aread, ops)
+
+    async def abatch_then(self, ops: Iterable[Op], then: Callable[[list[Any]], T]) -> T:
+        """``then(results)`` of a batch, ``then`` called in a thread (a context's reads,
+        then its ranking and planning). Natively (as :meth:`abatch`): the plans' statements
+        go to the server pipelined, a round trip per step, and their rows are decoded and
+        shaped in the thread that calls ``then`` (:mod:`.postgres_rounds`), so the event
+        loop only sends and receives; else ``then(batch(ops))`` in a thread."""
+        ops = list(ops)
+        if not self._reads_natively(ops):
+            return await asyncio.to_thread(lambda: then(self.batch(ops)))
+        return await self._retried(partial(self._aread_then, then=then), ops)
+
+    def _reads_natively(self, ops: list[Op]) -> bool:
+        """Whether ``ops`` run on this loop's async pool (replica reads: in a thread)."""
+        native = self.native_async and self._replica is None
+        return native and all(handler(op).plan for op in ops)
+
+    async def _retried(self, read: Callable[[list[Op]], Awaitable[R]], ops: list[Op]) -> R:
         try:
-            return await self._aread(ops)
+            return await read(ops)
         except StoreUnavailableError as exc:
             if not _broken(exc):
                 raise
         await self._apools.recheck()  # a restart broke idle connections: replace them
-        return await self._aread(ops)  # reads: running them again is safe
+        return await read(ops)  # reads: running them again is safe
+
+    async def _aread_then(self, ops: list[Op], then: Callable[[list[Any]], T]) -> T:
+        if not ops:
+            return await asyncio.to_thread(then, [])
+        relaxed = relaxed_commit(ops, self.durability)
+        lockstep = Lockstep(self.plan(op) for op in ops)
+        with _store_errors():
+            return await arun_then(self._apools.connection, lockstep, relaxed, then)
 
     async def _aread(self, ops: list[Op]) -> list[Any]:
         async with self._atransaction() as conn:
             if relaxed_commit(ops, self.durability):
-                await conn.execute(_RELAXED)
+                await conn.execute(RELAXED)
             return [await arun(conn, self.plan(op), **self.plan_options) for op in ops]
 
     # -- writes --

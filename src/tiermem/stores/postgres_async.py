@@ -4,7 +4,9 @@ An async pool belongs to the loop that opened it, and a store may be awaited fro
 (a server's loop, ``asyncio.run`` in a script, a test's loop each), so each loop gets its
 own pool, sized and configured as the sync one (same timeout, same health check on
 checkout's timeout, same ``synchronous_commit`` session default; no test of each
-connection on checkout: see :meth:`AsyncPools.recheck`). A pool whose loop is gone is
+connection on checkout: see :meth:`AsyncPools.recheck`), in autocommit: a batch opens its
+transaction itself, or runs a round of reads as the implicit transaction of one pipeline
+(:mod:`.postgres_rounds`). A pool whose loop is gone is
 dropped with it.
 """
 
@@ -62,6 +64,7 @@ class AsyncPools:
         from psycopg_pool import AsyncConnectionPool
 
         conninfo, size, kwargs, timeout, reconnect = self._args
+        kwargs = {**kwargs, "autocommit": True}  # a batch begins its own transaction
         return AsyncConnectionPool(
             conninfo, **pool_options(size, kwargs, _configure, timeout, reconnect)
         )

@@ -28,7 +28,7 @@ import numpy as np
 import tiermem.stores.ops as ops
 from tiermem.stores.dialect import Clause, Dialect, filter_clause, read_record
 from tiermem.stores.ops import MemoryFilter, SearchOp
-from tiermem.stores.plans import Plan
+from tiermem.stores.plans import Plan, Setting
 from tiermem.stores.records import MemoryRecord, SearchResult
 from tiermem.text import keyword_terms
 
@@ -66,7 +66,9 @@ DIALECT = Dialect(
     read_real=real,
     read_time=lambda value: value.astimezone(timezone.utc),
     read_json=lambda value: value,
-    read_vector=lambda value: np.asarray(value.to_numpy(), dtype=np.float32),
+    read_vector=lambda value: (
+        value if isinstance(value, np.ndarray) else np.asarray(value.to_numpy(), dtype=np.float32)
+    ),
     write_id=lambda value: value,
     write_time=lambda value: value,
     write_vector=lambda vector: np.asarray(vector, dtype=np.float32),
@@ -75,7 +77,7 @@ DIALECT = Dialect(
     has_metadata=lambda column, metadata: (f"{column} @> %s::jsonb", [json.dumps(dict(metadata))]),
 )
 """How PostgreSQL keeps a memory's columns: native uuids, timestamptz and jsonb, binary
-pgvector vectors."""
+pgvector vectors (pgvector's, or float32 arrays already: :mod:`.postgres_rounds`)."""
 
 
 def count_of(rows: list[dict[str, Any]]) -> int:
@@ -139,8 +141,8 @@ class PostgresPlans:
         rows: list[dict[str, Any]] = []
         if big and self.dimension <= HNSW_MAX_DIMENSION:
             ef = str(max(self.ef_search, limit))
-            yield ("SELECT set_config('hnsw.ef_search', %s, true)", (ef,))
-            yield ("SET LOCAL hnsw.iterative_scan = relaxed_order", ())
+            yield Setting("SELECT set_config('hnsw.ef_search', %s, true)", (ef,))
+            yield Setting("SET LOCAL hnsw.iterative_scan = relaxed_order", ())
             sql = (
                 f"SELECT {COLUMNS}, embedding <=> %s AS dist FROM {self.table}"
                 f" WHERE {clause} ORDER BY embedding <=> %s LIMIT %s"

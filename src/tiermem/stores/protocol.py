@@ -10,10 +10,11 @@ and result shaping are written once.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import uuid
 from abc import abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import numpy as np
@@ -114,6 +115,12 @@ class MemoryStore(TranscriptAPI, WorkQueue):
     @abstractmethod
     async def abatch(self, ops: Iterable[Op]) -> list[Any]:
         """Async twin of :meth:`batch`."""
+
+    async def abatch_then(self, ops: Iterable[Op], then: Callable[[list[Any]], _T]) -> _T:
+        """``then(results)`` of :meth:`batch`, ``then`` (work on the results) called in a
+        thread; a store that reads natively shapes the rows in that thread too."""
+        ops = list(ops)
+        return await asyncio.to_thread(lambda: then(self.batch(ops)))
 
     @abstractmethod
     def close(self) -> None:
