@@ -137,7 +137,10 @@ def test_copy_moves_every_kind_of_data_verified(
     check_destination(destination, token)
 
 
-def test_a_plain_postgresql_store_moves_to_a_partitioned_one(pg_url: str) -> None:  # noqa: F811
+def test_a_plain_postgresql_store_moves_to_a_partitioned_one(
+    pg_url: str,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """The way from a store made before partitions were the default: copy it into a new
     database, which is made with the default layout (docs/scaling.md)."""
     from tiermem.stores.partitions import DEFAULT_PARTITIONS, layout
@@ -148,7 +151,11 @@ def test_a_plain_postgresql_store_moves_to_a_partitioned_one(pg_url: str) -> Non
     token = populate(source)
     assert_complete(copy_store(source, destination))
     check_destination(destination, token)
-    for url, count in ((source, 0), (destination, DEFAULT_PARTITIONS)):
+    chosen = fresh_database(pg_url)  # the command, with a count of one's own
+    assert main(["copy", "--from", source, "--to", chosen, "--partitions", "4"]) == 0
+    assert main(["copy", "--from", source, "--to", chosen, "--partitions", "2"]) == 1
+    assert "is 2, but table" in " ".join(capsys.readouterr().err.split())
+    for url, count in ((source, 0), (destination, DEFAULT_PARTITIONS), (chosen, 4)):
         with PostgresStore(url, dimension=DIM) as store, store._transaction() as conn:
             assert store.partitions == count
             assert set(layout(conn, [f"memories_{DIM}", TRANSCRIPT]).values()) == {count}
