@@ -14,6 +14,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from datetime import datetime, timezone
 from typing import Any, ClassVar
@@ -350,23 +351,14 @@ def test_openers_making_the_same_new_store_at_once_agree() -> None:
     chosen under the migration's lock, so the first makes it and the others adopt it."""
     url = fresh_database("race")
     start = threading.Barrier(3)
-    made: list[int] = []
-    failed: list[BaseException] = []
 
-    def make() -> None:
+    def make(_: int) -> int:
         start.wait()
-        try:
-            with closing(PostgresStore(url, dimension=DIM, pool_size=1)) as store:
-                made.append(store.partitions)
-        except BaseException as exc:  # reported below
-            failed.append(exc)
+        with closing(PostgresStore(url, dimension=DIM, pool_size=1)) as store:
+            return store.partitions
 
-    threads = [threading.Thread(target=make) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failed and made == [DEFAULT_PARTITIONS] * 3
+    with ThreadPoolExecutor(3) as pool:  # an opener's error is raised here
+        assert list(pool.map(make, range(3))) == [DEFAULT_PARTITIONS] * 3
     assert _catalog(url)[tr.TRANSCRIPT] == DEFAULT_PARTITIONS
 
 
