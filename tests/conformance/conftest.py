@@ -45,16 +45,36 @@ def pg_url() -> str:
     return os.environ.get("TIERMEM_TEST_PG_URL") or _server_url()
 
 
-def fresh_database(prefix: str = "adapters") -> str:
-    """The URL of a new, empty database on the test PostgreSQL server."""
+def fresh_database(prefix: str = "adapters", template: str | None = None) -> str:
+    """The URL of a new database on the test PostgreSQL server: empty, or a copy of the
+    database ``template``."""
     import psycopg
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     url = os.environ.get("TIERMEM_TEST_PG_URL") or _server_url()
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    copied = f' TEMPLATE "{template}"' if template else ""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{copied}')
     return make_conninfo(**{**conninfo_to_dict(url), "dbname": name})
+
+
+@functools.cache
+def _empty_store(dimension: int) -> str:
+    """The name of a database holding an empty store of ``dimension`` with the default
+    layout, made once per test process (closed: a template must have no connections)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    url = fresh_database("template")
+    PostgresStore(url, dimension=dimension).close()
+    return str(conninfo_to_dict(url)["dbname"])
+
+
+def fresh_store_database(dimension: int) -> str:
+    """The URL of a new database holding an empty store of ``dimension`` with the default
+    layout, copied from one made once: tests that want a database of their own skip
+    creating every table's partitions each time (0.25 s a store at load 6)."""
+    return fresh_database(template=_empty_store(dimension))
 
 
 @pytest.fixture(scope="session")
