@@ -171,7 +171,10 @@ def test_four_processes_share_one_store(store_url: str) -> None:
     run = uuid.uuid4().hex[:6]
     options = ("--read-every", "5", "--flush", "--lease", "2", "--users", "2")
     writers = [Writer(store_url, f"p{i}-{run}", 120, *options) for i in range(4)]
-    assert wait_until(lambda: len(writers[0].acks) >= 30, 120)
+    if not wait_until(lambda: len(writers[0].acks) >= 30, 120):
+        for w in writers:
+            w.kill()
+        pytest.fail(f"no 30 acks from the first writer: {writers[0].proc.stderr.read()[-3000:]}")
     writers[0].kill()  # one dies mid-way and is restarted
     restarted = Writer(store_url, f"p0-{run}", 60, *options)
     errors = [w.wait() for w in [*writers[1:], restarted]]
