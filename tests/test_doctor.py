@@ -94,6 +94,7 @@ def test_the_postgres_layout_is_shown_and_a_mismatch_fails(pg_url: str) -> None:
     plain = layout(new)
     assert plain.status == "ok" and "unpartitioned" in plain.detail
     assert "tiermem copy" in plain.detail
+    assert layout(new, 0).detail == "tables unpartitioned"  # chosen: no advice
     wrong = layout(new, 16)
     assert wrong.status == "fail" and "is 16, but table" in wrong.detail
     assert "partitions: 0" in wrong.fix

@@ -177,7 +177,8 @@ def _layout(conn: Any, partitions: int | None) -> Check:
         return _failed("partitions", exc, "")
     if not tables:
         return Check("partitions", "ok", f"new store: tables will be created {said(count)}")
-    move = "" if count else " (to partition it: tiermem copy into a new database, docs/scaling.md)"
+    plain = not count and partitions is None  # made before the default, not chosen
+    move = " (to partition it: tiermem copy into a new database, docs/scaling.md)" if plain else ""
     return Check("partitions", "ok", f"tables {said(count)}{move}")
 
 
