@@ -24,8 +24,11 @@ parent adds bytes on disk per message beside the text's own bytes, prints the cu
 each line's growth factor from one size to the next (100k -> 1M is the goal's), and
 writes benchmarks/results/scale.json.
 
-``--partitions N`` builds and measures the PostgreSQL stores hash-partitioned by user
-(``memory.persistent.partitions: N``; fixtures of their own, named ``postgresql_pN``).
+PostgreSQL stores are made with no ``partitions`` setting, so with the default layout (a
+new store: hash-partitioned by user into 16); ``--partitions N`` builds and measures them
+with ``memory.persistent.partitions: N`` (0: not partitioned, the layout of stores made
+before that default) in fixtures of their own, named ``postgresql_pN``. Each row says the
+layout it measured (``partitions``).
 
 Goals: a probe user's get_context p95 and add p99 grow at most 1.3x from 100k to 1M; the
 serving process's memory is set by ``--cache-mb`` (the SQLite vector cache), not by the
@@ -145,7 +148,7 @@ def plan(size: int, small: int, big: int) -> list[tuple[str, int, int]]:
 # -- building stores -----------------------------------------------------------------------
 
 
-def open_store(engine: str, where: str, partitions: int = 0) -> Any:
+def open_store(engine: str, where: str, partitions: int | None = None) -> Any:
     if engine == "sqlite":
         from tiermem.stores import SQLiteStore
 
@@ -202,7 +205,7 @@ def disk_bytes(engine: str, where: str) -> int:
 class Fixtures:
     """Built stores under ``folder``, each with a marker (users, messages, build time)."""
 
-    def __init__(self, folder: Path, pg_url: str | None, partitions: int = 0) -> None:
+    def __init__(self, folder: Path, pg_url: str | None, partitions: int | None = None) -> None:
         self.folder = folder
         self.pg_url = pg_url
         self.partitions = partitions
@@ -212,9 +215,9 @@ class Fixtures:
         return f"{self.kind(engine)}-{size}-{small}-{big}"
 
     def kind(self, engine: str) -> str:
-        """The engine as fixtures are named: partitioned PostgreSQL stores apart."""
-        partitioned = engine == "postgresql" and self.partitions
-        return f"{engine}_p{self.partitions}" if partitioned else engine
+        """The engine as fixtures are named: PostgreSQL stores of a set layout apart."""
+        chosen = engine == "postgresql" and self.partitions is not None
+        return f"{engine}_p{self.partitions}" if chosen else engine
 
     def where(self, engine: str, name: str) -> str:
         if engine == "sqlite":
@@ -237,6 +240,7 @@ class Fixtures:
         start = time.perf_counter()
         done = self._copy(engine, base, name)
         store = open_store(engine, self.where(engine, name), self.partitions)
+        partitions = getattr(store, "partitions", 0)
         text_bytes = 0 if base is None else int(base["text_bytes"])
         messages = 0 if base is None else int(base["messages"])
         try:
@@ -249,6 +253,7 @@ class Fixtures:
         marker = {
             "name": name,
             "engine": self.kind(engine),
+            "partitions": partitions,
             "size": size,
             "users": len(users),
             "messages": messages,
@@ -363,11 +368,9 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     if args.engine == "sqlite":
         persistent: dict[str, Any] = {"path": args.where, "cache_mb": args.cache_mb}
     else:
-        persistent = {
-            "provider": "postgresql",
-            "connection_string": args.where,
-            "partitions": args.partitions,
-        }
+        persistent = {"provider": "postgresql", "connection_string": args.where}
+        if args.partitions is not None:
+            persistent["partitions"] = args.partitions
     config = {"memory": {"persistent": persistent, "worker": {"background": False}}}
     started = time.perf_counter()
     memory = Memory(config=config, embedder=embedder)
@@ -452,9 +455,9 @@ def measure(args: argparse.Namespace, engine: str, where: str, size: int) -> dic
         str(args.queries),
         "--cache-mb",
         str(args.cache_mb),
-        "--partitions",
-        str(args.partitions),
     ]
+    if args.partitions is not None:
+        command += ["--partitions", str(args.partitions)]
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"the serving process failed: {proc.stderr[-3000:]}")
@@ -481,6 +484,7 @@ LINES: list[tuple[str, str]] = [
     ("serving RSS trimmed MB", "rss_trimmed_mb"),
     ("open ms", "open_ms"),
     ("build s", "build_seconds"),
+    ("partitions", "partitions"),
 ]
 
 
@@ -582,7 +586,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--cache-mb", type=int, default=256, help="SQLite vector cache")
     parser.add_argument(
-        "--partitions", type=int, default=0, help="PostgreSQL stores hash-partitioned by user"
+        "--partitions",
+        type=int,
+        default=None,
+        help="PostgreSQL stores hash-partitioned by user into N (0: not partitioned;"
+        " default: the store's default layout)",
     )
     parser.add_argument("--pg-url", default=os.environ.get("TIERMEM_TEST_PG_URL"))
     parser.add_argument(

@@ -51,6 +51,7 @@ def test_scale_partitioned_postgresql(tmp_path: Path, monkeypatch: pytest.Monkey
     _, result = run_benchmark("scale", str(data), *args, out=tmp_path / "s.json", timeout=600)
     (row,) = result["rows"]
     assert row["engine"] == "postgresql_p4" and row["name"].startswith("postgresql_p4-")
+    assert row["partitions"] == 4  # the layout the store was found with
     assert 0 < row["context_big_ms"]["p50"] <= row["context_big_ms"]["p95"]
     database = urlunsplit(urlsplit(url)._replace(path="/" + row["name"].replace("-", "_")))
     with psycopg.connect(database) as conn:

@@ -137,6 +137,30 @@ def test_copy_moves_every_kind_of_data_verified(
     check_destination(destination, token)
 
 
+def test_a_plain_postgresql_store_moves_to_a_partitioned_one(
+    pg_url: str,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The way from a store made before partitions were the default: copy it into a new
+    database, which is made with the default layout (docs/scaling.md)."""
+    from tiermem.stores.partitions import DEFAULT_PARTITIONS, layout
+    from tiermem.stores.transcript import TRANSCRIPT
+
+    source, destination = fresh_database(pg_url), fresh_database(pg_url)
+    PostgresStore(source, dimension=DIM, partitions=0).close()  # as an older tiermem made it
+    token = populate(source)
+    assert_complete(copy_store(source, destination))
+    check_destination(destination, token)
+    chosen = fresh_database(pg_url)  # the command, with a count of one's own
+    assert main(["copy", "--from", source, "--to", chosen, "--partitions", "4"]) == 0
+    assert main(["copy", "--from", source, "--to", chosen, "--partitions", "2"]) == 1
+    assert "is 2, but table" in " ".join(capsys.readouterr().err.split())
+    for url, count in ((source, 0), (destination, DEFAULT_PARTITIONS), (chosen, 4)):
+        with PostgresStore(url, dimension=DIM) as store, store._transaction() as conn:
+            assert store.partitions == count
+            assert set(layout(conn, [f"memories_{DIM}", TRANSCRIPT]).values()) == {count}
+
+
 def test_the_command_prints_counts_and_hashes_and_refuses_before_loading(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,7 +16,7 @@ from psycopg.conninfo import make_conninfo
 from conformance.conftest import pg_url  # noqa: F401  (the session-wide PostgreSQL)
 from conformance.test_synopsis_cache import redis_reachable
 from tiermem.cli import main
-from tiermem.cli.doctor import Check, run_checks
+from tiermem.cli.doctor import Check, _postgres, run_checks
 
 SRC = str(Path(__file__).parents[1] / "src")
 
@@ -75,7 +75,29 @@ def test_postgres_with_pgvector_and_redis_up(tmp_path: Path, pg_url: str) -> Non
     )
     checks = run_checks(path)
     assert set(statuses(checks).values()) == {"ok"}, checks
-    assert checks[-2].name == "pgvector" and checks[-2].detail.startswith("vector ")
+    named = {check.name: check for check in checks}
+    assert named["pgvector"].detail.startswith("vector ") and "partitions" in named
+
+
+def test_the_postgres_layout_is_shown_and_a_mismatch_fails(pg_url: str) -> None:  # noqa: F811
+    from conformance.conftest import fresh_database
+    from tiermem.stores.postgres import PostgresStore
+
+    def layout(url: str, partitions: int | None = None) -> Check:
+        return {c.name: c for c in _postgres(url, None, partitions)}["partitions"]
+
+    new = fresh_database("doctor")
+    made = "new store: tables will be created"
+    assert layout(new).detail == f"{made} hash-partitioned by user_id into 16"
+    assert layout(new, 0).detail == f"{made} unpartitioned"
+    PostgresStore(new, dimension=8, partitions=0).close()  # as stores before the default
+    plain = layout(new)
+    assert plain.status == "ok" and "unpartitioned" in plain.detail
+    assert "tiermem copy" in plain.detail
+    assert layout(new, 0).detail == "tables unpartitioned"  # chosen: no advice
+    wrong = layout(new, 16)
+    assert wrong.status == "fail" and "is 16, but table" in wrong.detail
+    assert "partitions: 0" in wrong.fix
 
 
 @pytest.mark.slow

@@ -1,6 +1,8 @@
-"""PostgreSQL hash-partitioned by user (``partitions``): every per-user statement the
-store runs is planned on one partition of each table it reads or writes (so on Citus it
-stays on one shard), and a database is only opened with the count it was made with.
+"""PostgreSQL hash-partitioned by user (``partitions``): a new store is partitioned by
+default, an existing one opens with the layout it was made with (unset) or the count it
+was made with (set), and every per-user statement the store runs on the default layout is
+planned on one partition of each table it reads or writes (so on Citus it stays on one
+shard).
 
 The statements are the store's own: a cursor records each statement and its parameters
 while every per-user operation runs; each is then EXPLAINed with those values inlined.
@@ -9,8 +11,11 @@ while every per-user operation runs; each is then EXPLAINed with those values in
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
@@ -25,13 +30,13 @@ from tiermem.stores import copies, queue
 from tiermem.stores import facts as fx
 from tiermem.stores import transcript as tr
 from tiermem.stores.ops import ExistingIdsOp, ImportOp, Op, ScanOp, TableSizeOp
-from tiermem.stores.partitions import hash_partitioned, partition_of
+from tiermem.stores.partitions import DEFAULT_PARTITIONS, hash_partitioned, partition_of
 from tiermem.stores.postgres import PostgresStore
 from tiermem.stores.records import NewMemory
 from tiermem.stores.sql import HANDLERS
 
 DIM = 8
-PARTITIONS = 4
+PARTITIONS = DEFAULT_PARTITIONS  # the pruning test runs on the default layout
 WHEN = datetime(2024, 3, 1, tzinfo=timezone.utc)
 CROSS_USER = {
     queue.ClaimOp,
@@ -81,9 +86,8 @@ def partitioned_url() -> str:
 
 @pytest.fixture
 def traced(partitioned_url: str) -> Iterator[Traced]:
-    store = Traced(
-        partitioned_url, dimension=DIM, pool_size=1, exact_max_rows=0, partitions=PARTITIONS
-    )
+    store = Traced(partitioned_url, dimension=DIM, pool_size=1, exact_max_rows=0)  # the default
+    assert store.partitions == PARTITIONS
     with store._pool.connection() as conn:  # the pool's one connection, reused by every op
         conn.cursor_factory = Recording
     yield store
@@ -242,27 +246,120 @@ def test_an_unpruned_statement_is_seen(traced: Traced, partitioned_url: str) -> 
     assert scanned[tr.TRANSCRIPT] == {partition_of(tr.TRANSCRIPT, i) for i in range(PARTITIONS)}
 
 
+PER_USER = [f"memories_{DIM}", tr.TRANSCRIPT, tr.SUMMARIES, tr.GENERATIONS, fx.MARKS, fx.LEASES]
+
+
+def _catalog(url: str) -> dict[str, int]:
+    """Each table of the store's, with its partitions as the catalog says (0: plain)."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, (SELECT count(*) FROM pg_inherits i WHERE i.inhparent = c.oid)"
+            " FROM pg_class c WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition"
+            " AND c.relnamespace = current_schema()::regnamespace"
+        ).fetchall()
+    return {name: int(n) for name, n in rows}
+
+
+def test_a_new_store_made_with_no_setting_is_partitioned_by_user() -> None:
+    url = fresh_database("new")
+    store = PostgresStore(url, dimension=DIM)
+    store.close()
+    tables = _catalog(url)
+    assert store.partitions == DEFAULT_PARTITIONS == 16
+    assert {t: tables[t] for t in PER_USER} == dict.fromkeys(PER_USER, DEFAULT_PARTITIONS)
+    assert tables[copies.COPIES] == 0  # a table of the store, not of a user
+
+
+def test_a_new_store_from_the_config_is_partitioned() -> None:
+    from embedders import HashEmbedder
+    from tiermem import Memory
+
+    url = fresh_database("config")
+    config = {"memory": {"persistent": {"provider": "postgresql", "connection_string": url}}}
+    memory = Memory(config=config, embedder=HashEmbedder(DIM))
+    try:
+        assert memory.store.partitions == DEFAULT_PARTITIONS
+    finally:
+        memory.close()
+    assert _catalog(url)[f"memories_{DIM}"] == DEFAULT_PARTITIONS
+
+
+def test_an_existing_plain_store_opens_with_no_setting_and_stays_plain() -> None:
+    """A store made before partitions were the default (its tables plain) keeps opening
+    as it is; a table it gains later (another dimension's) is plain too."""
+    url = fresh_database("old")
+    old = PostgresStore(url, dimension=DIM, partitions=0)
+    [kept] = old.add_many("ana", [NewMemory("Ana keeps bees", _vector(1))])
+    old.close()
+    with closing(PostgresStore(url, dimension=DIM)) as store:
+        assert store.partitions == 0 and store.get("ana", kept) is not None
+    PostgresStore(url, dimension=DIM + 1).close()
+    tables = _catalog(url)
+    assert [tables[t] for t in [*PER_USER, f"memories_{DIM + 1}"]] == [0] * (len(PER_USER) + 1)
+
+
+def test_an_existing_partitioned_store_opens_with_no_setting() -> None:
+    url = fresh_database("four")
+    PostgresStore(url, dimension=DIM, partitions=4).close()
+    with closing(PostgresStore(url, dimension=DIM)) as store:
+        assert store.partitions == 4
+    with closing(
+        PostgresStore(url, dimension=DIM + 1)
+    ) as store:  # a new dimension's table: the same
+        assert store.partitions == 4
+    assert _catalog(url)[f"memories_{DIM + 1}"] == 4
+
+
 def test_a_store_is_opened_with_the_count_it_was_made_with(partitioned_url: str) -> None:
     PostgresStore(partitioned_url, dimension=DIM, partitions=PARTITIONS).close()
-    with pytest.raises(PartitionsMismatchError, match="hash-partitioned by user_id into 4") as e:
-        PostgresStore(partitioned_url, dimension=DIM)
-    assert e.value.field == "memory.persistent.partitions" and "partitions: 4" in e.value.hint
+    with pytest.raises(PartitionsMismatchError, match="hash-partitioned by user_id into 16") as e:
+        PostgresStore(partitioned_url, dimension=DIM, partitions=0)
+    assert e.value.field == "memory.persistent.partitions" and "partitions: 16" in e.value.hint
     with pytest.raises(PartitionsMismatchError, match="is 8"):
         PostgresStore(partitioned_url, dimension=DIM, partitions=8)
     # a new dimension's table is refused too, and not left behind half made
     with pytest.raises(PartitionsMismatchError):
-        PostgresStore(partitioned_url, dimension=DIM + 1)
+        PostgresStore(partitioned_url, dimension=DIM + 2, partitions=4)
     with psycopg.connect(partitioned_url) as conn:
-        assert conn.execute("SELECT to_regclass(%s)", (f"memories_{DIM + 1}",)).fetchone() == (
+        assert conn.execute("SELECT to_regclass(%s)", (f"memories_{DIM + 2}",)).fetchone() == (
             None,
         )
 
 
 def test_a_plain_store_refuses_partitions() -> None:
     url = fresh_database("plain")
-    PostgresStore(url, dimension=DIM).close()
+    PostgresStore(url, dimension=DIM, partitions=0).close()
     with pytest.raises(PartitionsMismatchError, match=r"is 4, but table .* is not partitioned"):
         PostgresStore(url, dimension=DIM, partitions=4)
+
+
+def test_tables_of_two_layouts_are_refused_with_no_setting() -> None:
+    url = fresh_database("mixed")
+    PostgresStore(url, dimension=DIM, partitions=0).close()
+    with psycopg.connect(url) as conn:
+        conn.execute("CREATE TABLE memories_9 (user_id TEXT) PARTITION BY HASH (user_id)")
+        conn.execute(
+            "CREATE TABLE memories_9_p0 PARTITION OF memories_9"
+            " FOR VALUES WITH (MODULUS 1, REMAINDER 0)"
+        )
+    with pytest.raises(PartitionsMismatchError, match=r"disagree: .*memories_9 1"):
+        PostgresStore(url, dimension=DIM)
+
+
+def test_openers_making_the_same_new_store_at_once_agree() -> None:
+    """Three openers on their own connections (as processes would be): the layout is
+    chosen under the migration's lock, so the first makes it and the others adopt it."""
+    url = fresh_database("race")
+    start = threading.Barrier(3)
+
+    def make(_: int) -> int:
+        start.wait()
+        with closing(PostgresStore(url, dimension=DIM, pool_size=1)) as store:
+            return store.partitions
+
+    with ThreadPoolExecutor(3) as pool:  # an opener's error is raised here
+        assert list(pool.map(make, range(3))) == [DEFAULT_PARTITIONS] * 3
+    assert _catalog(url)[tr.TRANSCRIPT] == DEFAULT_PARTITIONS
 
 
 @pytest.mark.parametrize(

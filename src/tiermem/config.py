@@ -182,12 +182,13 @@ class PersistentConfig(Section):
     user_isolation: Literal[True] = Field(
         default=True, description="Always true: every query filters on user_id at the data layer."
     )
-    partitions: int = Field(
-        default=0,
+    partitions: int | None = Field(
+        default=None,
         ge=0,
         le=1024,
         description="PostgreSQL: create the tables hash-partitioned by user_id into this many "
-        "(0: not partitioned); fixed when the tables are created.",
+        "(0: not partitioned); fixed when the tables are created. Unset: an existing store "
+        "opens with its own layout, a new one is made with 16.",
     )
     read_connection_string: SecretStr | None = Field(
         default=None,

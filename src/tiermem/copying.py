@@ -110,6 +110,7 @@ def copy_store(
     merge: bool = False,
     batch_size: int = 500,
     progress: Progress | None = None,
+    partitions: int | None = None,
 ) -> CopyReport:
     """Copy everything of the store ``source`` into ``destination`` and verify it.
 
@@ -121,6 +122,9 @@ def copy_store(
             the union: what is there stays, what is new is added).
         batch_size: rows read and written per transaction.
         progress: called after each page (see :data:`Progress`).
+        partitions: a PostgreSQL destination's layout when the copy creates its tables
+            (unset: an existing store's, else the default, 16 partitions by user; an
+            existing store of another count is refused, :class:`PartitionsMismatchError`).
 
     Raises:
         InputError: a missing or non-tiermem source, the same store twice, a bad batch
@@ -144,7 +148,7 @@ def copy_store(
     _check_destination(destination, dim, source)
     src = open_store(source, dim)
     try:
-        dst = open_store(destination, dim)
+        dst = open_store(destination, dim, partitions=partitions)
         try:
             run = _Copy(src, dst, label, dim, batch_size, progress)
             resumed = run.start(merge, destination)

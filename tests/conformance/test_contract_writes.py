@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
+from conformance.conftest import fresh_store_database
 from embedders import HashEmbedder
-from integrations.conftest import fresh_database
 from liveserver import live_server
 from tiermem.client import AsyncMemoryClient, MemoryClient
 from tiermem.errors import InputError, InvalidSizeError, InvalidTypeError, SerializationError
@@ -42,7 +42,7 @@ def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     if request.param == "sqlite":
         m: Any = new_memory(tmp_path)
     elif request.param == "postgres":
-        store = PostgresStore(fresh_database(), dimension=32, embedder=HashEmbedder(32))
+        store = PostgresStore(fresh_store_database(32), dimension=32, embedder=HashEmbedder(32))
         m = Memory(store=store, embedder=HashEmbedder(32))
     else:
         m = MemoryClient(request.getfixturevalue("server_url"))

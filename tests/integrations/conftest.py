@@ -1,7 +1,8 @@
 """Fixtures of the framework adapter tests: a real Memory on each store engine.
 
 Every adapter test runs on a SQLite file and on PostgreSQL + pgvector (a fresh database
-per test on the session's pgserver, or on ``TIERMEM_TEST_PG_URL``). The hashing embedder
+per test on the session's pgserver, or on ``TIERMEM_TEST_PG_URL``, holding an empty store
+of the default layout). The hashing embedder
 keeps them fast; they are about the adapters, not the model.
 """
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.conftest import fresh_database
+from conformance.conftest import fresh_store_database
 from embedders import HashEmbedder
 from tiermem.memory import Memory
 from tiermem.stores.postgres import PostgresStore
@@ -29,7 +30,7 @@ def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
         yield m
         m.close()
         return
-    store = PostgresStore(fresh_database(), dimension=DIM, embedder=embedder)
+    store = PostgresStore(fresh_store_database(DIM), dimension=DIM, embedder=embedder)
     m = Memory(store=store, embedder=embedder)
     yield m
     m.close()

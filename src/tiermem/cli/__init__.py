@@ -137,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     copy.add_argument("--dimension", type=int, help="the memories_N table to copy, if several")
     copy.add_argument("--merge", action="store_true", help="copy into a store of other data")
     copy.add_argument("--batch-size", type=int, default=500, help="rows per transaction")
+    copy.add_argument(
+        "--partitions",
+        type=int,
+        help="a new PostgreSQL destination's partitions by user (default 16; 0: plain tables)",
+    )
 
     serve = _command(
         commands, "serve", cmd_serve, "serve the HTTP API (tiermem[server])", memory=False

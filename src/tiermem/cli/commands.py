@@ -380,6 +380,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
             merge=args.merge,
             batch_size=args.batch_size,
             progress=shown,
+            partitions=args.partitions,
         )
     finally:
         if bar.live.is_started:

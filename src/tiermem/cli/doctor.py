@@ -2,7 +2,8 @@
 
 The checks, in order: the configuration, the embedding model (loaded and run once), the
 token encoding, the long-term store (for PostgreSQL: the driver, the connection, the
-pgvector extension, and the read replica and its lag when one is configured), and the
+pgvector extension, the tables' layout (partitioned by user or not, and whether
+``partitions`` agrees), and the read replica and its lag when one is configured), and the
 synopsis cache (Redis when configured). A check that cannot run because an earlier one
 failed is skipped. Nothing is written, except that a
 PostgreSQL database where the role may create pgvector gets it, as the store would.
@@ -93,6 +94,7 @@ def _store(config: Any, db: str | None, embedder: Any) -> list[Check]:
         return _postgres(
             persistent.connection_string.get_secret_value(),
             None if replica is None else replica.get_secret_value(),
+            persistent.partitions,
         )
     path = db or (str(persistent.path) if persistent.enabled else ":memory:")
     return [_sqlite(path, embedder)]
@@ -121,7 +123,7 @@ def _sqlite(path: str, embedder: Any) -> Check:
     return Check(name, "ok", f"SQLite {file} opens (table memories_{embedder.dimension})")
 
 
-def _postgres(url: str, replica: str | None = None) -> list[Check]:
+def _postgres(url: str, replica: str | None = None, partitions: int | None = None) -> list[Check]:
     from tiermem.stores.pgsetup import ensure_vector, import_driver
 
     try:
@@ -148,9 +150,36 @@ def _postgres(url: str, replica: str | None = None) -> list[Check]:
             checks.append(_failed("pgvector", exc, "see docs/postgres.md"))
         else:
             checks.append(Check("pgvector", "ok", f"vector {version}"))
+            checks.append(_layout(conn, partitions))
         if replica is not None:
             checks.append(_replica(psycopg, conn, replica))
     return checks
+
+
+def _layout(conn: Any, partitions: int | None) -> Check:
+    """How the store's tables are laid out, or will be made, and whether the
+    ``partitions`` setting agrees (a store opened with another count is refused)."""
+    from psycopg.rows import dict_row
+
+    from tiermem.errors import PartitionsMismatchError
+    from tiermem.stores.partitions import adopted, check_layout, store_layout
+    from tiermem.stores.postgres import SHARED
+
+    def said(n: int) -> str:
+        return f"hash-partitioned by user_id into {n}" if n else "unpartitioned"
+
+    c = conn.cursor(row_factory=dict_row)
+    try:
+        tables = store_layout(c, list(SHARED))
+        count = adopted(c, list(tables), partitions)
+        check_layout(c, list(tables), count)
+    except PartitionsMismatchError as exc:
+        return _failed("partitions", exc, "")
+    if not tables:
+        return Check("partitions", "ok", f"new store: tables will be created {said(count)}")
+    plain = not count and partitions is None  # made before the default, not chosen
+    move = " (to partition it: tiermem copy into a new database, docs/scaling.md)" if plain else ""
+    return Check("partitions", "ok", f"tables {said(count)}{move}")
 
 
 def _replica(psycopg: Any, primary: Any, url: str) -> Check:

@@ -43,14 +43,24 @@ class MigrationReport:
 
 
 def open_store(
-    connection_string: str, dimension: int, embedder: Embedder | None = None
+    connection_string: str,
+    dimension: int,
+    embedder: Embedder | None = None,
+    partitions: int | None = None,
 ) -> MemoryStore:
-    """PostgresStore for ``postgresql://`` / ``postgres://`` URIs, else SQLiteStore on a path
-    (``sqlite:///path`` also accepted)."""
+    """PostgresStore for ``postgresql://`` / ``postgres://`` URIs (``partitions`` as it
+    takes them: unset, an existing store's layout or the default for a new one), else
+    SQLiteStore on a path (``sqlite:///path`` also accepted)."""
     if is_postgres(connection_string):
         from tiermem.stores.postgres import PostgresStore
 
-        return PostgresStore(connection_string, dimension=dimension, embedder=embedder)
+        return PostgresStore(
+            connection_string, dimension=dimension, embedder=embedder, partitions=partitions
+        )
+    if partitions is not None:
+        raise InputError(
+            "partitions", "is only used with PostgreSQL", "leave it unset for a SQLite file"
+        )
     from tiermem.stores.sqlite import SQLiteStore
 
     path = connection_string.removeprefix("sqlite:///")

@@ -11,7 +11,10 @@ first ``memories_{dim}`` key on ``id``, which becomes ``(user_id, id)`` here as 
 step makes it anyway.
 
 The count is fixed when the tables are created, and the catalog keeps it (each parent's
-partitions): :func:`check_layout` refuses a store opened with another setting.
+partitions): :func:`check_layout` refuses a store opened with another setting. With no
+setting (``None``, the default) :func:`adopted` reads it from the catalog: an existing
+store opens as it was made (unpartitioned stores from before this default included), a new
+one is made with :data:`DEFAULT_PARTITIONS`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,13 @@ from tiermem.stores.schema import Migration
 
 MAX_PARTITIONS = 1024
 """The most partitions a store may be created with (each is a table with its indexes)."""
+
+DEFAULT_PARTITIONS = 16
+"""The partitions of a new store made with no setting: each user's HNSW graph and GIN
+index is one sixteenth of the store's (docs/scaling.md: the measured curve)."""
+
+_DIMENSION_TABLE = r"^memories_[0-9]+$"
+"""Any dimension's ``memories_{dim}`` (a store's layout, whichever dimension opens it)."""
 
 _CREATE = re.compile(
     r"CREATE TABLE (IF NOT EXISTS )?(\w+) \((.*?)\)(?: WITH \(([^()]*)\))?",
@@ -82,16 +92,49 @@ def partitioned(
     }
 
 
-def layout(c: Any, tables: list[str]) -> dict[str, int]:
-    """How many partitions each existing table of ``tables`` has (0: not partitioned)."""
+def layout(c: Any, tables: list[str], pattern: str = "$^") -> dict[str, int]:
+    """How many partitions each existing table of ``tables``, or whose name matches the
+    regular expression ``pattern`` (the default matches none), has (0: not partitioned);
+    partitions themselves are not listed."""
     rows = c.execute(
         "SELECT c.relname AS name, c.relkind::text AS kind,"
         " (SELECT count(*) FROM pg_inherits i WHERE i.inhparent = c.oid) AS n"
-        " FROM pg_class c WHERE c.relname = ANY(%s)"
+        " FROM pg_class c WHERE (c.relname = ANY(%s) OR c.relname ~ %s)"
+        " AND c.relkind IN ('r', 'p') AND NOT c.relispartition"
         " AND c.relnamespace = current_schema()::regnamespace",
-        (tables,),
+        (tables, pattern),
     ).fetchall()
     return {r["name"]: int(r["n"]) if r["kind"] == "p" else 0 for r in rows}
+
+
+def store_layout(c: Any, tables: list[str]) -> dict[str, int]:
+    """:func:`layout` of ``tables`` and of every dimension's ``memories_{dim}``: the
+    store's layout, whichever dimension opens it (empty: a new store)."""
+    return layout(c, tables, _DIMENSION_TABLE)
+
+
+def adopted(c: Any, tables: list[str], partitions: int | None) -> int:
+    """The count to open a store with: ``partitions`` if set; else the layout of the
+    store's existing per-user tables (``tables`` and any dimension's); else, for a new
+    store, :data:`DEFAULT_PARTITIONS`. Run it under the migration lock, so two processes
+    making the same new store agree.
+
+    Raises:
+        PartitionsMismatchError: with no setting, the existing tables disagree.
+    """
+    if partitions is not None:
+        return partitions
+    found = store_layout(c, tables)
+    counts = set(found.values())
+    if len(counts) > 1:
+        raise PartitionsMismatchError(
+            "memory.persistent.partitions",
+            "is not set, and the existing tables disagree: "
+            + ", ".join(f"{t} {n}" for t, n in sorted(found.items())),
+            "the store was made in parts with different settings: copy it into a new "
+            "database with tiermem copy (docs/scaling.md)",
+        )
+    return counts.pop() if counts else DEFAULT_PARTITIONS
 
 
 def check_layout(c: Any, tables: list[str], partitions: int) -> None:
@@ -104,6 +147,7 @@ def check_layout(c: Any, tables: list[str], partitions: int) -> None:
         raise PartitionsMismatchError(
             "memory.persistent.partitions",
             f"is {partitions}, but table {table} is {have}",
-            f"open it with partitions: {found}; the count is fixed when the tables are "
-            "created: to change it, export and import into a new database (docs/scaling.md)",
+            f"open it with partitions: {found}, or leave partitions unset to adopt the "
+            "store's layout; the count is fixed when the tables are created: to change it, "
+            "copy the store into a new database with tiermem copy (docs/scaling.md)",
         )

@@ -47,14 +47,14 @@ def ensure_vector(conn: psycopg.Connection[Any]) -> str:
         return str(row[0])
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject):
+        pass  # another session created it at the same moment (IF NOT EXISTS does not lock)
     except psycopg.errors.InsufficientPrivilege as exc:
         raise MissingExtensionError(
             f"pgvector is installed on the server but not in database {database!r}, and "
             f"this role may not create it: as a superuser, connect to {database!r} and run "
             "CREATE EXTENSION vector; see docs/postgres.md"
         ) from exc
-    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject):
-        pass  # another process opening a store created it at the same moment
     return ensure_vector(conn)
 
 

@@ -31,7 +31,7 @@ import tiermem.stores.transcript as transcript
 from tiermem.errors import InvalidSizeError, InvalidTypeError, StoreError, StoreUnavailableError
 from tiermem.stores.dialect import insert_sql, record_values, update_sets
 from tiermem.stores.ops import Op, UpdateOp
-from tiermem.stores.partitions import MAX_PARTITIONS, check_layout, partitioned
+from tiermem.stores.partitions import MAX_PARTITIONS, adopted, check_layout, partitioned
 from tiermem.stores.pgsetup import ensure_vector, import_driver, pool_options
 from tiermem.stores.plans import Lockstep, arun, run
 from tiermem.stores.postgres_async import AsyncPools
@@ -163,8 +163,11 @@ def _unavailable(exc: BaseException) -> bool:
     return isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout))
 
 
-def check_partitions(partitions: int) -> int:
-    """``partitions`` if it is a partition count (0: not partitioned), else InputError."""
+def check_partitions(partitions: int | None) -> int | None:
+    """``partitions`` if it is a partition count (0: not partitioned) or None (the
+    store's own layout), else InputError."""
+    if partitions is None:
+        return None
     if isinstance(partitions, bool) or not isinstance(partitions, int):
         raise InvalidTypeError("partitions", f"expected an int, got {type(partitions).__name__}")
     if not 0 <= partitions <= MAX_PARTITIONS:
@@ -222,6 +225,9 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         partitions: create the tables hash-partitioned by ``user_id`` into this many
             (0: not partitioned); fixed at creation, a database made with another count is
             refused with :class:`PartitionsMismatchError` (:mod:`tiermem.stores.partitions`).
+            None (the default): an existing store opens with its own layout, a new one is
+            made with ``DEFAULT_PARTITIONS`` (16); :attr:`partitions` is then the count
+            in effect.
         read_connection_string: a streaming replica of the same database; batches that
             only read run there, read-your-writes kept (:mod:`tiermem.stores.replica`).
         replica_wait: seconds a read waits for the replica to catch up before it reads
@@ -255,7 +261,7 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         exact_max_rows: int = 10_000,
         ef_search: int = 400,
         durability: str = "committed",
-        partitions: int = 0,
+        partitions: int | None = None,
         read_connection_string: str | None = None,
         replica_wait: float = DEFAULT_WAIT,
         replica_retry: float = DEFAULT_RETRY,
@@ -265,7 +271,9 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         self.native_async = bool(native_async)
         check_durability(durability)
         self.durability = durability
-        self.partitions = check_partitions(partitions)
+        self._partitions_setting = check_partitions(partitions)
+        self.partitions = 0
+        """The store's partitions (0: not partitioned), known once it is open."""
         psycopg, psycopg_pool = import_driver()
 
         self.exact_max_rows = exact_max_rows
@@ -340,7 +348,10 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
 
     def _migrate(self, c: psycopg.Connection[Any]) -> None:
         c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema.MIGRATIONS_TABLE,))
-        per_user = partitioned({**SHARED, self.table: MIGRATIONS}, self.partitions)
+        histories = {**SHARED, self.table: MIGRATIONS}
+        # under the lock: a process making the same new store waits, then adopts it
+        self.partitions = adopted(c, list(histories), self._partitions_setting)
+        per_user = partitioned(histories, self.partitions)
         check_layout(c, list(per_user), self.partitions)  # before: an old table of another layout
         schema.migrate(c, {**per_user, **STORE_WIDE}, self.dimension, "%s")
         check_layout(c, list(per_user), self.partitions)
