@@ -123,7 +123,7 @@ def create_app(
     app.state.service = service
     install(app)
     metrics = Metrics(service.figures)
-    memory_routes = memories.router(service)
+    memory_routes = memories.router(service, metrics)
     app.include_router(memory_routes)
     app.include_router(users.router(service))
     app.include_router(work.router(service))

@@ -64,7 +64,7 @@ def _is_json(scope: Scope) -> bool:
     """Whether the request says its body is JSON (``application/json``, any parameters)."""
     for name, value in scope["headers"]:
         if name == b"content-type":
-            return value.split(b";", 1)[0].strip().lower() == b"application/json"
+            return bool(value.split(b";", 1)[0].strip().lower() == b"application/json")
     return False
 
 
@@ -79,7 +79,7 @@ class HotRoutes:
         self.routes = {
             r.path: _hot_route(r)
             for r in routes
-            if isinstance(r, APIRoute) and r.path in HOT_PATHS and "POST" in r.methods
+            if isinstance(r, APIRoute) and r.path in HOT_PATHS and "POST" in (r.methods or ())
         }
         if set(self.routes) != set(HOT_PATHS):
             raise TypeError(f"the app has no POST route for each of {HOT_PATHS}")
