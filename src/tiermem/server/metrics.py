@@ -6,6 +6,7 @@ With ``--workers N`` every worker counts its own requests; scrape each worker, o
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -58,9 +59,11 @@ class Metrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
-    def alone(self) -> bool:
-        """Whether the request being answered is the only one (nothing else waits for
-        the event loop)."""
+    async def alone(self) -> bool:
+        """Whether the request being answered is the only one: nothing else waits for the
+        event loop. Requests read in the same pass of the loop (queued, not yet started)
+        are let in first, so they count."""
+        await asyncio.sleep(0)
         return self.in_progress <= 1
 
     def middleware(self, app: ASGIApp) -> ASGIApp:
