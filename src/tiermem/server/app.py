@@ -27,6 +27,7 @@ from tiermem._version import __version__
 from tiermem.memory import Memory
 from tiermem.server.body import DEFAULT_MAX_BODY, BodyGuard
 from tiermem.server.errors import install
+from tiermem.server.hot import HotRoutes
 from tiermem.server.keys import KeyStore, keys_location
 from tiermem.server.metrics import Metrics
 from tiermem.server.routes import admin, archives, facts, memories, ops, users, work
@@ -122,7 +123,8 @@ def create_app(
     app.state.service = service
     install(app)
     metrics = Metrics(service.figures)
-    app.include_router(memories.router(service))
+    memory_routes = memories.router(service, metrics)
+    app.include_router(memory_routes)
     app.include_router(users.router(service))
     app.include_router(work.router(service))
     app.include_router(facts.router(service))
@@ -132,6 +134,7 @@ def create_app(
     if endpoint is not None:
         app.router.routes.append(Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]))
     app.add_middleware(RawUserPaths)
+    app.add_middleware(HotRoutes, routes=memory_routes.routes)
     app.add_middleware(BodyGuard, max_bytes=max_body_bytes)
     app.add_middleware(metrics.middleware)
     return app

@@ -29,6 +29,9 @@ MAX_GROUP = 256
 Written = Callable[[], None]
 """What to do, in the writer thread, once a request's messages are committed."""
 
+Settled = list[tuple[asyncio.Future[None], BaseException | None]]
+"""Requests' futures and their outcome (None: committed)."""
+
 
 class _Pending:
     __slots__ = ("done", "op", "written")
@@ -93,8 +96,7 @@ class GroupCommit:
             del self._queue[: len(group)]
         if not group:
             return False
-        for pending, error in zip(group, self._write_group(group), strict=True):
-            _answer(pending.done, error)
+        _answer(group, self._write_group(group))
         with self._lock:
             return bool(self._queue)
 
@@ -130,19 +132,25 @@ def _after(written: Written | None) -> BaseException | None:
     return None
 
 
-def _answer(done: asyncio.Future[None], error: BaseException | None) -> None:
-    """Settle a request's future from the writer thread, on the request's own loop."""
+def _answer(group: Sequence[_Pending], errors: Sequence[BaseException | None]) -> None:
+    """Settle the group's futures from the writer thread: one call on each request's loop
+    (one wake of the loop for the whole group)."""
+    loops: dict[asyncio.AbstractEventLoop, Settled] = {}
+    for pending, error in zip(group, errors, strict=True):
+        loops.setdefault(pending.done.get_loop(), []).append((pending.done, error))
+    for loop, settled in loops.items():
+        with contextlib.suppress(RuntimeError):  # the requests' loop is gone: nobody waits
+            loop.call_soon_threadsafe(_settle, settled)
 
-    def settle() -> None:
+
+def _settle(settled: Settled) -> None:
+    for done, error in settled:
         if done.done():
-            return
+            continue
         if error is None:
             done.set_result(None)
         else:
             done.set_exception(error)
-
-    with contextlib.suppress(RuntimeError):  # the request's loop is gone: nobody waits
-        done.get_loop().call_soon_threadsafe(settle)
 
 
 def _retrieve(done: asyncio.Future[None]) -> None:

@@ -32,7 +32,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-async def _caller(request: Request) -> Tenant:
+async def caller(request: Request) -> Tenant:
     """The request's tenant; a key is looked up in a thread (the lookup is a query)."""
     service: Service = request.app.state.service
     if "authorization" not in request.headers and not service.auth_required():
@@ -40,7 +40,7 @@ async def _caller(request: Request) -> Tenant:
     return await anyio.to_thread.run_sync(service.tenant, request)
 
 
-Caller = Annotated[Tenant, Depends(_caller)]
+Caller = Annotated[Tenant, Depends(caller)]
 
 
 def _path_user(user_id: Annotated[str, PathParam()]) -> str:

@@ -98,14 +98,16 @@ def _allowed_methods(request: Request) -> list[str]:
     ]
 
 
+async def typed_error(request: Request, exc: errors.TiermemError) -> JSONResponse:
+    """The answer to a typed error a route raised (logged when it is the server's)."""
+    if status_of(exc) >= 500:
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+    return error_response(exc)
+
+
 def install(app: FastAPI) -> None:
     """Answer every error as JSON with its typed name."""
-
-    @app.exception_handler(errors.TiermemError)
-    async def _typed(request: Request, exc: errors.TiermemError) -> JSONResponse:
-        if status_of(exc) >= 500:
-            log.warning("%s %s: %s", request.method, request.url.path, exc)
-        return error_response(exc)
+    app.add_exception_handler(errors.TiermemError, typed_error)  # type: ignore[arg-type]
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

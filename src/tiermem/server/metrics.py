@@ -6,6 +6,7 @@ With ``--workers N`` every worker counts its own requests; scrape each worker, o
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -49,9 +50,21 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(_Figures(figures))
+        self.in_progress = 0
+        """HTTP requests being answered now."""
+        self.registry.register(
+            _Figures(lambda: {"http_requests_in_progress": float(self.in_progress)})
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    async def alone(self) -> bool:
+        """Whether the request being answered is the only one: nothing else waits for the
+        event loop. Requests read in the same pass of the loop (queued, not yet started)
+        are let in first, so they count."""
+        await asyncio.sleep(0)
+        return self.in_progress <= 1
 
     def middleware(self, app: ASGIApp) -> ASGIApp:
         """ASGI middleware counting and timing every HTTP request."""
@@ -62,6 +75,7 @@ class Metrics:
                 return
             start = time.perf_counter()
             status = 500
+            self.in_progress += 1
 
             async def record_status(message: Message) -> None:
                 nonlocal status
@@ -72,6 +86,7 @@ class Metrics:
             try:
                 await app(scope, receive, record_status)
             finally:
+                self.in_progress -= 1
                 route: Any = scope.get("route")
                 path = getattr(route, "path", None) or "unmatched"
                 method = str(scope["method"])

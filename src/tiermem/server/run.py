@@ -7,6 +7,7 @@ create``) or an admin key is configured.
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import os
 from typing import Any
@@ -40,7 +41,17 @@ def app_from_env() -> Any:
     from tiermem.server.app import create_app
 
     memory = build_memory(os.environ.get(CONFIG_ENV) or None, os.environ.get(DB_ENV) or None)
-    return create_app(memory, own_memory=True)
+    return frozen(create_app(memory, own_memory=True))
+
+
+def frozen(app: Any) -> Any:
+    """``app``, with what the process holds so far moved out of the garbage collector's
+    sight (:func:`gc.freeze`): the modules of a server (FastAPI, pydantic's schemas, MCP)
+    would otherwise be walked by every full collection (133k objects, an 80 ms pause on
+    the benchmark machine), while they live as long as the process anyway."""
+    gc.collect()
+    gc.freeze()
+    return app
 
 
 def serve(
@@ -78,7 +89,8 @@ def serve(
             "create a key first (tiermem keys create --tenant NAME) or serve on 127.0.0.1",
         )
     if workers == 1:
-        uvicorn.run(create_app(memory, own_memory=True), host=host, port=port, access_log=False)
+        app = frozen(create_app(memory, own_memory=True))
+        uvicorn.run(app, host=host, port=port, access_log=False)
         return
     memory.close()
     os.environ[CONFIG_ENV] = config or ""

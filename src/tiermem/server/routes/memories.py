@@ -20,13 +20,15 @@ from tiermem.errors import (
 from tiermem.messages import Message
 from tiermem.server import models
 from tiermem.server.deps import ERROR_RESPONSES, Caller
+from tiermem.server.metrics import Metrics
 from tiermem.server.service import Service
 from tiermem.stores.validate import MAX_LIMIT, check_text_id
 from tiermem.wire import context_to_json, hit_to_json, record_to_json
 
 
-def router(service: Service) -> APIRouter:
-    """The memory API: one route per Memory operation."""
+def router(service: Service, metrics: Metrics) -> APIRouter:
+    """The memory API: one route per Memory operation (``metrics`` tells whether a
+    request is the only one being answered)."""
     router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
     memory = service.memory
 
@@ -149,9 +151,10 @@ def router(service: Service) -> APIRouter:
         """The context for a prompt, fitted to ``max_tokens``, with why each item is there."""
         user = tenant.scope(body.user_id)
         session = check_text_id(body.session_id, "session_id")
-        # on PostgreSQL no thread hop but the embedding's (Memory.aget_context); the
-        # answer is checked and encoded here, on the event loop
-        context = await memory.aget_context(body.query, user, session, body.max_tokens)
+        if await metrics.alone():  # nothing else waits for the loop: no thread hop, no wake
+            context = memory.get_context(body.query, user, session, body.max_tokens)
+        else:  # on PostgreSQL no thread hop but the embedding's and the planning's
+            context = await memory.aget_context(body.query, user, session, body.max_tokens)
         return context_to_json(context)
 
     return router
