@@ -578,9 +578,7 @@ def _specific(candidates: Sequence[Candidate], weight: float) -> list[float | No
     mean). Only the ranking reads this: the floor checks the similarity itself.
     """
     similarities = [c.similarity for c in candidates]
-    rows = [
-        c.vector for c in candidates if c.vector is not None and c.similarity is not None
-    ]
+    rows = [c.vector for c in candidates if c.vector is not None and c.similarity is not None]
     if not weight or len(rows) < 2:
         return similarities
     dimension = len(rows[0])
