@@ -578,21 +578,23 @@ def _specific(candidates: Sequence[Candidate], weight: float) -> list[float | No
     mean). Only the ranking reads this: the floor checks the similarity itself.
     """
     similarities = [c.similarity for c in candidates]
-    rows = [c.vector for c in candidates if c.vector is not None and c.similarity is not None]
-    if not weight or len(rows) < 2:
+    if not weight:
         return similarities
-    dimension = len(rows[0])
-    rows = [v for v in rows if len(v) == dimension]
-    centroid = np.mean(rows, axis=0)
-    near = {
-        id(c): float(c.vector @ centroid)
-        for c in candidates
-        if c.vector is not None and len(c.vector) == dimension
-    }
-    typical = sum(near.values()) / len(near)
+    rows = [i for i, c in enumerate(candidates) if c.vector is not None]
+    dimension = len(candidates[rows[0]].vector) if rows else 0  # type: ignore[arg-type]
+    rows = [i for i in rows if len(candidates[i].vector) == dimension]  # type: ignore[arg-type]
+    if len(rows) < 2:
+        return similarities
+    matrix = np.empty((len(rows), dimension), dtype=np.float32)
+    for row, i in enumerate(rows):
+        matrix[row] = candidates[i].vector
+    near = matrix @ matrix.mean(axis=0)
+    typical = float(near.mean())
+    generic = [typical] * len(candidates)
+    for row, i in enumerate(rows):
+        generic[i] = float(near[row])
     return [
-        None if s is None else s - weight * near.get(id(c), typical)
-        for c, s in zip(candidates, similarities, strict=True)
+        None if s is None else s - weight * g for s, g in zip(similarities, generic, strict=True)
     ]
 
 
