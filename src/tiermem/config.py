@@ -279,8 +279,8 @@ class WeightsConfig(Section):
     question: float = Field(default=0.3, ge=0)
     reply: float = Field(default=1.0, ge=0, le=1)
     when: float = Field(default=0.5, ge=0)
-    speaker: float = Field(default=0.0, ge=0, le=1)
-    generic: float = Field(default=0.0, ge=0)
+    speaker: float = Field(default=0.2, ge=0, le=1)
+    generic: float = Field(default=0.2, ge=0)
 
     @model_validator(mode="after")
     def _some_weight(self) -> WeightsConfig:
