@@ -580,18 +580,17 @@ def _specific(candidates: Sequence[Candidate], weight: float) -> list[float | No
     similarities = [c.similarity for c in candidates]
     if not weight:
         return similarities
-    rows = [i for i, c in enumerate(candidates) if c.vector is not None]
-    dimension = len(candidates[rows[0]].vector) if rows else 0  # type: ignore[arg-type]
-    rows = [i for i in rows if len(candidates[i].vector) == dimension]  # type: ignore[arg-type]
-    if len(rows) < 2:
+    vectors = [(i, c.vector) for i, c in enumerate(candidates) if c.vector is not None]
+    dimension = len(vectors[0][1]) if vectors else 0
+    vectors = [(i, v) for i, v in vectors if len(v) == dimension]
+    if len(vectors) < 2:
         return similarities
-    matrix = np.empty((len(rows), dimension), dtype=np.float32)
-    for row, i in enumerate(rows):
-        matrix[row] = candidates[i].vector
+    matrix = np.empty((len(vectors), dimension), dtype=np.float32)
+    for row, (_, vector) in enumerate(vectors):
+        matrix[row] = vector
     near = matrix @ matrix.mean(axis=0)
-    typical = float(near.mean())
-    generic = [typical] * len(candidates)
-    for row, i in enumerate(rows):
+    generic = [float(near.mean())] * len(candidates)  # no vector: typical
+    for row, (i, _) in enumerate(vectors):
         generic[i] = float(near[row])
     return [
         None if s is None else s - weight * g for s, g in zip(similarities, generic, strict=True)
