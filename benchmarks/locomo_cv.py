@@ -50,6 +50,8 @@ LEVERS: dict[str, list[Any]] = {
     "weights.question": [0.0, 0.1, 0.2, 0.3, 0.4],
     "weights.reply": [0.5, 0.7, 0.85, 1.0],
     "weights.when": [0.0, 0.3, 0.5, 0.7, 1.0],
+    "weights.speaker": [0.0, 0.1, 0.2, 0.3, 0.5],
+    "weights.generic": [0.0, 0.1, 0.2, 0.3],
     "diversity": [0.2, 0.3, 0.4],
     "follow_up": [0, 5, 10],
     "pool": [100, 150, 200],

@@ -72,6 +72,8 @@ def test_defaults_are_the_embedded_setup() -> None:
         "question": 0.3,
         "reply": 1.0,
         "when": 0.5,
+        "speaker": 0.2,
+        "generic": 0.2,
     }
     assert config.memory.buffer.summary_batch == 10
 

@@ -324,6 +324,50 @@ def test_a_when_question_lifts_the_lines_that_say_when() -> None:
     assert dated == undated
 
 
+def test_a_question_about_someone_prefers_what_they_said() -> None:
+    """When the query names some of the pool's speakers, a line by someone it does not
+    name loses ``speaker`` of its relevance; naming all of them, or none, says nothing."""
+
+    def lines() -> list[Candidate]:
+        return [
+            cand("Melanie: I've been running farther lately", 0.5, message_id="m1"),
+            cand("Caroline: I've been running farther lately", 0.5, message_id="m2"),
+            cand("x", 0.1),
+            cand("y", 0.2),
+        ]
+
+    named, other, *_ = relevance(
+        "What does Melanie do to destress?", lines(), weights={"speaker": 0.2}
+    )
+    assert other == pytest.approx(0.8 * named)
+    for query in ("What do Melanie and Caroline do?", "What do they do to destress?"):
+        named, other, *_ = relevance(query, lines(), weights={"speaker": 0.2})
+        assert named == other
+    named, other, *_ = relevance("What does Melanie do?", lines(), weights={"speaker": 0.0})
+    assert named == other
+
+
+def test_a_line_like_the_rest_of_the_pool_ranks_below_one_that_is_specific() -> None:
+    """``generic`` takes from a line's similarity its similarity to the pool's mean
+    vector: of two lines as near the query, the one near everything else is no evidence."""
+
+    def lines() -> list[Candidate]:
+        generic = [cand(f"thanks {i}", 0.3, vector=_unit(1, 0.1 * i, 0)) for i in range(4)]
+        return [
+            cand("Ana: thanks, so sweet of you!", 0.6, vector=_unit(1, 0, 0.2)),
+            cand("Ana: I took up pottery", 0.6, vector=_unit(0.2, 0, 1)),
+            *generic,
+        ]
+
+    like_all, specific, *_ = relevance("q", lines(), weights={"generic": 0.2})
+    assert specific > like_all
+    like_all, specific, *_ = relevance("q", lines(), weights={"generic": 0.0})
+    assert specific == like_all
+    pool = lines()
+    relevance("q", pool, weights={"generic": 0.2})
+    assert [c.similarity for c in pool[:2]] == [0.6, 0.6]  # the floor reads it unchanged
+
+
 def test_temporal_cue_lifts_memories_in_the_named_time() -> None:
     may = cand("we went to the lake", 0.5, timestamp=DAY)
     august = cand("we went to the beach", 0.5, timestamp=DAY + timedelta(days=90))

@@ -263,7 +263,11 @@ class WeightsConfig(Section):
     (the share of a message's relevance passed to the messages next to it), ``question``
     (taken from a message that asks: a question is rarely its own answer) and ``reply``
     (the share of a question's relevance passed to the message that answers it); ``when``
-    (a bonus, for a query that asks when, to a memory that says when: "last week").
+    (a bonus, for a query that asks when, to a memory that says when: "last week");
+    ``speaker`` (the share of its relevance a message loses when the query names some of
+    the pool's speakers but not the one who said it); ``generic`` (how much of a
+    memory's similarity to the whole pool is taken from its similarity to the query: a
+    line like every other line is no evidence).
     """
 
     similarity: float = Field(default=0.9, ge=0)
@@ -276,6 +280,8 @@ class WeightsConfig(Section):
     question: float = Field(default=0.3, ge=0)
     reply: float = Field(default=1.0, ge=0, le=1)
     when: float = Field(default=0.5, ge=0)
+    speaker: float = Field(default=0.2, ge=0, le=1)
+    generic: float = Field(default=0.2, ge=0)
 
     @model_validator(mode="after")
     def _some_weight(self) -> WeightsConfig:

@@ -39,7 +39,7 @@ from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message, to_anthropic_messages, transcript_line
 from tiermem.temporal import asks_about_past, asks_when, says_when, time_windows, within
-from tiermem.text import folded, keyword_matches, query_stems, term_set
+from tiermem.text import folded, keyword_matches, query_stems, term_set, terms
 
 if TYPE_CHECKING:
     from tiermem.tokens import TokenCounter
@@ -230,12 +230,18 @@ class QueryPlanner:
            message before or after it (answers often sit next to the matching line), and
            at least ``reply_weight`` x the relevance of the question it follows;
         6. a superseded fact keeps ``SUPERSEDED`` of its relevance unless the query asks
-           about the past (the current version answers "where does Ana live?").
+           about the past (the current version answers "where does Ana live?"); when the
+           query names some of the pool's speakers but not all, a message said by one it
+           does not name loses ``speaker_weight`` of its relevance ("What does Melanie do
+           to relax?" is answered by what Melanie says).
+
+        The vector score is the similarity to the query less ``generic_weight`` x the
+        similarity to the pool's mean vector (:func:`_specific`).
         """
         if not candidates:
             return
         w = self.settings.weights
-        dense = _rescale([c.similarity for c in candidates])
+        dense = _rescale(_specific(candidates, w.generic))
         keyword = _rescale([c.keyword for c in candidates])
         asks = [_asks(c.content) for c in candidates]
         base = [
@@ -271,6 +277,13 @@ class QueryPlanner:
         if not asks_about_past(query):
             final = [
                 v if c.current else v * SUPERSEDED for c, v in zip(candidates, final, strict=True)
+            ]
+        named = _named_speakers(query, candidates) if w.speaker else set()
+        if named:
+            kept = 1.0 - w.speaker
+            final = [
+                v * kept if _speaker(c) not in (None, *named) else v
+                for c, v in zip(candidates, final, strict=True)
             ]
         top = max(final) or 1.0
         for candidate, value in zip(candidates, final, strict=True):
@@ -553,6 +566,54 @@ def _by_marginal_relevance(
         row = int(np.argmax(scores - diversity * penalty))
         scores[row] = -np.inf
         yield ranked[row]
+
+
+def _specific(candidates: Sequence[Candidate], weight: float) -> list[float | None]:
+    """Each candidate's similarity to the query less ``weight`` x its similarity to the
+    mean of the pool's vectors.
+
+    Some lines are near every query about a conversation ("Thanks, that's so sweet!"), so
+    they are near most of the pool too; a line that answers is near the query more than
+    it is near the rest. A candidate without a vector is taken as typical (the pool's
+    mean). Only the ranking reads this: the floor checks the similarity itself.
+    """
+    similarities = [c.similarity for c in candidates]
+    if not weight:
+        return similarities
+    vectors = [(i, c.vector) for i, c in enumerate(candidates) if c.vector is not None]
+    dimension = len(vectors[0][1]) if vectors else 0
+    vectors = [(i, v) for i, v in vectors if len(v) == dimension]
+    if len(vectors) < 2:
+        return similarities
+    matrix = np.empty((len(vectors), dimension), dtype=np.float32)
+    for row, (_, vector) in enumerate(vectors):
+        matrix[row] = vector
+    near = matrix @ matrix.mean(axis=0)
+    generic = [float(near.mean())] * len(candidates)  # no vector: typical
+    for row, (i, _) in enumerate(vectors):
+        generic[i] = float(near[row])
+    return [
+        None if s is None else s - weight * g for s, g in zip(similarities, generic, strict=True)
+    ]
+
+
+def _speaker(candidate: Candidate) -> str | None:
+    """Who said a message candidate (its line is ``"speaker: text"``, lower-cased), or
+    None for a memory that is not a message."""
+    if candidate.message_id is None:
+        return None
+    name, said, _ = candidate.content.partition(": ")
+    return name.lower() if said else None
+
+
+def _named_speakers(query: str, candidates: Sequence[Candidate]) -> set[str]:
+    """The speakers of the pool's messages whose names ``query`` holds (every word of
+    the name), or none when it names all of them or none: then who said a line tells
+    nothing."""
+    speakers = {s for c in candidates if (s := _speaker(c)) is not None}
+    asked = term_set(query)
+    named = {s for s in speakers if (parts := terms(s)) and asked.issuperset(parts)}
+    return named if named != speakers else set()
 
 
 def _asks(content: str) -> bool:
