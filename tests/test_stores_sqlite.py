@@ -212,6 +212,15 @@ def test_records_read_again_share_nothing_a_caller_can_change(tmp_path: Path) ->
         first.metadata["a"] = 2
     assert store.get("u", flat).metadata == {"a": 1, "b": "x"}
     assert store.get("u", nested).metadata == {"list": [1, 2]}
+    for _ in range(2):  # the second search copies the row cache's records
+        for hit in store.search("u", vector=vecs(1)[0], count_access=False):
+            hit.record.metadata.setdefault("list", []).append(3)
+            hit.record.metadata["a"] = 2
+    again = {
+        h.record.id: h.record for h in store.search("u", vector=vecs(1)[0], count_access=False)
+    }
+    assert again[flat].metadata == {"a": 1, "b": "x"}
+    assert again[nested].metadata == {"list": [1, 2]}
     store.close()
 
 

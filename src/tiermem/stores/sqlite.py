@@ -13,7 +13,6 @@ import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
@@ -192,6 +191,15 @@ def _metadata(text: str) -> dict[str, Any]:
     inside, so the copy shares nothing mutable), else parsed afresh."""
     flat = _flat_metadata(text)
     return dict(flat) if flat is not None else cast(dict[str, Any], json.loads(text))
+
+
+def _with_metadata(record: MemoryRecord, metadata: dict[str, Any]) -> MemoryRecord:
+    """A copy of the cached ``record`` with its own ``metadata``: its fields copied as
+    they are (``dataclasses.replace`` runs ``__init__`` again: 2.7 against 0.4 µs a row,
+    400 rows a context)."""
+    copy = object.__new__(MemoryRecord)
+    copy.__dict__.update(record.__dict__, metadata=metadata)
+    return copy
 
 
 @lru_cache(maxsize=_DECODED)
@@ -433,7 +441,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             if kept is None or kept[0].user_id != user_id:
                 missing.append(seq)
             else:  # its own metadata dict: a caller may change it
-                found[seq] = replace(kept[0], metadata=_metadata(kept[1]))
+                found[seq] = _with_metadata(kept[0], _metadata(kept[1]))
         select = f"SELECT {_COLUMNS} FROM {self.table} WHERE +user_id = ? AND seq IN"
         for part in _chunks(missing):
             for r in c.execute(f"{select} ({_marks(part)})", [user_id, *part]):
