@@ -99,9 +99,10 @@ def test_missing_or_broken_files_raise_model_load_error(tmp_path: Path) -> None:
         OnnxEmbedder("another-model").embed(["hello"])  # nothing packaged for it
 
 
-def test_the_default_embeds_without_torch_or_network() -> None:
+def test_the_default_embeds_without_torch_or_network(tmp_path: Path) -> None:
     """A fresh process embeds with the default and never imports torch; the hub is
-    unreachable (and never asked)."""
+    unreachable (and never asked); onnxruntime's telemetry stays off (its device id and
+    event cache under ~/.cache/Microsoft are never written)."""
     code = (
         "import sys\n"
         "from tiermem.embeddings import get_embedder\n"
@@ -109,13 +110,33 @@ def test_the_default_embeds_without_torch_or_network() -> None:
         "heavy = ('torch', 'sentence_transformers', 'transformers', 'huggingface_hub')\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE",)}
+    dropped = ("HF_HUB_OFFLINE", "ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(PYTHONPATH=SRC, HF_ENDPOINT="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9")
+    env.update(HOME=str(tmp_path))
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["(1, 384)", "[]"]
+    assert [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_a_process_that_chose_telemetry_keeps_its_choice(tmp_path: Path) -> None:
+    """``ORT_DISABLE_TELEMETRY`` set by the process is left as it is (tiermem only sets
+    it when unset)."""
+    code = (
+        "import os\n"
+        "from tiermem.embeddings import get_embedder\n"
+        "get_embedder().embed(['hi'])\n"
+        "print(os.environ['ORT_DISABLE_TELEMETRY'])\n"
+    )
+    env = dict(os.environ, PYTHONPATH=SRC, HOME=str(tmp_path), ORT_DISABLE_TELEMETRY="0")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0"
 
 
 def test_forward_passes_cover_every_row_and_cut_padding() -> None:

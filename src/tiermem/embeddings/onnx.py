@@ -112,6 +112,10 @@ def _load(graph: Path, tokenizer_file: Path, max_length: int, threads: int | Non
                 f"embedding model {what} {path} does not exist; pass model_path= an .onnx "
                 "file with tokenizer.json beside it"
             )
+    # onnxruntime 1.29+ sends usage telemetry on Linux and macOS too, and writes a device
+    # id under ~/.cache/Microsoft; a library that runs offline keeps it off unless the
+    # process chose otherwise (the variable is read once, when onnxruntime starts).
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     try:
         import onnxruntime as ort
     except ImportError as exc:
