@@ -1,4 +1,5 @@
-"""A real uvicorn server on a free loopback port, in a thread of the test process."""
+"""A real uvicorn server on a free loopback port, in a thread of the test process, with
+``tiermem serve``'s HTTP protocol (one send per response)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 
 import uvicorn
 
+from tiermem.server.writes import JoinedWritesProtocol
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -22,7 +25,14 @@ def free_port() -> int:
 def live_server(app: Any) -> Iterator[str]:
     """Serve ``app`` on 127.0.0.1 until the block ends; yields its base URL."""
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        http=JoinedWritesProtocol,  # as tiermem serve
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
     thread.start()

@@ -92,3 +92,41 @@ async def test_native_context_answers_as_get_context_on_every_path(
         assert any("pear tree" in item.content for item in found.items)
     finally:
         await memory.aclose()
+
+
+def test_a_lone_context_awaits_the_native_path_on_a_native_store(
+    served: dict[bool, tuple[str, Memory]],
+) -> None:
+    """One request at a time: the native server awaits ``aget_context`` (one round trip,
+    less than the sync path's reads), the thread-hop server runs ``get_context`` on its
+    loop (its async twin would be that call in a thread)."""
+    user = f"u-{uuid.uuid4()}"
+    calls: dict[bool, list[str]] = {True: [], False: []}
+    for native, (_, memory) in served.items():
+        memory.sessions(user)  # the store is built on first use
+        assert memory.native_async is native
+        for name in ("get_context", "aget_context"):
+            original = getattr(memory, name)
+            if name == "get_context":
+
+                def sync(*args: Any, _o: Any = original, _n: bool = native, **kw: Any) -> Any:
+                    calls[_n].append("get_context")
+                    return _o(*args, **kw)
+
+                memory.get_context = sync  # type: ignore[method-assign]
+            else:
+
+                async def awaited(
+                    *args: Any, _o: Any = original, _n: bool = native, **kw: Any
+                ) -> Any:
+                    calls[_n].append("aget_context")
+                    return await _o(*args, **kw)
+
+                memory.aget_context = awaited  # type: ignore[method-assign]
+    memory = served[True][1]
+    memory.remember("allergic to bee stings", user, "fact")
+    for url, _ in served.values():
+        asked = {"user_id": user, "query": "bees", "max_tokens": 500}
+        answer = httpx.post(url + "/v1/context", json=asked, timeout=30)
+        assert answer.status_code == 200 and answer.json()["items"]
+    assert calls == {True: ["aget_context"], False: ["get_context"]}

@@ -1,6 +1,7 @@
-"""The native async store reads (PostgreSQL's ``abatch`` on an async pool): the same
-results and errors as ``batch`` for every planned op, on every engine; an outage gives
-the same StoreUnavailableError, and the first call after it succeeds."""
+"""The native async store reads (PostgreSQL's ``abatch`` on an async pool, ``abatch_then``
+in pipelined rounds from a thread): the same results and errors as ``batch`` for every
+planned op, on every engine; an outage gives the same StoreUnavailableError, and the
+first call after it succeeds."""
 
 from __future__ import annotations
 
@@ -162,6 +163,37 @@ async def test_abatch_then_raises_what_then_raises(pg_store: PostgresStore) -> N
         with pytest.raises(ValueError, match="planning failed"):
             await pg_store.abatch_then(ops, then)
     assert await pg_store.abatch_then(ops, lambda results: results) == [[], []]
+
+
+def test_rounds_give_their_connections_back_as_lent(pg_store: PostgresStore) -> None:
+    """The rounds run in autocommit on the sync pool's connections; a failed statement,
+    in an implicit or an explicit transaction (``relaxed``), rolls back and the pool gets
+    each connection back idle and not in autocommit."""
+    import psycopg
+    from psycopg.pq import TransactionStatus
+
+    from tiermem.stores.plans import Lockstep
+    from tiermem.stores.postgres_rounds import run_then
+
+    def failing() -> Any:
+        yield ("SELECT 1", ())
+        yield ("SELECT 1 / 0", ())
+
+    size = pg_store._apools._args[1]
+    for relaxed in (False, True):
+        for _ in range(size + 1):  # more than the pool holds
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                run_then(pg_store._pool.connection, Lockstep([failing()]), relaxed, list)
+    held = [pg_store._pool.getconn() for _ in range(size)]
+    try:
+        for conn in held:
+            assert not conn.autocommit
+            assert conn.info.transaction_status == TransactionStatus.IDLE
+    finally:
+        for conn in held:
+            pg_store._pool.putconn(conn)
+    user = f"u-{uuid.uuid4()}"
+    assert pg_store.batch([tr.RecentOp(user, None, 3)]) == [[]]
 
 
 async def test_abatch_refuses_as_batch(store: MemoryStore) -> None:

@@ -238,6 +238,14 @@ class Memory(Reading):
         :meth:`stage_messages` and :meth:`commit_staged` may be used."""
         return self._keep.commits_messages
 
+    @property
+    def native_async(self) -> bool:
+        """Whether the async reads (:meth:`aget_context`, :meth:`asearch`...) take the
+        store's own async path (PostgreSQL with ``memory.persistent.native_async``: a
+        context's reads in one round trip from the thread that plans it) instead of the
+        sync method in a thread. False until the store is built (on first use)."""
+        return self._tiers.native_async
+
     def stage_messages(
         self,
         messages: Iterable[Message | Mapping[str, Any]],

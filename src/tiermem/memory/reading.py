@@ -4,8 +4,9 @@ Each read is written once, as its checks, its store call and what it makes of th
 answer (:func:`~tiermem.twins.stepped`: a generator of its waits); the sync method
 calls the store's sync API, the async twin the store's async one. On a store that reads
 natively in async calls (PostgreSQL with ``memory.persistent.native_async``) an async
-read leaves the event loop only for CPU work (embedding, planning); on any other store
-the twin runs the sync method in a thread.
+read leaves the event loop only for CPU work (embedding, planning: a context's reads go
+with its planning, in one round trip from that thread); on any other store the twin runs
+the sync method in a thread.
 """
 
 from __future__ import annotations
@@ -79,9 +80,9 @@ class Reading(Operations):
     ) -> Steps[Context]:
         """The context for ``query``: recent messages, relevant memories, summary and
         synopsis, ranked, deduplicated and fitted to ``max_tokens``. Async: on PostgreSQL
-        the store's reads and searches are awaited on its async connections, in one round
-        trip; one thread decodes their rows, ranks and plans, and a model embeds a query
-        it has not seen (see :meth:`~tiermem.memory.retrieval.Retriever.agather`)."""
+        one thread sends the store's reads and searches in one round trip, decodes their
+        rows, ranks and plans, and a model embeds a query it has not seen (see
+        :meth:`~tiermem.memory.retrieval.Retriever.agather`)."""
         self._check_query(query, user_id)
         check_text_id(session_id, "session_id")
         retriever = self._retriever

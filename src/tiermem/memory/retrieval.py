@@ -96,9 +96,9 @@ class Retriever:
         The query is embedded from the start (a vector the embedder has cached costs no
         thread), beside the reads and the keyword search, which go in one batch; the
         vector search joins that batch when the vector is ready, else follows it. The
-        last batch's rows are shaped, the synopsis read, the candidates made and
-        ``finish`` called in one thread (``abatch_then``), so the event loop only sends
-        statements and receives rows. Every step but the I/O is :meth:`gather`'s."""
+        last batch is read, its rows shaped, the synopsis read, the candidates made and
+        ``finish`` called in one thread (``abatch_then``), so the event loop only awaits
+        it. Every step but the I/O is :meth:`gather`'s."""
         store = self.tiers.store
         reads = self._reads(user_id, session_id)
         read = partial(self._assemble, query, user_id, session_id, reads)

@@ -72,6 +72,7 @@ def serve(
     from tiermem.server.app import create_app
     from tiermem.server.keys import KeyStore, keys_location
     from tiermem.server.service import ADMIN_KEY_ENV
+    from tiermem.server.writes import JoinedWritesProtocol
 
     if workers < 1:
         raise ConfigError("--workers", f"{workers} is less than 1", "use 1 or more")
@@ -90,7 +91,7 @@ def serve(
         )
     if workers == 1:
         app = frozen(create_app(memory, own_memory=True))
-        uvicorn.run(app, host=host, port=port, access_log=False)
+        uvicorn.run(app, host=host, port=port, access_log=False, http=JoinedWritesProtocol)
         return
     memory.close()
     os.environ[CONFIG_ENV] = config or ""
@@ -102,4 +103,5 @@ def serve(
         port=port,
         workers=workers,
         access_log=False,
+        http=JoinedWritesProtocol,
     )

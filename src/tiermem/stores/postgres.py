@@ -21,7 +21,6 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import tiermem.stores.copies as copies
@@ -37,7 +36,7 @@ from tiermem.stores.plans import Lockstep, arun, run
 from tiermem.stores.postgres_async import AsyncPools
 from tiermem.stores.postgres_plans import COLUMNS as _COLUMNS
 from tiermem.stores.postgres_plans import DIALECT, HNSW_MAX_DIMENSION, PostgresPlans, count_of
-from tiermem.stores.postgres_rounds import RELAXED, arun_then
+from tiermem.stores.postgres_rounds import RELAXED, run_then
 from tiermem.stores.records import MemoryRecord, ReplicaStatus, SearchResult, StoreStats
 from tiermem.stores.replica import (
     DEFAULT_RETRY,
@@ -404,18 +403,19 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         return await self._retried(self._aread, ops)
 
     async def abatch_then(self, ops: Iterable[Op], then: Callable[[list[Any]], T]) -> T:
-        """``then(results)`` of a batch, ``then`` called in a thread (a context's reads,
-        then its ranking and planning). Natively (as :meth:`abatch`): the plans' statements
-        go to the server pipelined, a round trip per step, and their rows are decoded and
-        shaped in the thread that calls ``then`` (:mod:`.postgres_rounds`), so the event
-        loop only sends and receives; else ``then(batch(ops))`` in a thread."""
+        """``then(results)`` of a batch, in a thread (a context's reads, then its ranking
+        and planning). Natively (as :meth:`abatch`): that thread sends the plans'
+        statements pipelined, a round trip per step, on a pooled connection, then decodes
+        and shapes their rows and calls ``then`` (:mod:`.postgres_rounds`), while the event
+        loop answers other requests; else ``then(batch(ops))`` in a thread."""
         ops = list(ops)
         if not self._reads_natively(ops):
             return await asyncio.to_thread(lambda: then(self.batch(ops)))
-        return await self._retried(partial(self._aread_then, then=then), ops)
+        return await asyncio.to_thread(self._read_then, ops, then)
 
     def _reads_natively(self, ops: list[Op]) -> bool:
-        """Whether ``ops`` run on this loop's async pool (replica reads: in a thread)."""
+        """Whether ``ops`` are read natively: each has a plan, and no replica is
+        configured (replica reads: ``batch`` in a thread)."""
         native = self.native_async and self._replica is None
         return native and all(handler(op).plan for op in ops)
 
@@ -428,13 +428,13 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         await self._apools.recheck()  # a restart broke idle connections: replace them
         return await read(ops)  # reads: running them again is safe
 
-    async def _aread_then(self, ops: list[Op], then: Callable[[list[Any]], T]) -> T:
+    def _read_then(self, ops: list[Op], then: Callable[[list[Any]], T]) -> T:
         if not ops:
-            return await asyncio.to_thread(then, [])
+            return then([])
         relaxed = relaxed_commit(ops, self.durability)
         lockstep = Lockstep(self.plan(op) for op in ops)
         with _store_errors():
-            return await arun_then(self._apools.connection, lockstep, relaxed, then)
+            return run_then(self._pool.connection, lockstep, relaxed, then)
 
     async def _aread(self, ops: list[Op]) -> list[Any]:
         async with self._atransaction() as conn:

@@ -5,9 +5,7 @@ An async pool belongs to the loop that opened it, and a store may be awaited fro
 own pool, sized and configured as the sync one (same timeout, same health check on
 checkout's timeout, same ``synchronous_commit`` session default; no test of each
 connection on checkout: see :meth:`AsyncPools.recheck`), in autocommit: a batch opens its
-transaction itself, or runs a round of reads as the implicit transaction of one pipeline
-(:mod:`.postgres_rounds`). A pool whose loop is gone is
-dropped with it.
+transaction itself. A pool whose loop is gone is dropped with it.
 """
 
 from __future__ import annotations

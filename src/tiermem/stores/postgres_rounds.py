@@ -1,25 +1,26 @@
-"""A batch of reads whose rows are decoded off the event loop (PostgreSQL, native async).
+"""A batch of reads in one round trip, its rows decoded a column at a time (PostgreSQL,
+native async: a context's reads, in the thread that then plans it).
 
-An async read that decodes its rows on the event loop holds up every other request's
-statements meanwhile: a context reads about 230 rows (the vector search's pool with its
-vectors and JSON metadata), and decoding them was most of the loop's time per context
-(docs/benchmarks.md). Here the batch's plans run side by side (:class:`~.plans.Lockstep`):
-each round's statements go to the server pipelined, in one round trip, and the loop
-only receives their results. A thread then makes the rows (psycopg's C loaders, JSON and
-vectors as bytes), decodes those a column at a time (one ``json.loads`` and one
-``numpy`` conversion per column: the same values as the row-at-a-time loaders), shapes
-them by their plans and hands the results to the caller's ``then``. A round of single
-rows (a row count, a setting) goes back to its plans on the loop, with no thread.
+The batch's plans run side by side (:class:`~.plans.Lockstep`): each round's statements
+go to the server pipelined, in one round trip, on a pooled connection of the calling
+thread. Its rows are then made (psycopg's C loaders, JSON and vectors as bytes) and
+decoded a column at a time (one ``json.loads`` and one ``numpy`` conversion per column:
+the same values as the row-at-a-time loaders), shaped by their plans and handed to the
+caller's ``then``.
+
+Not on the event loop: received there, a context's results (about 230 rows, 0.3 MB with
+the vector search's vectors) woke the loop about 30 times, each wake-up a pass through
+psycopg's async waiting and the whole chain of awaiting coroutines, and the loop thread,
+which also speaks HTTP for every request, was then the server's bottleneck on busy
+cores (docs/benchmarks.md). A thread waits for the socket in psycopg's C loop.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
-from typing import Any, NamedTuple, TypeVar, cast
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -50,41 +51,55 @@ class Raw(NamedTuple):
         return list(self.transformer.load_rows(0, self.ntuples, tuple))
 
 
-async def arun_then(
-    connection: Callable[[], AbstractAsyncContextManager[Any]],
+def run_then(
+    connection: Callable[[], AbstractContextManager[Any]],
     lockstep: Lockstep,
     relaxed: bool,
     then: Callable[[list[Any]], T],
 ) -> T:
-    """``then(results)`` of ``lockstep``'s plans, on autocommit connections of
-    ``connection()`` (``relaxed``: each of the batch's transactions commits without
-    waiting for the WAL flush).
+    """``then(results)`` of ``lockstep``'s plans, in the calling thread, on connections of
+    ``connection()`` in autocommit while the rounds run (``relaxed``: each of the batch's
+    transactions commits without waiting for the WAL flush).
 
     A round's statements go in one pipeline, the implicit transaction of its sync; a
     round that holds a :class:`~.plans.Setting` opens a transaction the next round ends,
     so the setting reaches the statement that needs it (one round trip per round either
-    way). A round with more than single rows returns its connection before a thread
-    shapes them, so no connection waits for a thread; if the plans then ask for another
-    round, it runs on a connection taken anew (at READ COMMITTED each statement reads its
-    own snapshot anyway)."""
+    way). A round with more than single rows returns its connection before its rows are
+    made and shaped, so no connection waits for the decoding; if the plans then ask for
+    another round, it runs on a connection taken anew (at READ COMMITTED each statement
+    reads its own snapshot anyway)."""
     while True:
-        async with connection() as conn:
+        with connection() as conn, _autocommit(conn):
             vector = conn.adapters.types["vector"].oid
+            fetched = _rounds(conn, lockstep, relaxed, vector)
+        if fetched is not None:
+            lockstep.send({i: _decoded(f, vector) for i, f in fetched.items()})
+        if not lockstep.steps:
+            return then(lockstep.results)
+
+
+@contextmanager
+def _autocommit(conn: Any) -> Iterator[None]:
+    """``conn`` in autocommit within the block; after a failure its transaction is rolled
+    back, so the pool gets the connection back as it lent it (one that cannot be rolled
+    back is closed: the pool replaces it)."""
+    import psycopg
+    from psycopg.pq import TransactionStatus
+
+    conn.autocommit = True
+    try:
+        yield
+    finally:
+        if not conn.closed:
             try:
-                fetched = await _rounds(conn, lockstep, relaxed, vector)
-            except BaseException:
-                await _rollback(conn)
-                raise
-        if fetched is None:  # every round was single rows, shaped on the loop
-            return await asyncio.to_thread(then, lockstep.results)
-        done = await asyncio.to_thread(_shape_then, lockstep, fetched, vector, then)
-        if done is not _MORE:
-            return cast(T, done)
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    conn.rollback()
+                conn.autocommit = False
+            except psycopg.Error:
+                conn.close()
 
 
-async def _rounds(
-    conn: Any, lockstep: Lockstep, relaxed: bool, vector: int
-) -> dict[int, Any] | None:
+def _rounds(conn: Any, lockstep: Lockstep, relaxed: bool, vector: int) -> dict[int, Any] | None:
     """Rounds of ``lockstep`` on ``conn`` until one fetches more than single rows (its
     :class:`Raw` rows, its transaction ended) or the plans are done (None)."""
     open_ = False
@@ -98,48 +113,40 @@ async def _rounds(
         if open_ and not setting:
             after.append(("COMMIT", ()))
             open_ = False
-        fetched = await _round(conn, lockstep.steps, before, after)
+        fetched = _round(conn, lockstep.steps, before, after, vector)
         if not setting and any(isinstance(f, Raw) and f.ntuples > 1 for f in fetched.values()):
             return fetched
         lockstep.send({i: _decoded(f, vector) for i, f in fetched.items()})
         if not lockstep.steps:
             if open_:
-                await conn.execute("COMMIT")
+                conn.execute("COMMIT")
             return None
 
 
-_MORE = object()
-"""What :func:`_shape_then` returns when the plans asked for another round."""
-
-
-def _shape_then(
-    lockstep: Lockstep, fetched: Mapping[int, Any], vector: int, then: Callable[[list[Any]], T]
-) -> Any:
-    lockstep.send({i: _decoded(f, vector) for i, f in fetched.items()})
-    return _MORE if lockstep.steps else then(lockstep.results)
-
-
-async def _round(
-    conn: Any, steps: Mapping[int, Query], before: Sequence[Query], after: Sequence[Query]
+def _round(
+    conn: Any,
+    steps: Mapping[int, Query],
+    before: Sequence[Query],
+    after: Sequence[Query],
+    vector: int,
 ) -> dict[int, Any]:
     """Each step's :class:`Raw` rows (or row count), the steps sent in one round trip
     between the statements ``before`` and ``after`` (without rows)."""
     from psycopg.adapt import Transformer
     from psycopg.types.string import ByteaBinaryLoader
 
-    vector = conn.adapters.types["vector"].oid
     cursors = {}
-    async with conn.pipeline():
+    with conn.pipeline():
         for sql, params in before:
-            await conn.execute(sql, params)
+            conn.execute(sql, params)
         for i, (sql, params) in steps.items():
             cursor = conn.cursor()
-            for oid in (JSONB, vector):  # as bytes: decoded a column at a time in the thread
+            for oid in (JSONB, vector):  # as bytes: decoded a column at a time after
                 cursor.adapters.register_loader(oid, ByteaBinaryLoader)
-            await cursor.execute(sql, params, binary=True)
+            cursor.execute(sql, params, binary=True)
             cursors[i] = cursor
         for sql, params in after:
-            await conn.execute(sql, params)
+            conn.execute(sql, params)
     fetched: dict[int, Any] = {}
     for i, cursor in cursors.items():
         result = cursor.pgresult  # its columns read directly: no Column objects
@@ -150,7 +157,7 @@ async def _round(
         columns = [
             (result.fname(k).decode(encoding), result.ftype(k)) for k in range(result.nfields)
         ]
-        transformer = Transformer(cursor)  # its loaders made here, on the loop
+        transformer = Transformer(cursor)
         transformer.set_pgresult(result)
         fetched[i] = Raw(columns, transformer)
     return fetched
@@ -193,13 +200,3 @@ def _vector_column(values: Sequence[bytes | None]) -> list[Any]:
 
 def _vector(value: bytes) -> np.ndarray:
     return np.frombuffer(value, dtype=">f4", offset=4).astype(np.float32)
-
-
-async def _rollback(conn: Any) -> None:
-    """End a failed batch's transaction if the connection still can (the pool discards a
-    broken one)."""
-    import psycopg
-
-    if not conn.closed:
-        with contextlib.suppress(psycopg.Error):
-            await conn.rollback()

@@ -118,7 +118,7 @@ class MemoryStore(TranscriptAPI, WorkQueue):
 
     async def abatch_then(self, ops: Iterable[Op], then: Callable[[list[Any]], _T]) -> _T:
         """``then(results)`` of :meth:`batch`, ``then`` (work on the results) called in a
-        thread; a store that reads natively shapes the rows in that thread too."""
+        thread; a store that reads natively reads and shapes the rows in that thread too."""
         ops = list(ops)
         return await asyncio.to_thread(lambda: then(self.batch(ops)))
 

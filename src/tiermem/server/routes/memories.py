@@ -151,9 +151,10 @@ def router(service: Service, metrics: Metrics) -> APIRouter:
         """The context for a prompt, fitted to ``max_tokens``, with why each item is there."""
         user = tenant.scope(body.user_id)
         session = check_text_id(body.session_id, "session_id")
-        if await metrics.alone():  # nothing else waits for the loop: no thread hop, no wake
+        if not memory.native_async and await metrics.alone():
+            # the async twin would be this call in a thread: alone, no hop and no wake
             context = memory.get_context(body.query, user, session, body.max_tokens)
-        else:  # on PostgreSQL no thread hop but the embedding's and the planning's
+        else:  # natively (PostgreSQL) one round trip, alone too: less than the sync reads
             context = await memory.aget_context(body.query, user, session, body.max_tokens)
         return context_to_json(context)
 
