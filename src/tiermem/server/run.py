@@ -89,19 +89,13 @@ def serve(
             f"{host} is not a loopback address and no key exists (development mode)",
             "create a key first (tiermem keys create --tenant NAME) or serve on 127.0.0.1",
         )
+    # no access log (the metrics count requests); an answer in one write (server/writes.py)
+    serving: dict[str, Any] = {"host": host, "port": port, "access_log": False}
+    serving["http"] = JoinedWritesProtocol
     if workers == 1:
-        app = frozen(create_app(memory, own_memory=True))
-        uvicorn.run(app, host=host, port=port, access_log=False, http=JoinedWritesProtocol)
+        uvicorn.run(frozen(create_app(memory, own_memory=True)), **serving)
         return
     memory.close()
     os.environ[CONFIG_ENV] = config or ""
     os.environ[DB_ENV] = db or ""
-    uvicorn.run(
-        "tiermem.server.run:app_from_env",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        access_log=False,
-        http=JoinedWritesProtocol,
-    )
+    uvicorn.run("tiermem.server.run:app_from_env", factory=True, workers=workers, **serving)
