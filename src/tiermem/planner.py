@@ -253,19 +253,22 @@ class QueryPlanner:
                 v + (w.when if says_when(c.content) else 0.0)
                 for c, v in zip(candidates, base, strict=True)
             ]
-        sessions: dict[str, list[float]] = {}
+        context: dict[str, float] = {}  # each session's best
         for candidate, value in zip(candidates, base, strict=True):
-            if candidate.session_id is not None:
-                sessions.setdefault(candidate.session_id, []).append(value)
-        context = {sid: max(v) for sid, v in sessions.items()}
+            sid = candidate.session_id
+            if sid is not None and (sid not in context or value > context[sid]):
+                context[sid] = value
         years = {c.timestamp.year for c in candidates if c.timestamp is not None}
         windows = time_windows(query, years) if w.temporal else []
-        own = []
-        for candidate, value in zip(candidates, base, strict=True):
-            value += w.session * context.get(candidate.session_id or "", 0.0)
-            if windows and within(candidate.timestamp, windows):
-                value += w.temporal
-            own.append(value)
+        own = [
+            value + w.session * context.get(c.session_id or "", 0.0)
+            for c, value in zip(candidates, base, strict=True)
+        ]
+        if windows:
+            own = [
+                v + w.temporal if within(c.timestamp, windows) else v
+                for c, v in zip(candidates, own, strict=True)
+            ]
         by_id = {c.message_id: i for i, c in enumerate(candidates) if c.message_id}
         final = list(own)
         for i, candidate in enumerate(candidates):
@@ -278,12 +281,12 @@ class QueryPlanner:
             final = [
                 v if c.current else v * SUPERSEDED for c, v in zip(candidates, final, strict=True)
             ]
-        named = _named_speakers(query, candidates) if w.speaker else set()
+        speakers = [_speaker(c) for c in candidates] if w.speaker else []
+        named = _named_speakers(query, speakers)
         if named:
-            kept = 1.0 - w.speaker
+            kept, spared = 1.0 - w.speaker, {None, *named}
             final = [
-                v * kept if _speaker(c) not in (None, *named) else v
-                for c, v in zip(candidates, final, strict=True)
+                v if s in spared else v * kept for s, v in zip(speakers, final, strict=True)
             ]
         top = max(final) or 1.0
         for candidate, value in zip(candidates, final, strict=True):
@@ -557,14 +560,17 @@ def _by_marginal_relevance(
             matrix[row] = vector
     scores = np.array([c.score for c in ranked], dtype=np.float32)
     penalty = np.zeros(len(ranked), dtype=np.float32)
+    marginal = scores - diversity * penalty
     position = {id(c): row for row, c in enumerate(ranked)}
     counted = len(chosen)
     for _ in range(len(ranked)):
-        for candidate in chosen[counted:]:  # taken since the last step
-            np.maximum(penalty, matrix @ matrix[position[id(candidate)]], out=penalty)
-        counted = len(chosen)
-        row = int(np.argmax(scores - diversity * penalty))
-        scores[row] = -np.inf
+        if len(chosen) > counted:  # some taken since the last step
+            for candidate in chosen[counted:]:
+                np.maximum(penalty, matrix @ matrix[position[id(candidate)]], out=penalty)
+            counted = len(chosen)
+            marginal = scores - diversity * penalty
+        row = int(np.argmax(marginal))
+        scores[row] = marginal[row] = -np.inf
         yield ranked[row]
 
 
@@ -580,18 +586,17 @@ def _specific(candidates: Sequence[Candidate], weight: float) -> list[float | No
     similarities = [c.similarity for c in candidates]
     if not weight:
         return similarities
-    vectors = [(i, c.vector) for i, c in enumerate(candidates) if c.vector is not None]
-    dimension = len(vectors[0][1]) if vectors else 0
-    vectors = [(i, v) for i, v in vectors if len(v) == dimension]
-    if len(vectors) < 2:
+    present = [(i, c.vector) for i, c in enumerate(candidates) if c.vector is not None]
+    dimension = len(present[0][1]) if present else 0
+    rows = [i for i, v in present if len(v) == dimension]
+    if len(rows) < 2:
         return similarities
-    matrix = np.empty((len(vectors), dimension), dtype=np.float32)
-    for row, (_, vector) in enumerate(vectors):
-        matrix[row] = vector
+    vectors = [v for _, v in present if len(v) == dimension]
+    matrix = np.concatenate(vectors, dtype=np.float32).reshape(len(rows), dimension)
     near = matrix @ matrix.mean(axis=0)
     generic = [float(near.mean())] * len(candidates)  # no vector: typical
-    for row, (i, _) in enumerate(vectors):
-        generic[i] = float(near[row])
+    for i, value in zip(rows, near.tolist(), strict=True):
+        generic[i] = value
     return [
         None if s is None else s - weight * g for s, g in zip(similarities, generic, strict=True)
     ]
@@ -606,14 +611,14 @@ def _speaker(candidate: Candidate) -> str | None:
     return name.lower() if said else None
 
 
-def _named_speakers(query: str, candidates: Sequence[Candidate]) -> set[str]:
-    """The speakers of the pool's messages whose names ``query`` holds (every word of
-    the name), or none when it names all of them or none: then who said a line tells
-    nothing."""
-    speakers = {s for c in candidates if (s := _speaker(c)) is not None}
+def _named_speakers(query: str, speakers: Sequence[str | None]) -> set[str]:
+    """The pool's ``speakers`` (:func:`_speaker` of each candidate) whose names ``query``
+    holds (every word of the name), or none when it names all of them or none: then who
+    said a line tells nothing."""
+    pool = {s for s in speakers if s is not None}
     asked = term_set(query)
-    named = {s for s in speakers if (parts := terms(s)) and asked.issuperset(parts)}
-    return named if named != speakers else set()
+    named = {s for s in pool if (parts := terms(s)) and asked.issuperset(parts)}
+    return named if named != pool else set()
 
 
 def _asks(content: str) -> bool:
@@ -628,14 +633,15 @@ def _preview(text: str, limit: int = 70) -> str:
 
 def _rescale(values: list[float | None]) -> list[float]:
     """Map scores so the pool's median is 0 and its best 1 (missing and below: 0)."""
-    present = sorted(v for v in values if v is not None)
+    present = [v for v in values if v is not None]
     if not present:
         return [0.0] * len(values)
+    present.sort()
     median = present[len(present) // 2]
     span = present[-1] - median
     if span <= 0:
         return [1.0 if v is not None else 0.0 for v in values]
-    return [0.0 if v is None else max((v - median) / span, 0.0) for v in values]
+    return [0.0 if v is None or v < median else (v - median) / span for v in values]
 
 
 _MONTHS = tuple(datetime(2000, month, 1).strftime("%B") for month in range(1, 13))
