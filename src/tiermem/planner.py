@@ -285,9 +285,7 @@ class QueryPlanner:
         named = _named_speakers(query, speakers)
         if named:
             kept, spared = 1.0 - w.speaker, {None, *named}
-            final = [
-                v if s in spared else v * kept for s, v in zip(speakers, final, strict=True)
-            ]
+            final = [v if s in spared else v * kept for s, v in zip(speakers, final, strict=True)]
         top = max(final) or 1.0
         for candidate, value in zip(candidates, final, strict=True):
             candidate.relevance = max(value, 0.0) / top

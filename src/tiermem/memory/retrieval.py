@@ -159,12 +159,12 @@ class Retriever:
         return reads
 
     def _keyword_op(self, query: str, user_id: str) -> SearchOp:
-        return SearchOp(user_id, "keyword", None, query, self.pool, count_access=False)
+        return SearchOp(user_id, "keyword", None, query, self.pool, count_access=False, shared=True)
 
     def _vector_op(self, vector: Any, user_id: str) -> SearchOp:
         # after the unindexed rows were read: a row the worker indexes in between is in
         # the index, or in both (the planner keeps one)
-        return SearchOp(user_id, "vector", vector, None, self.pool, count_access=False)
+        return SearchOp(user_id, "vector", vector, None, self.pool, count_access=False, shared=True)
 
     def _synopsis(self, user_id: str, generation: int | None) -> str | None:
         """The synopsis for a context (None when synopses are disabled)."""
