@@ -39,7 +39,7 @@ from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message, to_anthropic_messages, transcript_line
 from tiermem.temporal import asks_about_past, asks_when, says_when, time_windows, within
-from tiermem.text import folded, keyword_matches, query_stems, term_set, terms
+from tiermem.text import folded, keyword_counts, query_stems, term_set, terms
 
 if TYPE_CHECKING:
     from tiermem.tokens import TokenCounter
@@ -307,28 +307,30 @@ class QueryPlanner:
         larger than the context. With the floor off, all are kept.
         """
         wanted = len(query_stems(query))
-        for candidate in candidates:
-            found = keyword_matches(query, candidate.content)
+        counts = keyword_counts(query, [c.content for c in candidates])
+        for candidate, found in zip(candidates, counts, strict=True):
             candidate.keywords = found / wanted if wanted else 0.0
         floor = self.settings.floor
         if not floor.enabled:
             return list(candidates)
         years = {c.timestamp.year for c in candidates if c.timestamp is not None}
         windows = time_windows(query, years)
-
-        def passes(candidate: Candidate) -> bool:
-            return (
-                candidate.similarity is not None and candidate.similarity >= floor.similarity
-            ) or candidate.keywords >= floor.keywords
-
-        kept = {id(c) for c in candidates if passes(c) or within(c.timestamp, windows)}
+        similar, matching = floor.similarity, floor.keywords
+        passed = {  # on their own evidence
+            id(c)
+            for c in candidates
+            if (c.similarity is not None and c.similarity >= similar) or c.keywords >= matching
+        }
+        kept = set(passed)
+        if windows:  # in a time the query names
+            kept.update(id(c) for c in candidates if within(c.timestamp, windows))
         if floor.neighbours:
             by_id = {c.message_id: c for c in candidates if c.message_id}
             for candidate in candidates:
                 before = by_id.get(candidate.previous_id) if candidate.previous_id else None
-                if before is not None and passes(before):
+                if before is not None and id(before) in passed:
                     kept.add(id(candidate))
-                if before is not None and passes(candidate):
+                if before is not None and id(candidate) in passed:
                     kept.add(id(before))
         passing = [c for c in candidates if id(c) in kept]
         if room is not None and not self._exceeds(passing, room):
