@@ -76,7 +76,10 @@ class Retriever:
             keyword = searches.submit(self._keyword_search, query, user_id)
             vector, pending = self._embed_with_pending(query, read.unindexed)
             (vector_hits,) = store.batch([self._vector_op(vector, user_id)])
-            keyword_hits, by_keyword = keyword.result()
+            if keyword.cancel():  # no thread was free to start it (a busy machine): here
+                keyword_hits, by_keyword = self._keyword_search(query, user_id)
+            else:
+                keyword_hits, by_keyword = keyword.result()
             inputs.candidates = self._candidates(
                 query, read, vector, pending, vector_hits, keyword_hits, by_keyword
             )
