@@ -1249,3 +1249,28 @@ def test_follow_up_searches_what_the_best_hits_name(tmp_path: Path) -> None:
 
     assert "agility" not in context(0)  # found by keyword: the adoption line alone
     assert "agility" in context(1)  # its name, Pixel, found the other line
+
+
+def test_the_keyword_search_runs_on_the_calling_thread_when_no_search_thread_started_it(
+    memory: Memory,
+) -> None:
+    """The keyword search goes to a search thread while the query is embedded; one no
+    thread has started by the time the vector search is done (a busy machine, or every
+    search thread taken) is run by the caller instead of waited for: the same hits."""
+    u = user()
+    memory.add("user", "The harbour ferry leaves at noon.", u, "s1")
+    assert memory.flush(10)
+    before = memory._retriever.gather("harbour ferry", u, None)
+    release, held = threading.Event(), []
+    searches = memory._tiers.search_pool()
+    for _ in range(searches._max_workers):  # every search thread waits
+        held.append(searches.submit(release.wait, 5))
+    try:
+        during = memory._retriever.gather("harbour ferry", u, None)
+        assert not any(h.done() for h in held)  # found while no search thread was free
+    finally:
+        release.set()
+    keyword = [(c.content, c.keyword) for c in before.candidates if c.keyword is not None]
+    assert keyword and keyword == [
+        (c.content, c.keyword) for c in during.candidates if c.keyword is not None
+    ]

@@ -8,11 +8,14 @@ import sys
 import textwrap
 import uuid
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pytest
 
 from tiermem.errors import InputError, StoreUnavailableError
+from tiermem.stores.ops import SearchOp
+from tiermem.stores.records import MemoryRecord
 from tiermem.stores.sqlite import SQLiteStore, default_path
 
 DIM = 8
@@ -221,6 +224,30 @@ def test_records_read_again_share_nothing_a_caller_can_change(tmp_path: Path) ->
     }
     assert again[flat].metadata == {"a": 1, "b": "x"}
     assert again[nested].metadata == {"list": [1, 2]}
+    store.close()
+
+
+def test_shared_searches_read_the_row_cache_no_caller_changed(tmp_path: Path) -> None:
+    """A search with ``shared`` (the retriever's) returns the row cache's own records:
+    the same objects while the file is unchanged, never one a caller of another search
+    changed (the first read of a row hands that caller a copy), and a changed row anew."""
+    store = SQLiteStore(tmp_path / "s.db", dimension=DIM)
+    v = vecs(1)[0]
+    memory_id = store.add("u", "alpha", embedding=v, metadata={"a": 1})
+
+    def shared(mode: str) -> MemoryRecord:
+        op = SearchOp("u", mode, v, "alpha", 5, count_access=False, shared=True)
+        (hits,) = store.batch([op])
+        return cast(MemoryRecord, hits[0].record)
+
+    for mode in ("vector", "keyword"):
+        store.update("u", memory_id, metadata={"a": 1})  # the row cache starts over
+        (hit,) = store.search("u", "alpha", vector=v, mode=mode, count_access=False)
+        hit.record.metadata["a"] = 2  # the first read of the row: a copy
+        first = shared(mode)
+        assert first.metadata == {"a": 1} and shared(mode) is first
+    store.update("u", memory_id, metadata={"a": 3})
+    assert shared("vector").metadata == {"a": 3} and shared("keyword").metadata == {"a": 3}
     store.close()
 
 

@@ -39,7 +39,7 @@ from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message, to_anthropic_messages, transcript_line
 from tiermem.temporal import asks_about_past, asks_when, says_when, time_windows, within
-from tiermem.text import folded, keyword_matches, query_stems, term_set, terms
+from tiermem.text import folded, keyword_counts, query_stems, term_set, terms
 
 if TYPE_CHECKING:
     from tiermem.tokens import TokenCounter
@@ -253,19 +253,22 @@ class QueryPlanner:
                 v + (w.when if says_when(c.content) else 0.0)
                 for c, v in zip(candidates, base, strict=True)
             ]
-        sessions: dict[str, list[float]] = {}
+        context: dict[str, float] = {}  # each session's best
         for candidate, value in zip(candidates, base, strict=True):
-            if candidate.session_id is not None:
-                sessions.setdefault(candidate.session_id, []).append(value)
-        context = {sid: max(v) for sid, v in sessions.items()}
+            sid = candidate.session_id
+            if sid is not None and (sid not in context or value > context[sid]):
+                context[sid] = value
         years = {c.timestamp.year for c in candidates if c.timestamp is not None}
         windows = time_windows(query, years) if w.temporal else []
-        own = []
-        for candidate, value in zip(candidates, base, strict=True):
-            value += w.session * context.get(candidate.session_id or "", 0.0)
-            if windows and within(candidate.timestamp, windows):
-                value += w.temporal
-            own.append(value)
+        own = [
+            value + w.session * context.get(c.session_id or "", 0.0)
+            for c, value in zip(candidates, base, strict=True)
+        ]
+        if windows:
+            own = [
+                v + w.temporal if within(c.timestamp, windows) else v
+                for c, v in zip(candidates, own, strict=True)
+            ]
         by_id = {c.message_id: i for i, c in enumerate(candidates) if c.message_id}
         final = list(own)
         for i, candidate in enumerate(candidates):
@@ -278,13 +281,11 @@ class QueryPlanner:
             final = [
                 v if c.current else v * SUPERSEDED for c, v in zip(candidates, final, strict=True)
             ]
-        named = _named_speakers(query, candidates) if w.speaker else set()
+        speakers = [_speaker(c) for c in candidates] if w.speaker else []
+        named = _named_speakers(query, speakers)
         if named:
-            kept = 1.0 - w.speaker
-            final = [
-                v * kept if _speaker(c) not in (None, *named) else v
-                for c, v in zip(candidates, final, strict=True)
-            ]
+            kept, spared = 1.0 - w.speaker, {None, *named}
+            final = [v if s in spared else v * kept for s, v in zip(speakers, final, strict=True)]
         top = max(final) or 1.0
         for candidate, value in zip(candidates, final, strict=True):
             candidate.relevance = max(value, 0.0) / top
@@ -306,28 +307,30 @@ class QueryPlanner:
         larger than the context. With the floor off, all are kept.
         """
         wanted = len(query_stems(query))
-        for candidate in candidates:
-            found = keyword_matches(query, candidate.content)
+        counts = keyword_counts(query, [c.content for c in candidates])
+        for candidate, found in zip(candidates, counts, strict=True):
             candidate.keywords = found / wanted if wanted else 0.0
         floor = self.settings.floor
         if not floor.enabled:
             return list(candidates)
         years = {c.timestamp.year for c in candidates if c.timestamp is not None}
         windows = time_windows(query, years)
-
-        def passes(candidate: Candidate) -> bool:
-            return (
-                candidate.similarity is not None and candidate.similarity >= floor.similarity
-            ) or candidate.keywords >= floor.keywords
-
-        kept = {id(c) for c in candidates if passes(c) or within(c.timestamp, windows)}
+        similar, matching = floor.similarity, floor.keywords
+        passed = {  # on their own evidence
+            id(c)
+            for c in candidates
+            if (c.similarity is not None and c.similarity >= similar) or c.keywords >= matching
+        }
+        kept = set(passed)
+        if windows:  # in a time the query names
+            kept.update(id(c) for c in candidates if within(c.timestamp, windows))
         if floor.neighbours:
             by_id = {c.message_id: c for c in candidates if c.message_id}
             for candidate in candidates:
                 before = by_id.get(candidate.previous_id) if candidate.previous_id else None
-                if before is not None and passes(before):
+                if before is not None and id(before) in passed:
                     kept.add(id(candidate))
-                if before is not None and passes(candidate):
+                if before is not None and id(candidate) in passed:
                     kept.add(id(before))
         passing = [c for c in candidates if id(c) in kept]
         if room is not None and not self._exceeds(passing, room):
@@ -396,11 +399,11 @@ class QueryPlanner:
         kept = len(parts["recent"].items)
         shown = recent[len(recent) - kept :] if kept else []
         recent_keys = {folded(m.text) for m in shown} | {folded(transcript_line(m)) for m in shown}
-        shown_notes = " ".join(i.content for part in parts.values() for i in part.items)
+        notes_shown = _Substrings(" ".join(i.content for p in parts.values() for i in p.items))
         fresh = [
             c
             for c in candidates
-            if c.key not in recent_keys and c.content.strip(" .") not in shown_notes
+            if c.key not in recent_keys and not notes_shown.hold(c.content.strip(" ."))
         ]
         self.rank_relevance(query, fresh)
         cap = min(left, int(budget * shares.get("retrieved", 1.0)))
@@ -535,6 +538,24 @@ _MIN_LINE_TOKENS = 4  # no memory line is cheaper: stop filling below this
 _COUNT_CACHE = 100_000
 
 
+class _Substrings:
+    """``needle in text`` for many needles: a needle is searched for only when its first
+    ``GRAM`` characters are somewhere in ``text`` (a set of its slices, made once), which
+    most needles' are not (a search scans the whole text: about 1 µs for 400 characters)."""
+
+    GRAM = 8
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.grams = {text[i : i + self.GRAM] for i in range(len(text) - self.GRAM + 1)}
+
+    def hold(self, needle: str) -> bool:
+        """Whether ``needle`` is in the text."""
+        if len(needle) >= self.GRAM and needle[: self.GRAM] not in self.grams:
+            return False
+        return needle in self.text
+
+
 def _by_marginal_relevance(
     ranked: list[Candidate], diversity: float, chosen: list[Candidate]
 ) -> Iterator[Candidate]:
@@ -557,14 +578,17 @@ def _by_marginal_relevance(
             matrix[row] = vector
     scores = np.array([c.score for c in ranked], dtype=np.float32)
     penalty = np.zeros(len(ranked), dtype=np.float32)
+    marginal = scores - diversity * penalty
     position = {id(c): row for row, c in enumerate(ranked)}
     counted = len(chosen)
     for _ in range(len(ranked)):
-        for candidate in chosen[counted:]:  # taken since the last step
-            np.maximum(penalty, matrix @ matrix[position[id(candidate)]], out=penalty)
-        counted = len(chosen)
-        row = int(np.argmax(scores - diversity * penalty))
-        scores[row] = -np.inf
+        if len(chosen) > counted:  # some taken since the last step
+            for candidate in chosen[counted:]:
+                np.maximum(penalty, matrix @ matrix[position[id(candidate)]], out=penalty)
+            counted = len(chosen)
+            marginal = scores - diversity * penalty
+        row = int(np.argmax(marginal))
+        scores[row] = marginal[row] = -np.inf
         yield ranked[row]
 
 
@@ -580,18 +604,17 @@ def _specific(candidates: Sequence[Candidate], weight: float) -> list[float | No
     similarities = [c.similarity for c in candidates]
     if not weight:
         return similarities
-    vectors = [(i, c.vector) for i, c in enumerate(candidates) if c.vector is not None]
-    dimension = len(vectors[0][1]) if vectors else 0
-    vectors = [(i, v) for i, v in vectors if len(v) == dimension]
-    if len(vectors) < 2:
+    present = [(i, c.vector) for i, c in enumerate(candidates) if c.vector is not None]
+    dimension = len(present[0][1]) if present else 0
+    rows = [i for i, v in present if len(v) == dimension]
+    if len(rows) < 2:
         return similarities
-    matrix = np.empty((len(vectors), dimension), dtype=np.float32)
-    for row, (_, vector) in enumerate(vectors):
-        matrix[row] = vector
+    vectors = [v for _, v in present if len(v) == dimension]
+    matrix = np.concatenate(vectors, dtype=np.float32).reshape(len(rows), dimension)
     near = matrix @ matrix.mean(axis=0)
     generic = [float(near.mean())] * len(candidates)  # no vector: typical
-    for row, (i, _) in enumerate(vectors):
-        generic[i] = float(near[row])
+    for i, value in zip(rows, near.tolist(), strict=True):
+        generic[i] = value
     return [
         None if s is None else s - weight * g for s, g in zip(similarities, generic, strict=True)
     ]
@@ -606,14 +629,14 @@ def _speaker(candidate: Candidate) -> str | None:
     return name.lower() if said else None
 
 
-def _named_speakers(query: str, candidates: Sequence[Candidate]) -> set[str]:
-    """The speakers of the pool's messages whose names ``query`` holds (every word of
-    the name), or none when it names all of them or none: then who said a line tells
-    nothing."""
-    speakers = {s for c in candidates if (s := _speaker(c)) is not None}
+def _named_speakers(query: str, speakers: Sequence[str | None]) -> set[str]:
+    """The pool's ``speakers`` (:func:`_speaker` of each candidate) whose names ``query``
+    holds (every word of the name), or none when it names all of them or none: then who
+    said a line tells nothing."""
+    pool = {s for s in speakers if s is not None}
     asked = term_set(query)
-    named = {s for s in speakers if (parts := terms(s)) and asked.issuperset(parts)}
-    return named if named != speakers else set()
+    named = {s for s in pool if (parts := terms(s)) and asked.issuperset(parts)}
+    return named if named != pool else set()
 
 
 def _asks(content: str) -> bool:
@@ -628,14 +651,15 @@ def _preview(text: str, limit: int = 70) -> str:
 
 def _rescale(values: list[float | None]) -> list[float]:
     """Map scores so the pool's median is 0 and its best 1 (missing and below: 0)."""
-    present = sorted(v for v in values if v is not None)
+    present = [v for v in values if v is not None]
     if not present:
         return [0.0] * len(values)
+    present.sort()
     median = present[len(present) // 2]
     span = present[-1] - median
     if span <= 0:
         return [1.0 if v is not None else 0.0 for v in values]
-    return [0.0 if v is None else max((v - median) / span, 0.0) for v in values]
+    return [0.0 if v is None or v < median else (v - median) / span for v in values]
 
 
 _MONTHS = tuple(datetime(2000, month, 1).strftime("%B") for month in range(1, 13))

@@ -10,6 +10,7 @@ full-text search, a text's keyword relevance to a query is one figure,
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 
 _TERM = re.compile(r"\w+")
@@ -86,7 +87,13 @@ def query_stems(query: str) -> frozenset[str]:
 
 def keyword_matches(query: str, text: str) -> int:
     """How many of the query's keyword stems ``text`` holds: its keyword relevance."""
-    return len(query_stems(query) & stems(text))
+    return keyword_counts(query, (text,))[0]
+
+
+def keyword_counts(query: str, texts: Iterable[str]) -> list[int]:
+    """:func:`keyword_matches` of each of ``texts`` (the query's stems found once)."""
+    asked = query_stems(query)
+    return [len(asked & stems(text)) for text in texts]
 
 
 def words(text: str) -> list[str]:

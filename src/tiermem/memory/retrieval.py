@@ -76,7 +76,10 @@ class Retriever:
             keyword = searches.submit(self._keyword_search, query, user_id)
             vector, pending = self._embed_with_pending(query, read.unindexed)
             (vector_hits,) = store.batch([self._vector_op(vector, user_id)])
-            keyword_hits, by_keyword = keyword.result()
+            if keyword.cancel():  # no thread was free to start it (a busy machine): here
+                keyword_hits, by_keyword = self._keyword_search(query, user_id)
+            else:
+                keyword_hits, by_keyword = keyword.result()
             inputs.candidates = self._candidates(
                 query, read, vector, pending, vector_hits, keyword_hits, by_keyword
             )
@@ -159,12 +162,12 @@ class Retriever:
         return reads
 
     def _keyword_op(self, query: str, user_id: str) -> SearchOp:
-        return SearchOp(user_id, "keyword", None, query, self.pool, count_access=False)
+        return SearchOp(user_id, "keyword", None, query, self.pool, count_access=False, shared=True)
 
     def _vector_op(self, vector: Any, user_id: str) -> SearchOp:
         # after the unindexed rows were read: a row the worker indexes in between is in
         # the index, or in both (the planner keeps one)
-        return SearchOp(user_id, "vector", vector, None, self.pool, count_access=False)
+        return SearchOp(user_id, "vector", vector, None, self.pool, count_access=False, shared=True)
 
     def _synopsis(self, user_id: str, generation: int | None) -> str | None:
         """The synopsis for a context (None when synopses are disabled)."""
@@ -173,7 +176,7 @@ class Retriever:
             return None
         return str(synopses.get(user_id, generation=generation).render())
 
-    def _keyword_search(self, query: str, user_id: str) -> tuple[list[Any], dict[Any, Candidate]]:
+    def _keyword_search(self, query: str, user_id: str) -> tuple[list[Any], dict[int, Candidate]]:
         """The keyword hits and their candidates (:func:`_by_keyword`): what can be done
         while the query is embedded."""
         (hits,) = self.tiers.store.batch([self._keyword_op(query, user_id)])
@@ -187,7 +190,7 @@ class Retriever:
         pending: dict[int, Any],
         vector_hits: list[Any],
         keyword_hits: list[Any],
-        by_keyword: dict[Any, Candidate] | None = None,
+        by_keyword: dict[int, Candidate] | None = None,
     ) -> list[Candidate]:
         """The searches' hits, the unindexed rows, the working memory's and the session
         buffer's nearest, as the planner's candidates; ``by_keyword``: the keyword hits'
@@ -196,18 +199,19 @@ class Retriever:
         if by_keyword is None:
             by_keyword = _by_keyword(keyword_hits)
         pool, user_id = self.pool, read.user_id
-        by_id: dict[Any, Candidate] = {}
+        by_id: dict[int, Candidate] = {}  # by the memory id's integer (a UUID hashes in Python)
         for hit in vector_hits:  # the vector hits first, in their order; then the others
-            found = by_keyword.pop(hit.record.id, None)
+            key = hit.record.id.int
+            found = by_keyword.pop(key, None)
             if found is None:
                 found = _from_record(hit.record, similarity=hit.score)
             else:
                 found.similarity = hit.score
-            by_id[hit.record.id] = found
-        for memory_id, found in by_keyword.items():
+            by_id[key] = found
+        for key, found in by_keyword.items():
             embedding = found.vector
             found.similarity = float(embedding @ vector) if embedding is not None else None
-            by_id[memory_id] = found
+            by_id[key] = found
         if self.follow_up:
             leads = [
                 h.record.content
@@ -236,7 +240,7 @@ class Retriever:
         return candidates
 
     def _follow(
-        self, query: str, leads: list[str], user_id: str, vector: Any, by_id: dict[Any, Candidate]
+        self, query: str, leads: list[str], user_id: str, vector: Any, by_id: dict[int, Candidate]
     ) -> None:
         """A second keyword search for what the best first hits name (:func:`leads_of`):
         its hits join the pool with a keyword score up to ``FOLLOW_SHARE`` of the first
@@ -253,13 +257,13 @@ class Retriever:
         scale = FOLLOW_SHARE * (max(first) if first else 1.0) / top
         for hit in hits:
             score = hit.score * scale
-            found = by_id.get(hit.record.id)
+            found = by_id.get(hit.record.id.int)
             if found is not None:
                 found.keyword = max(found.keyword or 0.0, score)
                 continue
             embedding = hit.record.embedding
             similarity = float(embedding @ vector) if embedding is not None else None
-            by_id[hit.record.id] = _from_record(hit.record, similarity, keyword=score)
+            by_id[hit.record.id.int] = _from_record(hit.record, similarity, keyword=score)
 
     def _embed_with_pending(self, query: str, rows: list[Any]) -> tuple[Any, dict[int, Any]]:
         """The query's vector and, from the same forward pass, those of the user's newest
@@ -400,9 +404,10 @@ def _unindexed_candidates(
     return found
 
 
-def _by_keyword(hits: list[Any]) -> dict[Any, Candidate]:
-    """Keyword hits as candidates by memory id, in their order (no similarity yet)."""
-    return {hit.record.id: _from_record(hit.record, None, keyword=hit.score) for hit in hits}
+def _by_keyword(hits: list[Any]) -> dict[int, Candidate]:
+    """Keyword hits as candidates by memory id (its integer), in their order (no
+    similarity yet)."""
+    return {hit.record.id.int: _from_record(hit.record, None, keyword=hit.score) for hit in hits}
 
 
 def _from_record(record: Any, similarity: float | None, keyword: float | None = None) -> Candidate:

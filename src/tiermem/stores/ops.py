@@ -62,6 +62,8 @@ class SearchOp(NamedTuple):
 
     Every hit counts as an access unless ``count_access`` is False: a caller that uses
     only some hits (the query planner) records those with :class:`AccessOp` instead.
+    ``shared``: the records may be objects the store keeps (SQLite's row cache), for a
+    caller that only reads them (the retriever); else each has its own metadata dict.
     """
 
     user_id: str
@@ -71,6 +73,7 @@ class SearchOp(NamedTuple):
     limit: int = 10
     filter: MemoryFilter = NO_FILTER
     count_access: bool = True
+    shared: bool = False
 
 
 KEYWORD_SCAN = 5_000

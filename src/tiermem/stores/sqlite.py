@@ -427,11 +427,12 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         return [_record(r) for r in rows]
 
     def _by_seqs(
-        self, c: sqlite3.Connection, user_id: str, seqs: list[int]
+        self, c: sqlite3.Connection, user_id: str, seqs: list[int], shared: bool = False
     ) -> dict[int, MemoryRecord]:
         """The user's records among rows ``seqs``: those read before at this version of
         the file from the row cache, the others read (in the transaction's snapshot:
-        call after its first read)."""
+        call after its first read). Each has its own metadata dict (a caller may change
+        it) unless ``shared`` (:class:`~tiermem.stores.ops.SearchOp`): the cached record."""
         rows = self._rows
         rows.check((c.execute("PRAGMA data_version").fetchone()[0], c.total_changes))
         found: dict[int, MemoryRecord] = {}
@@ -440,13 +441,14 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             kept = rows.get(seq)
             if kept is None or kept[0].user_id != user_id:
                 missing.append(seq)
-            else:  # its own metadata dict: a caller may change it
-                found[seq] = _with_metadata(kept[0], _metadata(kept[1]))
+            else:
+                found[seq] = kept[0] if shared else _with_metadata(kept[0], _metadata(kept[1]))
         select = f"SELECT {_COLUMNS} FROM {self.table} WHERE +user_id = ? AND seq IN"
         for part in _chunks(missing):
             for r in c.execute(f"{select} ({_marks(part)})", [user_id, *part]):
-                found[r["seq"]] = record = _record(r)
-                rows.put(r["seq"], (record, r["metadata"]))
+                record, metadata = _record(r), r["metadata"]
+                rows.put(r["seq"], (record, metadata))
+                found[r["seq"]] = record if shared else _with_metadata(record, _metadata(metadata))
         return found
 
     def _existing_ids(self, c: sqlite3.Connection, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
@@ -519,7 +521,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             best = entry.top_k(cast(np.ndarray, op.vector), limit, subset)
         if not best:
             return []
-        records = self._by_seqs(c, op.user_id, [s for s, _ in best])
+        records = self._by_seqs(c, op.user_id, [s for s, _ in best], op.shared)
         return [SearchResult(records[s], score) for s, score in best if s in records]
 
     def _keyword_plan(self, op: SearchOp, limit: int) -> Plan[list[SearchResult]]:
@@ -537,7 +539,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             )
             best = yield (f"{newest} ORDER BY rank LIMIT ?", [match, ops.KEYWORD_SCAN, limit])
             seqs = [r[0] for r in best]
-            found = yield from sync_step(lambda c: self._by_seqs(c, op.user_id, seqs))
+            found = yield from sync_step(lambda c: self._by_seqs(c, op.user_id, seqs, op.shared))
             return [SearchResult(found[r[0]], -float(r[1])) for r in best if r[0] in found]
         where, params = _where(op.user_id, op.filter, alias="m")
         columns = ", ".join(f"m.{col.strip()}" for col in _COLUMNS.split(","))

@@ -90,7 +90,7 @@ class UserVectors:
         k = min(k, len(scores))
         best = np.argpartition(-scores, k - 1)[:k]
         best = best[np.argsort(-scores[best], kind="stable")]
-        return [(int(seqs[i]), float(scores[i])) for i in best]
+        return list(zip(seqs[best].tolist(), scores[best].tolist(), strict=True))
 
 
 def load(rows: list[tuple[int, bytes]], dimension: int, vseq: int, epoch: int) -> UserVectors:
