@@ -4,6 +4,7 @@ statement, rebuilt when a stopped build left it invalid, never made for a small 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -105,6 +106,30 @@ def test_a_stopped_build_is_built_again_by_the_next_process(url: str, store: Pos
     store.search("big", vector=big[0], mode="vector", limit=5)  # this process tried already
     assert store.own_graphs.wait(60)
     assert (_graph(url, name) or (True, ""))[0] is False
+    again = _open(url)
+    try:
+        again.search("big", vector=big[0], mode="vector", limit=5)
+        assert again.own_graphs is not None and again.own_graphs.wait(60)
+    finally:
+        again.close()
+    found = _graph(url, name)
+    assert found is not None and found[0]
+
+
+def test_close_stops_a_build_and_the_next_process_builds_it(url: str) -> None:
+    store = _open(url)
+    big = _fill(store, "big", 40, 1)
+    name = graph_name(store.table, "big")
+    with psycopg.connect(url) as reader:  # a snapshot the concurrent build waits for
+        reader.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        reader.execute(f"SELECT count(*) FROM memories_{DIM}").fetchone()
+        store.search("big", vector=big[0], mode="vector", limit=5)
+        assert store.own_graphs is not None and not store.own_graphs.wait(1.0)
+        started = time.monotonic()
+        store.close()
+        assert time.monotonic() - started < 5 and store.own_graphs.wait(5.0)
+    found = _graph(url, name)
+    assert found is None or found[0] is False  # stopped: never a valid half graph
     again = _open(url)
     try:
         again.search("big", vector=big[0], mode="vector", limit=5)

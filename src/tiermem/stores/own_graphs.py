@@ -92,7 +92,10 @@ class OwnGraphs:
             self._closed = True
             building = list(self._building.values())
         for conn in building:
-            conn.cancel_safe()
+            try:
+                conn.cancel_safe()
+            except Exception as exc:  # a connection that just ended: nothing to cancel
+                log.debug("cancelling an own graph's build: %s", exc)
         self.wait(5.0)
 
     def _build_logged(self, user_id: str, rows: int) -> None:
