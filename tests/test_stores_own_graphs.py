@@ -66,6 +66,17 @@ def _plan(url: str, user: str, vector: np.ndarray) -> str:
     return "\n".join(r[0] for r in rows)
 
 
+def _search_in_a_new_process(url: str, vector: np.ndarray) -> None:
+    """Search the big user with a store of its own (a process that has not tried its
+    graph yet) and wait for any build that starts."""
+    again = _open(url)
+    try:
+        again.search("big", vector=vector, mode="vector", limit=5)
+        assert again.own_graphs is not None and again.own_graphs.wait(60)
+    finally:
+        again.close()
+
+
 @pytest.fixture
 def store(url: str) -> Iterator[PostgresStore]:
     store = _open(url)
@@ -106,12 +117,7 @@ def test_a_stopped_build_is_built_again_by_the_next_process(url: str, store: Pos
     store.search("big", vector=big[0], mode="vector", limit=5)  # this process tried already
     assert store.own_graphs.wait(60)
     assert (_graph(url, name) or (True, ""))[0] is False
-    again = _open(url)
-    try:
-        again.search("big", vector=big[0], mode="vector", limit=5)
-        assert again.own_graphs is not None and again.own_graphs.wait(60)
-    finally:
-        again.close()
+    _search_in_a_new_process(url, big[0])
     found = _graph(url, name)
     assert found is not None and found[0]
 
@@ -130,12 +136,7 @@ def test_close_stops_a_build_and_the_next_process_builds_it(url: str) -> None:
         assert time.monotonic() - started < 5 and store.own_graphs.wait(5.0)
     found = _graph(url, name)
     assert found is None or found[0] is False  # stopped: never a valid half graph
-    again = _open(url)
-    try:
-        again.search("big", vector=big[0], mode="vector", limit=5)
-        assert again.own_graphs is not None and again.own_graphs.wait(60)
-    finally:
-        again.close()
+    _search_in_a_new_process(url, big[0])
     found = _graph(url, name)
     assert found is not None and found[0]
 
