@@ -8,7 +8,9 @@ right for every user (measured on pgvector 0.8.5, docs/stores.md):
   HNSW then filter, returns too few rows for a small user.
 * bigger users: the HNSW index with ``hnsw.iterative_scan = relaxed_order`` and
   ``hnsw.ef_search``; if it still returns fewer rows than asked while the user has
-  more, the exact plan answers instead.
+  more, the exact plan answers instead. A user with ``own_graph_rows`` rows or more gets
+  an HNSW graph of their own, built in the background (:mod:`.own_graphs`), so their
+  search stops walking other users' rows.
 
 Connections come from a psycopg_pool with ``prepare_threshold=None``: a prepared plan
 would not see the per-transaction ``SET LOCAL`` of the search settings.
@@ -30,6 +32,7 @@ import tiermem.stores.transcript as transcript
 from tiermem.errors import InvalidSizeError, InvalidTypeError, StoreError, StoreUnavailableError
 from tiermem.stores.dialect import insert_sql, record_values, update_sets
 from tiermem.stores.ops import Op, UpdateOp
+from tiermem.stores.own_graphs import OWN_GRAPH_ROWS, OwnGraphs
 from tiermem.stores.partitions import MAX_PARTITIONS, adopted, check_layout, partitioned
 from tiermem.stores.pgsetup import ensure_vector, import_driver, pool_options
 from tiermem.stores.plans import Lockstep, arun, run
@@ -217,6 +220,9 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
             after this long; once it is back, the next call connects).
         exact_max_rows: users with at most this many rows are searched exactly.
         ef_search: HNSW candidate list size for bigger users (recall vs speed).
+        own_graph_rows: a user with at least this many rows gets an HNSW graph of their
+            own (a partial index, built in the background the first time a search sees
+            them: :mod:`tiermem.stores.own_graphs`); 0: never.
         durability: ``"committed"`` and ``"synced"`` (a write returns once the server
             flushed its WAL: ``synchronous_commit = on``; it survives a crash of this process,
             of the server, and a power loss) or ``"async_commit"`` (``synchronous_commit =
@@ -259,6 +265,7 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         timeout: float = DEFAULT_TIMEOUT,
         exact_max_rows: int = 10_000,
         ef_search: int = 400,
+        own_graph_rows: int = OWN_GRAPH_ROWS,
         durability: str = "committed",
         partitions: int | None = None,
         read_connection_string: str | None = None,
@@ -277,6 +284,7 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
 
         self.exact_max_rows = exact_max_rows
         self.ef_search = ef_search
+        self.own_graph_rows = own_graph_rows
         self._counts: dict[str, tuple[int, float]] = {}
         self._counts_lock = threading.Lock()
         connect_args: dict[str, Any] = {
@@ -297,6 +305,12 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
             check=psycopg_pool.ConnectionPool.check_connection,
             **pool_options(pool_size, pool_args, _configure, timeout, RECONNECT_WINDOW),
         )
+        self.own_graphs = (
+            OwnGraphs(connection_string, connect_args, self.table, self.dimension)
+            if own_graph_rows > 0 and self.dimension <= HNSW_MAX_DIMENSION
+            else None
+        )
+        """Big users' own graphs, built in the background (None: never)."""
         self._replica: Replica | None = None
         self._apools = AsyncPools(
             connection_string, pool_size, pool_args, timeout, RECONNECT_WINDOW
@@ -322,6 +336,8 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
     # -- plumbing --
 
     def close(self) -> None:
+        if self.own_graphs is not None:
+            self.own_graphs.close()
         if self._replica is not None:
             self._replica.close()
         self._apools.close()

@@ -10,7 +10,9 @@ shared with SQLite.
 Vector search picks its plan by the user's row count (docs/stores.md): up to
 ``exact_max_rows`` rows an exact scan through the btree on ``user_id``; bigger users the
 HNSW index with ``hnsw.iterative_scan = relaxed_order`` and ``hnsw.ef_search``, the exact
-plan answering when HNSW returns too few rows.
+plan answering when HNSW returns too few rows; a search of a user with ``own_graph_rows``
+rows starts the build of their own graph (:mod:`.own_graphs`), which the next searches
+walk.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 import tiermem.stores.ops as ops
 from tiermem.stores.dialect import Clause, Dialect, filter_clause, read_record
 from tiermem.stores.ops import MemoryFilter, SearchOp
+from tiermem.stores.own_graphs import OwnGraphs
 from tiermem.stores.plans import Plan, Setting
 from tiermem.stores.records import MemoryRecord, SearchResult
 from tiermem.text import keyword_terms
@@ -92,6 +95,8 @@ class PostgresPlans:
     dimension: int
     exact_max_rows: int
     ef_search: int
+    own_graph_rows: int
+    own_graphs: OwnGraphs | None
     _counts: dict[str, tuple[int, float]]
     _counts_lock: threading.Lock
 
@@ -137,9 +142,11 @@ class PostgresPlans:
     def _vector_plan(self, op: SearchOp, limit: int) -> Plan[list[SearchResult]]:
         clause, params = where(op.user_id, op.filter)
         vec = op.vector
-        big = (yield from self._user_rows_plan(op.user_id)) > self.exact_max_rows
+        count = yield from self._user_rows_plan(op.user_id)
         rows: list[dict[str, Any]] = []
-        if big and self.dimension <= HNSW_MAX_DIMENSION:
+        if count > self.exact_max_rows and self.dimension <= HNSW_MAX_DIMENSION:
+            if self.own_graphs is not None and count >= self.own_graph_rows:
+                self.own_graphs.want(op.user_id, count)  # the next searches walk it
             ef = str(max(self.ef_search, limit))
             yield Setting("SELECT set_config('hnsw.ef_search', %s, true)", (ef,))
             yield Setting("SET LOCAL hnsw.iterative_scan = relaxed_order", ())
