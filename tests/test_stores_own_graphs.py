@@ -170,3 +170,19 @@ def test_names_and_memory() -> None:
     assert graph_memory_mb(10, 384) == 64
     assert 200 <= graph_memory_mb(100_000, 384) <= 300
     assert graph_memory_mb(10_000_000, 384) == 1024
+
+
+def test_a_forgotten_users_graph_goes_with_their_rows(url: str, store: PostgresStore) -> None:
+    """The graph's definition names the user: forgetting them drops it (in the same
+    transaction as their rows), and another user's graph stays."""
+    big = _fill(store, "big", 40, 1)
+    other = _fill(store, "other", 40, 3)
+    for user, vector in (("big", big[0]), ("other", other[0])):
+        store.search(user, vector=vector, mode="vector", limit=5)
+    assert store.own_graphs is not None and store.own_graphs.wait(60)
+    assert _graph(url, graph_name(store.table, "big")) is not None
+    store.delete_user("big")
+    assert _graph(url, graph_name(store.table, "big")) is None
+    assert _graph(url, graph_name(store.table, "other")) is not None
+    found = store.search("other", vector=other[0], mode="vector", limit=1)
+    assert [r.record.content for r in found] == ["other note 0"]

@@ -77,6 +77,18 @@ class OwnGraphs:
             self._threads.append(thread)
         thread.start()
 
+    def drop(self, conn: Any, user_id: str) -> None:
+        """Drop ``user_id``'s graph in ``conn``'s transaction, after their rows were
+        deleted: its definition names the user, so a forgotten user's graph must go with
+        their rows (it locks their partition until the transaction commits; a user with no
+        graph locks nothing). A later search builds it again if they grow back."""
+        from psycopg import sql
+
+        with self._lock:
+            self._seen.discard(user_id)
+        name = sql.Identifier(graph_name(self.table, user_id))
+        conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(name))
+
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the builds started so far; whether all ended within ``timeout``."""
         with self._lock:

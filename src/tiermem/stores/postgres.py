@@ -516,6 +516,8 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
     ) -> int:
         if ids is None:
             cur = c.execute(f"DELETE FROM {self.table} WHERE user_id = %s", (user_id,))
+            if self.own_graphs is not None:
+                self.own_graphs.drop(c, user_id)
         else:
             sql = f"DELETE FROM {self.table} WHERE user_id = %s AND id = ANY(%s)"
             cur = c.execute(sql, (user_id, list(ids)))
