@@ -90,8 +90,12 @@ def serve(
             "create a key first (tiermem keys create --tenant NAME) or serve on 127.0.0.1",
         )
     # no access log (the metrics count requests); an answer in one write (server/writes.py)
-    serving: dict[str, Any] = {"host": host, "port": port, "access_log": False}
-    serving["http"] = JoinedWritesProtocol
+    serving: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "access_log": False,
+        "http": JoinedWritesProtocol,
+    }
     if workers == 1:
         uvicorn.run(frozen(create_app(memory, own_memory=True)), **serving)
         return

@@ -426,7 +426,7 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         loop answers other requests; else ``then(batch(ops))`` in a thread."""
         ops = list(ops)
         if not self._reads_natively(ops):
-            return await asyncio.to_thread(lambda: then(self.batch(ops)))
+            return await super().abatch_then(ops, then)
         return await asyncio.to_thread(self._read_then, ops, then)
 
     def _reads_natively(self, ops: list[Op]) -> bool:
