@@ -186,3 +186,19 @@ def test_a_forgotten_users_graph_goes_with_their_rows(url: str, store: PostgresS
     assert _graph(url, graph_name(store.table, "other")) is not None
     found = store.search("other", vector=other[0], mode="vector", limit=1)
     assert [r.record.content for r in found] == ["other note 0"]
+
+
+def test_a_user_id_with_quotes_gets_and_loses_its_graph(url: str, store: PostgresStore) -> None:
+    """The user id is a literal in the graph's definition: quotes are escaped, the
+    planner still matches it to the bound id, and forgetting the user drops it."""
+    user = 'o\'brien "x"; --'
+    vectors = _fill(store, user, 40, 4)
+    store.search(user, vector=vectors[0], mode="vector", limit=5)
+    assert store.own_graphs is not None and store.own_graphs.wait(60)
+    found = _graph(url, graph_name(store.table, user))
+    assert found is not None and found[0], found
+    assert graph_name(store.table, user) in _plan(url, user, vectors[0])
+    hits = store.search(user, vector=vectors[0], mode="vector", limit=1)
+    assert [h.record.content for h in hits] == [f"{user} note 0"]
+    assert store.delete_user(user) == 40
+    assert _graph(url, graph_name(store.table, user)) is None
