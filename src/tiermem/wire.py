@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
 from tiermem import errors
@@ -64,6 +65,29 @@ def hit_from_json(data: Mapping[str, Any]) -> SearchResult:
     )
 
 
+TEXT_CACHE = 8192
+"""Timestamps and ids whose text forms are kept: a user's contexts name the same memories
+turn after turn, and an aware ``isoformat`` costs about 5 µs (a context's items were most
+of the server's own CPU per answer, docs/benchmarks.md, Server)."""
+
+
+@lru_cache(maxsize=TEXT_CACHE)
+def _utc_text(moment: datetime) -> str:
+    return moment.isoformat()
+
+
+def time_text(moment: datetime) -> str:
+    """``moment.isoformat()``; UTC moments (what stores hold) from a bounded cache. Only
+    UTC is cached: equal moments in other offsets compare equal but print differently."""
+    return _utc_text(moment) if moment.tzinfo is timezone.utc else moment.isoformat()
+
+
+@lru_cache(maxsize=TEXT_CACHE)
+def id_text(memory_id: uuid.UUID) -> str:
+    """``str(memory_id)``, from a bounded cache."""
+    return str(memory_id)
+
+
 def context_to_json(context: Context) -> dict[str, Any]:
     """A context as JSON: messages, and per item section, source, score and tokens."""
     return {
@@ -76,8 +100,8 @@ def context_to_json(context: Context) -> dict[str, Any]:
                 "content": item.content,
                 "score": item.score,
                 "tokens": item.tokens,
-                "timestamp": item.timestamp.isoformat() if item.timestamp else None,
-                "memory_id": str(item.memory_id) if item.memory_id else None,
+                "timestamp": time_text(item.timestamp) if item.timestamp else None,
+                "memory_id": id_text(item.memory_id) if item.memory_id else None,
                 "similarity": item.similarity,
                 "keywords": item.keywords,
             }

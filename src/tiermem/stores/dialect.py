@@ -58,7 +58,7 @@ class Dialect(NamedTuple):
 
 def read_record(row: Any, dialect: Dialect) -> MemoryRecord:
     """The record of a row of the memory index (read by column name)."""
-    return MemoryRecord(
+    return MemoryRecord.stored(
         id=dialect.read_id(row["id"]),
         user_id=row["user_id"],
         agent_id=row["agent_id"],

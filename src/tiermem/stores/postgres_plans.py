@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -57,9 +58,11 @@ def where(user_id: str, flt: MemoryFilter) -> Clause:
     return filter_clause(user_id, flt, DIALECT)
 
 
+@lru_cache(maxsize=4096)
 def real(value: float) -> float:
     """A ``real`` column's value as its text form gives it (0.8, not 0.800000011920929):
-    rows come in binary, and a float4 read that way carries the float32's error."""
+    rows come in binary, and a float4 read that way carries the float32's error. Cached:
+    a store's importances are few values, and each costs a string round trip."""
     return float(str(np.float32(value)))
 
 

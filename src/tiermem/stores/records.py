@@ -49,6 +49,45 @@ class MemoryRecord:
     content_hash: str = ""
     embedding: np.ndarray | None = field(default=None, repr=False, compare=False)
 
+    @classmethod
+    def stored(
+        cls,
+        *,
+        id: uuid.UUID,
+        user_id: str,
+        content: str,
+        memory_type: MemoryType,
+        agent_id: str | None,
+        session_id: str | None,
+        importance: float,
+        metadata: dict[str, Any],
+        created_at: datetime,
+        accessed_at: datetime,
+        access_count: int,
+        content_hash: str,
+        embedding: np.ndarray | None,
+    ) -> MemoryRecord:
+        """A record of values a store read back (every field given): the same record as
+        the constructor's, made without a frozen dataclass's setattr per field, which
+        was most of reading a row (a context reads about 200)."""
+        record = object.__new__(cls)
+        record.__dict__.update(
+            id=id,
+            user_id=user_id,
+            content=content,
+            memory_type=memory_type,
+            agent_id=agent_id,
+            session_id=session_id,
+            importance=importance,
+            metadata=metadata,
+            created_at=created_at,
+            accessed_at=accessed_at,
+            access_count=access_count,
+            content_hash=content_hash,
+            embedding=embedding,
+        )
+        return record
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (without the embedding)."""
         return {
