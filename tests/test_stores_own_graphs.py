@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from conformance.conftest import fresh_database
-from tiermem.stores.own_graphs import graph_memory_mb, graph_name
+from tiermem.stores.own_graphs import graph_memory_mb, graph_name, keywords_name
 from tiermem.stores.postgres import PostgresStore
 from tiermem.stores.records import NewMemory
 
@@ -103,6 +103,10 @@ def test_a_big_user_gets_a_graph_of_their_own_and_the_search_walks_it(
     hits = store.search("big", vector=big[7], mode="vector", limit=5)
     exact = np.argsort(-(big @ big[7]))[:5]
     assert [h.record.content for h in hits] == [f"big note {i}" for i in exact]
+    words = _graph(url, keywords_name(store.table, "big"))  # and a GIN index of their words
+    assert words is not None and words[0], words
+    assert "gin (tsv)" in words[1] and "WHERE (user_id = 'big'::text)" in words[1]
+    assert _graph(url, keywords_name(store.table, "small")) is None
 
 
 def test_a_stopped_build_is_built_again_by_the_next_process(url: str, store: PostgresStore) -> None:
@@ -167,6 +171,11 @@ def test_no_graph_when_turned_off(url: str) -> None:
 def test_names_and_memory() -> None:
     assert graph_name("memories_384", "a") != graph_name("memories_384", "b")
     assert len(graph_name("memories_4096", "x" * 500)) <= 63
+    assert keywords_name("memories_384", "a") not in (
+        graph_name("memories_384", "a"),
+        keywords_name("memories_384", "b"),
+    )
+    assert len(keywords_name("memories_4096", "x" * 500)) <= 63
     assert graph_memory_mb(10, 384) == 64
     assert 200 <= graph_memory_mb(100_000, 384) <= 300
     assert graph_memory_mb(10_000_000, 384) == 1024
@@ -181,9 +190,12 @@ def test_a_forgotten_users_graph_goes_with_their_rows(url: str, store: PostgresS
         store.search(user, vector=vector, mode="vector", limit=5)
     assert store.own_graphs is not None and store.own_graphs.wait(60)
     assert _graph(url, graph_name(store.table, "big")) is not None
+    assert _graph(url, keywords_name(store.table, "big")) is not None
     store.delete_user("big")
     assert _graph(url, graph_name(store.table, "big")) is None
+    assert _graph(url, keywords_name(store.table, "big")) is None
     assert _graph(url, graph_name(store.table, "other")) is not None
+    assert _graph(url, keywords_name(store.table, "other")) is not None
     found = store.search("other", vector=other[0], mode="vector", limit=1)
     assert [r.record.content for r in found] == ["other note 0"]
 

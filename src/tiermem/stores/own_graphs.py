@@ -7,7 +7,11 @@ one, the scan removed 474 other users' rows to find the user's 200 nearest and r
 buffers instead of 7,000 (docs/benchmarks.md, "Where the growth comes from"). A partial
 index holding only the user's rows makes the search the same at any store size; the
 planner picks it for the store's own statement (the user id is a bound value, planned
-with it).
+with it). The same user gets a GIN index of their own words (``tsv``, partial the same
+way): their keyword search, when the terms that choose its matches are rare
+(:mod:`.common_terms`), reads the matches through it rather than through the partition's
+GIN, whose other users' matches it would fetch and drop (a share that grows with the
+store).
 
 :class:`OwnGraphs` builds one, once per user and process, when a vector search sees a user
 with at least ``rows`` rows: on a thread of its own, with its own connection, ``CREATE
@@ -37,6 +41,11 @@ outgrows it is built several times slower), never more than 1 GB of the server's
 def graph_name(table: str, user_id: str) -> str:
     """The name of ``user_id``'s own graph on ``table`` (within PostgreSQL's 63 bytes)."""
     return f"{table}_own_{hashlib.sha256(user_id.encode()).hexdigest()[:16]}"
+
+
+def keywords_name(table: str, user_id: str) -> str:
+    """The name of ``user_id``'s own GIN index of words on ``table``."""
+    return f"{table}_ownk_{hashlib.sha256(user_id.encode()).hexdigest()[:16]}"
 
 
 def graph_memory_mb(rows: int, dimension: int) -> int:
@@ -86,8 +95,8 @@ class OwnGraphs:
 
         with self._lock:
             self._seen.discard(user_id)
-        name = sql.Identifier(graph_name(self.table, user_id))
-        conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(name))
+        for name in (graph_name(self.table, user_id), keywords_name(self.table, user_id)):
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the builds started so far; whether all ended within ``timeout``."""
@@ -117,30 +126,35 @@ class OwnGraphs:
             log.warning("building the own graph of a user failed: %s", exc)
 
     def build(self, user_id: str, rows: int) -> bool:
-        """Build ``user_id``'s graph now unless it exists or another builder holds it;
-        whether this call built it."""
+        """Build ``user_id``'s graph, then their GIN index of words, each unless it exists
+        or another builder holds it; whether this call built the graph."""
         import psycopg
         from psycopg import sql
 
-        name = graph_name(self.table, user_id)
+        indexes = (
+            (graph_name(self.table, user_id), "hnsw (embedding vector_cosine_ops)"),
+            (keywords_name(self.table, user_id), "gin (tsv)"),
+        )
+        built = []
         with psycopg.connect(self.connection_string, autocommit=True, **self.connect_args) as conn:
             with self._lock:
                 if self._closed:
                     return False
                 self._building[user_id] = conn
             try:
-                part = _partition(conn, self.table, user_id) if _claim(conn, name) else None
-                if part is None:
-                    return False
                 memory = sql.Literal(f"{graph_memory_mb(rows, self.dimension)}MB")
                 conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(memory))
-                conn.execute(
-                    sql.SQL(
-                        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {}"
-                        " USING hnsw (embedding vector_cosine_ops) WHERE user_id = {}"
-                    ).format(sql.Identifier(name), sql.Identifier(part), sql.Literal(user_id))
-                )
-                return True
+                for name, using in indexes:
+                    part = _partition(conn, self.table, user_id) if _claim(conn, name) else None
+                    if part is not None:
+                        create = "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} USING "
+                        conn.execute(
+                            sql.SQL(create + using + " WHERE user_id = {}").format(
+                                sql.Identifier(name), sql.Identifier(part), sql.Literal(user_id)
+                            )
+                        )
+                    built.append(part is not None)
+                return built[0]
             finally:
                 with self._lock:
                     self._building.pop(user_id, None)

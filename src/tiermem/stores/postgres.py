@@ -30,6 +30,7 @@ import tiermem.stores.facts as facts
 import tiermem.stores.schema as schema
 import tiermem.stores.transcript as transcript
 from tiermem.errors import InvalidSizeError, InvalidTypeError, StoreError, StoreUnavailableError
+from tiermem.stores.common_terms import CommonTerms
 from tiermem.stores.dialect import insert_sql, record_values, update_sets
 from tiermem.stores.ops import Op, UpdateOp
 from tiermem.stores.own_graphs import OWN_GRAPH_ROWS, OwnGraphs
@@ -287,6 +288,8 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         self.own_graph_rows = own_graph_rows
         self._counts: dict[str, tuple[int, float]] = {}
         self._counts_lock = threading.Lock()
+        self.common_terms = CommonTerms(self.table)
+        """Big users' common words: which query terms choose their keyword matches."""
         connect_args: dict[str, Any] = {
             "prepare_threshold": None,
             "connect_timeout": max(1, int(timeout)),
@@ -518,6 +521,7 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
             cur = c.execute(f"DELETE FROM {self.table} WHERE user_id = %s", (user_id,))
             if self.own_graphs is not None:
                 self.own_graphs.drop(c, user_id)
+            self.common_terms.forget(user_id)
         else:
             sql = f"DELETE FROM {self.table} WHERE user_id = %s AND id = ANY(%s)"
             cur = c.execute(sql, (user_id, list(ids)))

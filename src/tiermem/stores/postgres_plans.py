@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 import tiermem.stores.ops as ops
+from tiermem.stores.common_terms import CommonTerms
 from tiermem.stores.dialect import Clause, Dialect, filter_clause, read_record
 from tiermem.stores.ops import MemoryFilter, SearchOp
 from tiermem.stores.own_graphs import OwnGraphs
@@ -100,6 +101,7 @@ class PostgresPlans:
     ef_search: int
     own_graph_rows: int
     own_graphs: OwnGraphs | None
+    common_terms: CommonTerms
     _counts: dict[str, tuple[int, float]]
     _counts_lock: threading.Lock
 
@@ -188,7 +190,11 @@ class PostgresPlans:
         else:
             # A big user: only the newest KEYWORD_SCAN matches are ranked (ranking is the
             # cost: 547 ms of an 852 ms context went to ranking a 100k-message user's
-            # 21,566 matches), as on SQLite; found newest first through (user_id, created_at).
+            # 21,566 matches), as on SQLite; found newest first through (user_id, created_at),
+            # or through the GIN index (the user's own, :mod:`.own_graphs`) when the terms
+            # that choose them are rare: the user's common words only rank (:mod:`.common_terms`).
+            choosing = yield from self.common_terms.choosing(op.user_id, terms)
+            chosen = " | ".join(f"'{t}'" for t in choosing)
             sql = (
                 f"SELECT {COLUMNS}, ts_rank_cd(tsv, q) AS rank FROM"
                 f" (SELECT {COLUMNS}, tsv FROM {self.table}"
@@ -196,5 +202,5 @@ class PostgresPlans:
                 " ORDER BY created_at DESC LIMIT %s) AS newest, to_tsquery('english', %s) AS q"
                 " ORDER BY rank DESC, id LIMIT %s"
             )
-            rows = yield (sql, [query, *params, ops.KEYWORD_SCAN, query, limit])
+            rows = yield (sql, [chosen, *params, ops.KEYWORD_SCAN, query, limit])
         return [SearchResult(record(r), real(r["rank"])) for r in rows]
