@@ -157,7 +157,8 @@ def line_facts(content: str) -> tuple[bool, str | None]:
 
 LINES: dict[str, tuple[bool, str | None]] = {}
 """:func:`line_facts` of each line seen (the same memories come back query after query)."""
-KEPT_LINES = 50_000
+KEPT_LINES = 10_000
+"""Lines kept at most (the cache starts over when full; as the text module's caches)."""
 
 
 def windows_named(query: str, candidates: Sequence[Candidate]) -> list[tuple[datetime, datetime]]:
