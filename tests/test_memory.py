@@ -1274,3 +1274,20 @@ def test_the_keyword_search_runs_on_the_calling_thread_when_no_search_thread_sta
     assert keyword and keyword == [
         (c.content, c.keyword) for c in during.candidates if c.keyword is not None
     ]
+
+
+def test_a_changed_memory_is_planned_from_its_new_record(memory: Memory) -> None:
+    """The retriever keeps each stored record's candidate fields while the store hands
+    out the same record object (SQLite's row cache): a changed memory is a new record,
+    planned with its new line and importance, not the fields kept of the old one."""
+    u = user()
+    memory_id = memory.remember("Ana keeps bees on the roof", user_id=u, importance=0.2)
+    memory.flush()
+    for _ in range(2):  # the second time from the row cache and the kept fields
+        context = memory.get_context("Where are the bees kept?", user_id=u, max_tokens=500)
+        assert "Ana keeps bees on the roof" in context.text()
+    memory.update_memory(memory_id, u, content="Ana keeps bees in the garden", importance=0.9)
+    memory.flush()
+    context = memory.get_context("Where are the bees kept?", user_id=u, max_tokens=500)
+    assert "Ana keeps bees in the garden" in context.text()
+    assert "on the roof" not in context.text()

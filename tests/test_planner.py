@@ -22,8 +22,8 @@ from tiermem.planner import (
     Candidate,
     Context,
     QueryPlanner,
-    _Substrings,
 )
+from tiermem.ranking import Substrings
 from tiermem.text import folded
 from tiermem.tokens import get_token_counter
 
@@ -676,8 +676,8 @@ def test_bad_floor_settings_are_refused(floor: dict[str, float]) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.text("ab. ", max_size=40), st.lists(st.text("ab. ", max_size=12), max_size=20))
 def test_substrings_holds_what_in_finds(text: str, needles: list[str]) -> None:
-    """The planner's check that a memory is already in the notes (``_Substrings``, which
+    """The planner's check that a memory is already in the notes (``Substrings``, which
     searches only when a needle's start is in the text) answers as ``in`` does."""
-    shown = _Substrings(text)
+    shown = Substrings(text)
     for needle in [*needles, text, text[3:14], text[5:], ""]:
         assert shown.hold(needle) is (needle in text)

@@ -6,6 +6,8 @@ import hashlib
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tiermem.errors import InvalidTypeError
 from tiermem.messages import Message
@@ -119,6 +121,42 @@ def test_short_texts_are_encoded_once_long_ones_each_time() -> None:
         )
         assert counter.count(long) == len(encode(long))
     assert encoded == [CHAT[0], CHAT[1], long, long, long]
+
+
+_TRICKY = "aZé 9,./:!?'\"-[]()\n\r\t\u00a0\u2028\u3000\u200b😀"
+"""Letters, digits, punctuation, "/", line breaks and white space of several kinds: what
+could make a pre-tokenizer's piece cross a line break."""
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(st.text(alphabet=_TRICKY, max_size=12), max_size=6))
+def test_joined_lines_count_as_the_text_they_make(encoding, lines) -> None:
+    """``count_lines`` adds up the lines' counts where no piece can cross a line break
+    and counts the joined text otherwise: always the joined text's exact count."""
+    counter = get_token_counter("gpt-4" if encoding == "cl100k_base" else "gpt-4o", exact=True)
+    text = "\n".join(lines)
+    assert counter.count_lines(lines) == counter.count(text)
+    assert counter.count_lines_message(lines) == counter.count_message(Message("system", text))
+    assert ApproxTokenCounter().count_lines(lines) == ApproxTokenCounter().count(text)
+
+
+def test_rendered_lines_are_counted_from_the_lines_counts() -> None:
+    """A context's section is new text each time; its lines are not: no line break is
+    crossed by a piece before a line that starts with a letter or "[", so the joined
+    text is not encoded (its count is the sum of the cached lines' counts)."""
+    counter = TiktokenCounter()
+    encoded = []
+    encode = counter._wait()
+    counter._encode = lambda text: encoded.append(text) or encode(text)
+    lines = ["Relevant memories:", "[8 May 2023]", *CHAT, "[9 May 2023]", "Mel: ok!"]
+    assert counter.count_lines(lines) == len(encode("\n".join(lines)))
+    assert "\n".join(lines) not in encoded
+    before = len(encoded)
+    assert counter.count_lines([*lines[:3], " indented"]) == len(
+        encode("\n".join([*lines[:3], " indented"]))
+    )
+    assert encoded[before:] == ["\n".join([*lines[:3], " indented"])]
 
 
 def test_names_and_tool_calls_are_counted() -> None:

@@ -27,19 +27,30 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
-
-import numpy as np
 
 from tiermem.buffer import newest_within, summary_message
 from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message, to_anthropic_messages, transcript_line
-from tiermem.temporal import asks_about_past, asks_when, says_when, time_windows, within
-from tiermem.text import folded, keyword_counts, query_stems, term_set, terms
+from tiermem.ranking import (
+    LINES,
+    Candidate,
+    Substrings,
+    by_marginal_relevance,
+    line_facts,
+    named_speakers,
+    rescale,
+    specific,
+    windows_named,
+)
+from tiermem.temporal import asks_about_past, asks_when, says_when, within
+from tiermem.text import folded, keyword_counts, query_stems, term_set
+
+__all__ = ["SECTIONS", "Candidate", "Context", "ContextItem", "QueryPlanner"]
 
 if TYPE_CHECKING:
     from tiermem.tokens import TokenCounter
@@ -48,42 +59,6 @@ Section = Literal["synopsis", "summary", "retrieved", "recent"]
 SECTIONS: tuple[Section, ...] = ("synopsis", "summary", "retrieved", "recent")
 RETRIEVED_HEADER = "Relevant memories from earlier conversations:"
 SYNOPSIS_HEADER = "What is known about the user:"
-
-
-@dataclass
-class Candidate:
-    """A memory the planner may include, with the evidence for its relevance.
-
-    ``similarity`` is the cosine similarity to the query and ``keyword`` the keyword
-    engine's score (higher is better); either may be missing. ``keywords`` is the share of
-    the query's keywords the memory holds (set by the planner). ``message_id`` and
-    ``previous_id`` link a conversation message to the one before it in its session;
-    ``memory_id`` is the long-term store's id of a stored memory; ``vector`` its unit
-    embedding, when known, which lets the planner prefer memories that add something new.
-    ``current`` is False for a fact a newer version superseded; ``sources`` are the lines
-    a fact was read from (shown by :meth:`Context.explain`), ``source_ids`` their message
-    ids (a fact adds nothing beside the messages it was read from, so it is left out
-    when they are all taken).
-    """
-
-    content: str
-    source: str
-    similarity: float | None = None
-    keyword: float | None = None
-    timestamp: datetime | None = None
-    importance: float = 0.5
-    key: str = ""
-    session_id: str | None = None
-    message_id: str | None = None
-    previous_id: str | None = None
-    memory_id: uuid.UUID | None = None
-    vector: np.ndarray | None = None
-    keywords: float = 0.0
-    relevance: float = 0.0
-    score: float = 0.0
-    current: bool = True
-    sources: tuple[str, ...] = ()
-    source_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -236,16 +211,18 @@ class QueryPlanner:
            to relax?" is answered by what Melanie says).
 
         The vector score is the similarity to the query less ``generic_weight`` x the
-        similarity to the pool's mean vector (:func:`_specific`).
+        similarity to the pool's mean vector (:func:`specific`).
         """
         if not candidates:
             return
         w = self.settings.weights
-        dense = _rescale(_specific(candidates, w.generic))
-        keyword = _rescale([c.keyword for c in candidates])
-        asks = [_asks(c.content) for c in candidates]
+        dense = rescale(specific(candidates, w.generic))
+        keyword = rescale([c.keyword for c in candidates])
+        lines = [LINES.get(c.content) or line_facts(c.content) for c in candidates]
+        asks = [line[0] for line in lines]
+        weight, question = w.keyword, w.question
         base = [
-            d + w.keyword * k - (w.question if a else 0.0)
+            d + weight * k - (question if a else 0.0)
             for d, k, a in zip(dense, keyword, asks, strict=True)
         ]
         if w.when and asks_when(query):
@@ -258,10 +235,10 @@ class QueryPlanner:
             sid = candidate.session_id
             if sid is not None and (sid not in context or value > context[sid]):
                 context[sid] = value
-        years = {c.timestamp.year for c in candidates if c.timestamp is not None}
-        windows = time_windows(query, years) if w.temporal else []
+        windows = windows_named(query, candidates) if w.temporal else []
+        session = w.session
         own = [
-            value + w.session * context.get(c.session_id or "", 0.0)
+            value + session * context.get(c.session_id or "", 0.0)
             for c, value in zip(candidates, base, strict=True)
         ]
         if windows:
@@ -271,24 +248,35 @@ class QueryPlanner:
             ]
         by_id = {c.message_id: i for i, c in enumerate(candidates) if c.message_id}
         final = list(own)
-        for i, candidate in enumerate(candidates):
+        reply, neighbour = w.reply, w.neighbour
+        for i, candidate in enumerate(candidates):  # each pair raises the lower (as max())
             j = by_id.get(candidate.previous_id) if candidate.previous_id else None
             if j is not None:
-                carried = w.reply if asks[j] else w.neighbour
-                final[i] = max(final[i], carried * own[j])
-                final[j] = max(final[j], w.neighbour * own[i])
+                carried = (reply if asks[j] else neighbour) * own[j]
+                if carried > final[i]:
+                    final[i] = carried
+                carried = neighbour * own[i]
+                if carried > final[j]:
+                    final[j] = carried
         if not asks_about_past(query):
             final = [
                 v if c.current else v * SUPERSEDED for c, v in zip(candidates, final, strict=True)
             ]
-        speakers = [_speaker(c) for c in candidates] if w.speaker else []
-        named = _named_speakers(query, speakers)
+        speakers = (
+            [
+                None if c.message_id is None else line[1]
+                for c, line in zip(candidates, lines, strict=True)
+            ]
+            if w.speaker
+            else []
+        )
+        named = named_speakers(query, speakers)
         if named:
             kept, spared = 1.0 - w.speaker, {None, *named}
             final = [v if s in spared else v * kept for s, v in zip(speakers, final, strict=True)]
         top = max(final) or 1.0
         for candidate, value in zip(candidates, final, strict=True):
-            candidate.relevance = max(value, 0.0) / top
+            candidate.relevance = (0.0 if value < 0.0 else value) / top  # max(value, 0.0)
 
     def above_floor(
         self, query: str, candidates: Sequence[Candidate], room: int | None = None
@@ -313,8 +301,7 @@ class QueryPlanner:
         floor = self.settings.floor
         if not floor.enabled:
             return list(candidates)
-        years = {c.timestamp.year for c in candidates if c.timestamp is not None}
-        windows = time_windows(query, years)
+        windows = windows_named(query, candidates)
         similar, matching = floor.similarity, floor.keywords
         passed = {  # on their own evidence
             id(c)
@@ -399,7 +386,7 @@ class QueryPlanner:
         kept = len(parts["recent"].items)
         shown = recent[len(recent) - kept :] if kept else []
         recent_keys = {folded(m.text) for m in shown} | {folded(transcript_line(m)) for m in shown}
-        notes_shown = _Substrings(" ".join(i.content for p in parts.values() for i in p.items))
+        notes_shown = Substrings(" ".join(i.content for p in parts.values() for i in p.items))
         fresh = [
             c
             for c in candidates
@@ -450,7 +437,7 @@ class QueryPlanner:
         header = used = self._tokens({"role": "system", "content": RETRIEVED_HEADER})
         offered: set[int] = set()
         waiting: list[Candidate] = []
-        for candidate in _by_marginal_relevance(ranked, self.settings.diversity, selection.chosen):
+        for candidate in by_marginal_relevance(ranked, self.settings.diversity, selection.chosen):
             if cap - used < _MIN_LINE_TOKENS:
                 break
             offered.add(id(candidate))
@@ -480,8 +467,9 @@ class QueryPlanner:
         in the rare case that token merges at line joins push it over)."""
         chosen = selection.chosen
         while chosen:
-            message = {"role": "system", "content": _render(chosen)}
-            tokens = self._tokens(message)
+            lines = _render(chosen)
+            message = {"role": "system", "content": "\n".join(lines)}
+            tokens = self._lines_tokens(lines, message)
             if tokens <= cap:
                 items = [
                     ContextItem(
@@ -530,6 +518,12 @@ class QueryPlanner:
     def _tokens(self, message: dict[str, Any]) -> int:
         return self.counter.count_message(Message.from_openai(message))
 
+    def _lines_tokens(self, lines: list[str], message: dict[str, Any]) -> int:
+        """:meth:`_tokens` of ``message``, a system message of ``lines``: from the lines'
+        cached counts when the counter can (``count_lines_message``)."""
+        count = getattr(self.counter, "count_lines_message", None)
+        return self._tokens(message) if count is None else int(count(lines))
+
 
 _REPLY_PRIMING = 3  # OpenAI adds 3 tokens that prime the reply
 SUPERSEDED = 0.5
@@ -538,128 +532,9 @@ _MIN_LINE_TOKENS = 4  # no memory line is cheaper: stop filling below this
 _COUNT_CACHE = 100_000
 
 
-class _Substrings:
-    """``needle in text`` for many needles: a needle is searched for only when its first
-    ``GRAM`` characters are somewhere in ``text`` (a set of its slices, made once), which
-    most needles' are not (a search scans the whole text: about 1 µs for 400 characters)."""
-
-    GRAM = 8
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.grams = {text[i : i + self.GRAM] for i in range(len(text) - self.GRAM + 1)}
-
-    def hold(self, needle: str) -> bool:
-        """Whether ``needle`` is in the text."""
-        if len(needle) >= self.GRAM and needle[: self.GRAM] not in self.grams:
-            return False
-        return needle in self.text
-
-
-def _by_marginal_relevance(
-    ranked: list[Candidate], diversity: float, chosen: list[Candidate]
-) -> Iterator[Candidate]:
-    """Candidates best first by ``score - diversity x`` their greatest cosine similarity to
-    a candidate already in ``chosen`` (maximal marginal relevance, Carbonell & Goldstein
-    1998), which the caller appends to as it takes them.
-
-    Ten lines about the same topic cost ten times the tokens of one and answer little more;
-    a question about several things ("What activities has she done with her family?")
-    needs lines about each. Candidates without a vector are neither penalized nor penalize.
-    """
-    vectors = [c.vector for c in ranked]
-    dimension = next((len(v) for v in vectors if v is not None), 0)
-    if diversity <= 0 or len(ranked) < 2 or not dimension:
-        yield from ranked
-        return
-    matrix = np.zeros((len(ranked), dimension), dtype=np.float32)
-    for row, vector in enumerate(vectors):
-        if vector is not None and len(vector) == dimension:
-            matrix[row] = vector
-    scores = np.array([c.score for c in ranked], dtype=np.float32)
-    penalty = np.zeros(len(ranked), dtype=np.float32)
-    marginal = scores - diversity * penalty
-    position = {id(c): row for row, c in enumerate(ranked)}
-    counted = len(chosen)
-    for _ in range(len(ranked)):
-        if len(chosen) > counted:  # some taken since the last step
-            for candidate in chosen[counted:]:
-                np.maximum(penalty, matrix @ matrix[position[id(candidate)]], out=penalty)
-            counted = len(chosen)
-            marginal = scores - diversity * penalty
-        row = int(np.argmax(marginal))
-        scores[row] = marginal[row] = -np.inf
-        yield ranked[row]
-
-
-def _specific(candidates: Sequence[Candidate], weight: float) -> list[float | None]:
-    """Each candidate's similarity to the query less ``weight`` x its similarity to the
-    mean of the pool's vectors.
-
-    Some lines are near every query about a conversation ("Thanks, that's so sweet!"), so
-    they are near most of the pool too; a line that answers is near the query more than
-    it is near the rest. A candidate without a vector is taken as typical (the pool's
-    mean). Only the ranking reads this: the floor checks the similarity itself.
-    """
-    similarities = [c.similarity for c in candidates]
-    if not weight:
-        return similarities
-    present = [(i, c.vector) for i, c in enumerate(candidates) if c.vector is not None]
-    dimension = len(present[0][1]) if present else 0
-    rows = [i for i, v in present if len(v) == dimension]
-    if len(rows) < 2:
-        return similarities
-    vectors = [v for _, v in present if len(v) == dimension]
-    matrix = np.concatenate(vectors, dtype=np.float32).reshape(len(rows), dimension)
-    near = matrix @ matrix.mean(axis=0)
-    generic = [float(near.mean())] * len(candidates)  # no vector: typical
-    for i, value in zip(rows, near.tolist(), strict=True):
-        generic[i] = value
-    return [
-        None if s is None else s - weight * g for s, g in zip(similarities, generic, strict=True)
-    ]
-
-
-def _speaker(candidate: Candidate) -> str | None:
-    """Who said a message candidate (its line is ``"speaker: text"``, lower-cased), or
-    None for a memory that is not a message."""
-    if candidate.message_id is None:
-        return None
-    name, said, _ = candidate.content.partition(": ")
-    return name.lower() if said else None
-
-
-def _named_speakers(query: str, speakers: Sequence[str | None]) -> set[str]:
-    """The pool's ``speakers`` (:func:`_speaker` of each candidate) whose names ``query``
-    holds (every word of the name), or none when it names all of them or none: then who
-    said a line tells nothing."""
-    pool = {s for s in speakers if s is not None}
-    asked = term_set(query)
-    named = {s for s in pool if (parts := terms(s)) and asked.issuperset(parts)}
-    return named if named != pool else set()
-
-
-def _asks(content: str) -> bool:
-    """Whether a memory's line is a question (ends with "?")."""
-    return content.rstrip().endswith("?")
-
-
 def _preview(text: str, limit: int = 70) -> str:
     text = text.replace("\n", " ")
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _rescale(values: list[float | None]) -> list[float]:
-    """Map scores so the pool's median is 0 and its best 1 (missing and below: 0)."""
-    present = [v for v in values if v is not None]
-    if not present:
-        return [0.0] * len(values)
-    present.sort()
-    median = present[len(present) // 2]
-    span = present[-1] - median
-    if span <= 0:
-        return [1.0 if v is not None else 0.0 for v in values]
-    return [0.0 if v is None or v < median else (v - median) / span for v in values]
 
 
 _MONTHS = tuple(datetime(2000, month, 1).strftime("%B") for month in range(1, 13))
@@ -671,7 +546,9 @@ def _date_label(timestamp: datetime | None) -> str:
     return f"[{timestamp.day} {_MONTHS[timestamp.month - 1]} {timestamp.year}]"
 
 
-def _render(chosen: list[Candidate]) -> str:
+def _render(chosen: list[Candidate]) -> list[str]:
+    """The lines of the retrieved section: the header, then the memories in time order
+    under their dates."""
     epoch = datetime.min.replace(tzinfo=timezone.utc)
     ordered = sorted(chosen, key=lambda c: (_aware(c.timestamp) or epoch, c.key))
     lines = [RETRIEVED_HEADER]
@@ -682,7 +559,7 @@ def _render(chosen: list[Candidate]) -> str:
             lines.append(date)
             last = date
         lines.append(candidate.content)
-    return "\n".join(lines)
+    return lines
 
 
 def _aware(value: datetime | None) -> datetime | None:

@@ -83,6 +83,12 @@ def time_windows(query: str, years: Iterable[int]) -> list[Window]:
     return windows
 
 
+def names_a_time(query: str) -> bool:
+    """Whether ``query`` mentions a date, a month or a year: when it does not,
+    :func:`time_windows` is empty whatever the years (so they need not be gathered)."""
+    return bool(_DATE.search(query) or _YEAR.search(query))
+
+
 def within(timestamp: datetime | None, windows: list[Window]) -> bool:
     """Whether ``timestamp`` falls in any of ``windows`` (naive times read as UTC)."""
     if timestamp is None or not windows:

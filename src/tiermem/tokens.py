@@ -18,6 +18,7 @@ import os
 import re
 import tempfile
 import threading
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -42,6 +43,9 @@ CACHED_COUNTS = 50_000
 _ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _CL100K_PREFIXES = ("gpt-4-", "gpt-3.5", "text-embedding-3", "text-embedding-ada")
 _seed_lock = threading.Lock()
+_ADDITIVE = frozenset({"o200k_base", "cl100k_base"})
+"""Encodings whose pre-tokenizer no piece crosses a line break before a line that starts
+with neither white space nor "/" (:meth:`TiktokenCounter.count_lines`)."""
 
 
 class CountsTokens(Protocol):
@@ -91,6 +95,15 @@ class _MessageCounting:
     def count_messages(self, messages: Any) -> int:
         """Total tokens of an iterable of messages."""
         return sum(self.count_message(m) for m in messages)
+
+    def count_lines(self, lines: Sequence[str]) -> int:
+        """Tokens of ``"\\n".join(lines)``."""
+        return self.count("\n".join(lines))
+
+    def count_lines_message(self, lines: Sequence[str]) -> int:
+        """:meth:`count_message` of a system message whose content is ``lines`` joined by
+        newlines, without making the message or the text (:meth:`count_lines`)."""
+        return MESSAGE_OVERHEAD + self.count_lines(lines)
 
 
 class TiktokenCounter(_MessageCounting):
@@ -146,6 +159,26 @@ class TiktokenCounter(_MessageCounting):
                 self._counts.clear()
             self._counts[text] = tokens
         return tokens
+
+    def count_lines(self, lines: Sequence[str]) -> int:
+        """Tokens of ``"\\n".join(lines)``, from the (cached) counts of the lines.
+
+        With ``o200k_base`` and ``cl100k_base`` a text's count is the sum of its
+        pre-tokenizer's pieces' counts, and a piece spans a line break only where the
+        line after it is empty or starts with white space or "/": a piece that takes a
+        newline ends there unless more newlines, white space before a newline, or (after
+        punctuation, o200k_base) "/" follow, and the pattern has no look-behind. So when
+        no line after the first starts so, the count is each line's with its newline (the
+        last's without) added up, which the planner's lines have cached (a rendered
+        section is new text each time: about 0.2 ms to encode 1,500 characters). Other
+        encodings, and lines that do start so, are counted joined.
+        """
+        if self.encoding_name not in _ADDITIVE or not all(
+            line and not line[0].isspace() and line[0] != "/" for line in lines[1:]
+        ):
+            return self.count("\n".join(lines))
+        last = len(lines) - 1
+        return sum(self.count(line + "\n" if i < last else line) for i, line in enumerate(lines))
 
     def _wait(self) -> Any:
         if self._loader is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -411,22 +412,49 @@ def _by_keyword(hits: list[Any]) -> dict[int, Candidate]:
 
 
 def _from_record(record: Any, similarity: float | None, keyword: float | None = None) -> Candidate:
+    """A stored memory as a candidate: its fields that depend on the record alone (its
+    line, dedup key, links) made once per record object (:data:`_FIELDS`)."""
+    key = record.id.int
+    kept = _FIELDS.get(key)
+    if kept is None or kept[0]() is not record:
+        if len(_FIELDS) >= _KEPT:
+            _FIELDS.clear()
+        kept = _FIELDS[key] = (weakref.ref(record), _record_fields(record))
+    candidate: Candidate = object.__new__(Candidate)
+    candidate.__dict__ = kept[1].copy()
+    candidate.similarity, candidate.keyword = similarity, keyword
+    candidate.vector = record.embedding
+    return candidate
+
+
+def _record_fields(record: Any) -> dict[str, Any]:
     metadata = record.metadata or {}
     content, current, sources, source_ids = fact_line(record)
-    return Candidate(
-        content=content,
-        source="store",
-        similarity=similarity,
-        keyword=keyword,
-        timestamp=record.created_at,
-        importance=record.importance,
-        key=folded(record.content),
-        session_id=record.session_id,
-        message_id=metadata.get("message_id"),
-        previous_id=metadata.get("previous_id"),
-        memory_id=record.id,
-        vector=record.embedding,
-        current=current,
-        sources=sources,
-        source_ids=source_ids,
+    return vars(
+        Candidate(
+            content=content,
+            source="store",
+            timestamp=record.created_at,
+            importance=record.importance,
+            key=folded(record.content),
+            session_id=record.session_id,
+            message_id=metadata.get("message_id"),
+            previous_id=metadata.get("previous_id"),
+            memory_id=record.id,
+            current=current,
+            sources=sources,
+            source_ids=source_ids,
+        )
     )
+
+
+_FIELDS: dict[int, tuple[weakref.ref[Any], dict[str, Any]]] = {}
+"""Each stored record's candidate fields but the scores and vector, by the memory id's
+integer, with the record they were made of: a search that shares its records (SQLite's
+row cache, :class:`~tiermem.stores.ops.SearchOp` ``shared``) returns the same record
+objects prompt after prompt, so the line, its dedup key and its links are made once per
+record (about 1.5 µs of the 2 µs a candidate took), not once per hit. A record read
+anew is another object: its fields are made again. Kept by weak reference: no record is
+held past its store's cache."""
+_KEPT = 4096
+"""Records whose fields are kept at most (the cache starts over when full)."""

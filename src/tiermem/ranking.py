@@ -1,0 +1,197 @@
+"""The planner's candidates and the cues it ranks them by: the pool-relative rescaling,
+the generic-line cue, what a line says on its own (a question, its speaker), the times a
+query names, the diversity order and the check for a line already shown.
+
+Each works on the whole pool at once (the planner ranks about 300 candidates a prompt);
+what depends on a line alone is kept by line (:data:`LINES`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import cast
+
+import numpy as np
+
+from tiermem.temporal import names_a_time, time_windows
+from tiermem.text import term_set, terms
+
+
+@dataclass
+class Candidate:
+    """A memory the planner may include, with the evidence for its relevance.
+
+    ``similarity`` is the cosine similarity to the query and ``keyword`` the keyword
+    engine's score (higher is better); either may be missing. ``keywords`` is the share of
+    the query's keywords the memory holds (set by the planner). ``message_id`` and
+    ``previous_id`` link a conversation message to the one before it in its session;
+    ``memory_id`` is the long-term store's id of a stored memory; ``vector`` its unit
+    embedding, when known, which lets the planner prefer memories that add something new.
+    ``current`` is False for a fact a newer version superseded; ``sources`` are the lines
+    a fact was read from (shown by :meth:`Context.explain`), ``source_ids`` their message
+    ids (a fact adds nothing beside the messages it was read from, so it is left out
+    when they are all taken).
+    """
+
+    content: str
+    source: str
+    similarity: float | None = None
+    keyword: float | None = None
+    timestamp: datetime | None = None
+    importance: float = 0.5
+    key: str = ""
+    session_id: str | None = None
+    message_id: str | None = None
+    previous_id: str | None = None
+    memory_id: uuid.UUID | None = None
+    vector: np.ndarray | None = None
+    keywords: float = 0.0
+    relevance: float = 0.0
+    score: float = 0.0
+    current: bool = True
+    sources: tuple[str, ...] = ()
+    source_ids: tuple[str, ...] = ()
+
+
+class Substrings:
+    """``needle in text`` for many needles: a needle is searched for only when its first
+    ``GRAM`` characters are somewhere in ``text`` (a set of its slices, made once), which
+    most needles' are not (a search scans the whole text: about 1 µs for 400 characters)."""
+
+    GRAM = 8
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.grams = {text[i : i + self.GRAM] for i in range(len(text) - self.GRAM + 1)}
+
+    def hold(self, needle: str) -> bool:
+        """Whether ``needle`` is in the text."""
+        if len(needle) >= self.GRAM and needle[: self.GRAM] not in self.grams:
+            return False
+        return needle in self.text
+
+
+def by_marginal_relevance(
+    ranked: list[Candidate], diversity: float, chosen: list[Candidate]
+) -> Iterator[Candidate]:
+    """Candidates best first by ``score - diversity x`` their greatest cosine similarity to
+    a candidate already in ``chosen`` (maximal marginal relevance, Carbonell & Goldstein
+    1998), which the caller appends to as it takes them.
+
+    Ten lines about the same topic cost ten times the tokens of one and answer little more;
+    a question about several things ("What activities has she done with her family?")
+    needs lines about each. Candidates without a vector are neither penalized nor penalize.
+    """
+    vectors = [c.vector for c in ranked]
+    dimension = next((len(v) for v in vectors if v is not None), 0)
+    if diversity <= 0 or len(ranked) < 2 or not dimension:
+        yield from ranked
+        return
+    matrix = np.zeros((len(ranked), dimension), dtype=np.float32)
+    for row, vector in enumerate(vectors):
+        if vector is not None and len(vector) == dimension:
+            matrix[row] = vector
+    scores = np.array([c.score for c in ranked], dtype=np.float32)
+    penalty = np.zeros(len(ranked), dtype=np.float32)
+    marginal = scores - diversity * penalty
+    position = {id(c): row for row, c in enumerate(ranked)}
+    counted = len(chosen)
+    for _ in range(len(ranked)):
+        if len(chosen) > counted:  # some taken since the last step
+            for candidate in chosen[counted:]:
+                np.maximum(penalty, matrix @ matrix[position[id(candidate)]], out=penalty)
+            counted = len(chosen)
+            marginal = scores - diversity * penalty
+        row = int(np.argmax(marginal))
+        scores[row] = marginal[row] = -np.inf
+        yield ranked[row]
+
+
+def specific(candidates: Sequence[Candidate], weight: float) -> list[float | None]:
+    """Each candidate's similarity to the query less ``weight`` x its similarity to the
+    mean of the pool's vectors.
+
+    Some lines are near every query about a conversation ("Thanks, that's so sweet!"), so
+    they are near most of the pool too; a line that answers is near the query more than
+    it is near the rest. A candidate without a vector is taken as typical (the pool's
+    mean). Only the ranking reads this: the floor checks the similarity itself.
+    """
+    similarities = [c.similarity for c in candidates]
+    if not weight:
+        return similarities
+    vectors = [c.vector for c in candidates]
+    dimension = next((len(v) for v in vectors if v is not None), 0)
+    rows: list[int] | None = None  # each has a vector (the usual case)
+    if not all(v is not None and len(v) == dimension for v in vectors):
+        rows = [i for i, v in enumerate(vectors) if v is not None and len(v) == dimension]
+        vectors = [vectors[i] for i in rows]
+    if len(vectors) < 2:
+        return similarities
+    present = cast("list[np.ndarray]", vectors)
+    matrix = np.concatenate(present, dtype=np.float32).reshape(len(vectors), dimension)
+    near = matrix @ matrix.mean(axis=0)
+    if rows is None:
+        generic = near.tolist()
+    else:
+        generic = [float(near.mean())] * len(candidates)  # no vector: typical
+        for i, value in zip(rows, near.tolist(), strict=True):
+            generic[i] = value
+    return [
+        None if s is None else s - weight * g for s, g in zip(similarities, generic, strict=True)
+    ]
+
+
+def line_facts(content: str) -> tuple[bool, str | None]:
+    """What the ranking reads of a memory's line alone: whether it asks
+    (:func:`asks_question`) and who said it, were it a message (``"speaker: text"``;
+    lower-cased), kept by line (:data:`LINES`)."""
+    name, said, _ = content.partition(": ")
+    found = LINES[content] = (asks_question(content), name.lower() if said else None)
+    if len(LINES) > KEPT_LINES:
+        LINES.clear()
+    return found
+
+
+LINES: dict[str, tuple[bool, str | None]] = {}
+""":func:`line_facts` of each line seen (the same memories come back query after query)."""
+KEPT_LINES = 10_000
+"""Lines kept at most (the cache starts over when full; as the text module's caches)."""
+
+
+def windows_named(query: str, candidates: Sequence[Candidate]) -> list[tuple[datetime, datetime]]:
+    """The time windows ``query`` names, each year the candidates span tried for a date
+    without one (the years gathered only when the query names a time)."""
+    if not names_a_time(query):
+        return []
+    return time_windows(query, {c.timestamp.year for c in candidates if c.timestamp is not None})
+
+
+def named_speakers(query: str, speakers: Sequence[str | None]) -> set[str]:
+    """The pool's ``speakers`` (who said each message candidate: :func:`line_facts`)
+    whose names ``query`` holds (every word of the name), or none when it names all of
+    them or none: then who said a line tells nothing."""
+    pool = {s for s in speakers if s is not None}
+    asked = term_set(query)
+    named = {s for s in pool if (parts := terms(s)) and asked.issuperset(parts)}
+    return named if named != pool else set()
+
+
+def asks_question(content: str) -> bool:
+    """Whether a memory's line is a question (ends with "?")."""
+    return content.rstrip().endswith("?")
+
+
+def rescale(values: list[float | None]) -> list[float]:
+    """Map scores so the pool's median is 0 and its best 1 (missing and below: 0)."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return [0.0] * len(values)
+    present.sort()
+    median = present[len(present) // 2]
+    span = present[-1] - median
+    if span <= 0:
+        return [1.0 if v is not None else 0.0 for v in values]
+    return [0.0 if v is None or v < median else (v - median) / span for v in values]
