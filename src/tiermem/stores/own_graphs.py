@@ -43,6 +43,10 @@ def graph_name(table: str, user_id: str) -> str:
     return f"{table}_own_{hashlib.sha256(user_id.encode()).hexdigest()[:16]}"
 
 
+HNSW = "hnsw (embedding vector_cosine_ops)"
+"""How a user's own graph is built."""
+
+
 def keywords_name(table: str, user_id: str) -> str:
     """The name of ``user_id``'s own GIN index of words on ``table``."""
     return f"{table}_ownk_{hashlib.sha256(user_id.encode()).hexdigest()[:16]}"
@@ -131,11 +135,6 @@ class OwnGraphs:
         import psycopg
         from psycopg import sql
 
-        indexes = (
-            (graph_name(self.table, user_id), "hnsw (embedding vector_cosine_ops)"),
-            (keywords_name(self.table, user_id), "gin (tsv)"),
-        )
-        built = []
         with psycopg.connect(self.connection_string, autocommit=True, **self.connect_args) as conn:
             with self._lock:
                 if self._closed:
@@ -144,17 +143,12 @@ class OwnGraphs:
             try:
                 memory = sql.Literal(f"{graph_memory_mb(rows, self.dimension)}MB")
                 conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(memory))
-                for name, using in indexes:
-                    part = _partition(conn, self.table, user_id) if _claim(conn, name) else None
-                    if part is not None:
-                        create = "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} USING "
-                        conn.execute(
-                            sql.SQL(create + using + " WHERE user_id = {}").format(
-                                sql.Identifier(name), sql.Identifier(part), sql.Literal(user_id)
-                            )
-                        )
-                    built.append(part is not None)
-                return built[0]
+                part = _partition(conn, self.table, user_id)
+                if part is None:
+                    return False
+                graph = _create(conn, graph_name(self.table, user_id), part, user_id, HNSW)
+                _create(conn, keywords_name(self.table, user_id), part, user_id, "gin (tsv)")
+                return graph
             finally:
                 with self._lock:
                     self._building.pop(user_id, None)
@@ -180,6 +174,22 @@ def _claim(conn: Any, name: str) -> bool:
         return False
     if valid is not None:
         conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name)))
+    return True
+
+
+def _create(conn: Any, name: str, part: str, user_id: str, using: str) -> bool:
+    """Build index ``name`` on ``user_id``'s rows of ``part`` ``USING using`` unless it
+    exists or another builder holds it (:func:`_claim`); whether this call built it."""
+    from psycopg import sql
+
+    if not _claim(conn, name):
+        return False
+    create = "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} USING " + using
+    conn.execute(
+        sql.SQL(create + " WHERE user_id = {}").format(
+            sql.Identifier(name), sql.Identifier(part), sql.Literal(user_id)
+        )
+    )
     return True
 
 
