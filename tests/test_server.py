@@ -33,6 +33,7 @@ from tiermem.server.tenants import SEPARATOR, Tenant
 
 CONFIG = {"memory": {"buffer": {"size": 8, "summary_batch": 4}}}
 ADMIN = "admin-secret-for-tests"
+ABSENT = uuid.UUID(int=1)  # an id no test stores (parameters must be the same in every process)
 
 
 def new_memory(path: Path, **parts: Any) -> Memory:
@@ -216,10 +217,10 @@ def test_rest_shapes(dev: tuple[str, Memory]) -> None:
             "max_tokens",
         ),
         ("GET", "/v1/memories/nope?user_id=u", None, 422, "InputError", "memory_id"),
-        ("GET", f"/v1/memories/{uuid.uuid4()}?user_id=u", None, 404, "NotFoundError", None),
+        ("GET", f"/v1/memories/{ABSENT}?user_id=u", None, 404, "NotFoundError", None),
         ("GET", "/v1/memories?user_id=u&cursor=abc", None, 422, "InputError", "cursor"),
         ("GET", "/v1/memories?user_id=u&limit=0", None, 422, "InvalidSizeError", "limit"),
-        ("PATCH", f"/v1/memories/{uuid.uuid4()}?user_id=u", {}, 422, "InputError", "changes"),
+        ("PATCH", f"/v1/memories/{ABSENT}?user_id=u", {}, 422, "InputError", "changes"),
         # a number or a bare date is not the schema's date-time, though pydantic reads both
         (
             "GET",

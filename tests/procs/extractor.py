@@ -28,21 +28,18 @@ def main() -> int:
     parser.add_argument("--lease", type=float, default=60.0)
     args = parser.parse_args()
 
+    from persistent import persistent
+
     from embedders import HashEmbedder
     from tiermem.llm import OpenAIModel
     from tiermem.memory import Memory
 
-    persistent: dict[str, object]
-    if args.store.startswith("postgresql://"):
-        persistent = {"provider": "postgresql", "connection_string": args.store}
-    else:
-        persistent = {"path": args.store}
     facts = {"enabled": True, "lease_seconds": args.lease, "extractor": "offline"}
     llm = None
     if args.llm:
         facts["extractor"] = "llm"
         llm = OpenAIModel("fake", base_url=args.llm, api_key="k", max_retries=0, timeout=60)
-    config = {"memory": {"persistent": persistent, "facts": facts}}
+    config = {"memory": {"persistent": persistent(args.store), "facts": facts}}
     memory = Memory(config=config, embedder=HashEmbedder(384), llm=llm)
     print("ready", flush=True)
     for session in args.sessions:

@@ -21,14 +21,12 @@ def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     store, settings, user = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 
+    from persistent import persistent
+
     from embedders import HashEmbedder
     from tiermem.memory import Memory
 
-    if store.startswith("postgresql://"):
-        persistent = {"provider": "postgresql", "connection_string": store}
-    else:
-        persistent = {"path": store}
-    config = {"memory": {**settings, "persistent": persistent}}
+    config = {"memory": {**settings, "persistent": persistent(store)}}
     memory = Memory(config=config, embedder=HashEmbedder(32))
     print("ready", flush=True)
     for line in sys.stdin:

@@ -17,6 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: embedder
 
 
 def main() -> int:
+    from persistent import persistent
+
     from embedders import HashEmbedder, SlowEmbedder
     from tiermem.cli.worker import run_worker
     from tiermem.memory import Memory
@@ -31,14 +33,9 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=16)
     args = parser.parse_args()
     embedder = SlowEmbedder(args.delay, dimension=384) if args.delay else HashEmbedder(384)
-    persistent: dict[str, object]
-    if args.store.startswith("postgresql://"):
-        persistent = {"provider": "postgresql", "connection_string": args.store}
-    else:
-        persistent = {"path": args.store}
     config = {
         "memory": {
-            "persistent": persistent,
+            "persistent": persistent(args.store),
             "worker": {
                 "lease_seconds": args.lease,
                 "batch_size": args.batch,

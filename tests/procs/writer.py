@@ -23,6 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: embedder
 
 
 def build(store: str, model: str, lease: float, durability: str, connect_timeout: float) -> object:
+    from persistent import persistent
+
     from tiermem.memory import Memory
 
     embedder: object = None
@@ -30,18 +32,9 @@ def build(store: str, model: str, lease: float, durability: str, connect_timeout
         from embedders import HashEmbedder
 
         embedder = HashEmbedder(384)
-    persistent: dict[str, object]
-    if store.startswith("postgresql://"):
-        persistent = {
-            "provider": "postgresql",
-            "connection_string": store,
-            "connect_timeout": connect_timeout,
-        }
-    else:
-        persistent = {"path": store}
     config = {
         "memory": {
-            "persistent": persistent,
+            "persistent": persistent(store, connect_timeout),
             "buffer": {"size": 8, "summary_batch": 4},
             "worker": {"lease_seconds": lease},
             "durability": durability,
