@@ -47,7 +47,7 @@ from tiermem.ranking import (
     specific,
     windows_named,
 )
-from tiermem.temporal import asks_about_past, asks_when, says_when, within
+from tiermem.temporal import asks_about_past, asks_when, within
 from tiermem.text import folded, keyword_counts, query_stems, term_set
 
 __all__ = ["SECTIONS", "Candidate", "Context", "ContextItem", "QueryPlanner"]
@@ -226,10 +226,7 @@ class QueryPlanner:
             for d, k, a in zip(dense, keyword, asks, strict=True)
         ]
         if w.when and asks_when(query):
-            base = [
-                v + (w.when if says_when(c.content) else 0.0)
-                for c, v in zip(candidates, base, strict=True)
-            ]
+            base = [v + (w.when if line[2] else 0.0) for line, v in zip(lines, base, strict=True)]
         context: dict[str, float] = {}  # each session's best
         for candidate, value in zip(candidates, base, strict=True):
             sid = candidate.session_id
