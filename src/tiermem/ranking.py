@@ -21,7 +21,7 @@ from tiermem.temporal import names_a_time, says_when, time_windows
 from tiermem.text import term_set, terms
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     """A memory the planner may include, with the evidence for its relevance.
 
@@ -35,6 +35,10 @@ class Candidate:
     a fact was read from (shown by :meth:`Context.explain`), ``source_ids`` their message
     ids (a fact adds nothing beside the messages it was read from, so it is left out
     when they are all taken).
+
+    Slotted: a prompt's 300 candidates are read a dozen times each after the query's
+    forward pass has pushed them out of the CPU's caches; without a dict each is 176
+    against 272 bytes.
     """
 
     content: str
