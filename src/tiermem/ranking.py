@@ -158,7 +158,7 @@ def stacked(vectors: Sequence[np.ndarray | None], dimension: int) -> np.ndarray 
     a contiguous one-dimensional float32 array and together they hold ``dimension``
     values each (every vector of a pool comes from one embedder: a width above and one
     below that cancel out are not looked for). Their bytes joined, and the kinds checked
-    by a set: 57 against 97 µs for 300 vectors (``len()`` of each cost 35 µs)."""
+    by a set: 60 against 100 µs for 300 vectors (``len()`` of each cost 35 µs)."""
     try:
         if {v.dtype for v in vectors} != {_FLOAT32} or {v.ndim for v in vectors} != {1}:  # type: ignore[union-attr]
             return None
