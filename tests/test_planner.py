@@ -23,7 +23,7 @@ from tiermem.planner import (
     Context,
     QueryPlanner,
 )
-from tiermem.ranking import Substrings
+from tiermem.ranking import Substrings, specific, stacked
 from tiermem.text import folded
 from tiermem.tokens import get_token_counter
 
@@ -367,6 +367,21 @@ def test_a_line_like_the_rest_of_the_pool_ranks_below_one_that_is_specific() -> 
     pool = lines()
     relevance("q", pool, weights={"generic": 0.2})
     assert [c.similarity for c in pool[:2]] == [0.6, 0.6]  # the floor reads it unchanged
+
+
+def test_pool_vectors_are_stacked_only_when_each_is_a_float32_row_of_the_width() -> None:
+    """``stacked`` (the generic cue's and the diversity order's matrix) joins the vectors'
+    bytes only when each is a contiguous float32 vector of the width; any other pool
+    (a vector missing, of another type or width, a strided view) gets None, and the
+    generic cue then takes the rows it can: the same values either way."""
+    rows = [_unit(1, 0.1 * i, 0.2).astype(np.float32) for i in range(4)]
+    assert np.array_equal(stacked(rows, 3), np.stack(rows))
+    wide = np.stack(rows).T.copy()  # a column of it is a strided view
+    for other in (None, rows[0].astype(np.float64), rows[0][:2], wide[:, 0], rows[0][None]):
+        assert stacked([*rows[1:], other], 3) is None
+    pool = [cand(f"line {i}", 0.5, vector=v) for i, v in enumerate(rows)]
+    as_float64 = [cand(f"line {i}", 0.5, vector=v.astype(np.float64)) for i, v in enumerate(rows)]
+    assert specific(pool, 0.2) == specific(as_float64, 0.2)
 
 
 def test_temporal_cue_lifts_memories_in_the_named_time() -> None:

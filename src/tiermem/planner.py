@@ -47,7 +47,7 @@ from tiermem.ranking import (
     specific,
     windows_named,
 )
-from tiermem.temporal import asks_about_past, asks_when, says_when, within
+from tiermem.temporal import asks_about_past, asks_when, within
 from tiermem.text import folded, keyword_counts, query_stems, term_set
 
 __all__ = ["SECTIONS", "Candidate", "Context", "ContextItem", "QueryPlanner"]
@@ -218,20 +218,18 @@ class QueryPlanner:
         w = self.settings.weights
         dense = rescale(specific(candidates, w.generic))
         keyword = rescale([c.keyword for c in candidates])
-        lines = [LINES.get(c.content) or line_facts(c.content) for c in candidates]
-        asks = [line[0] for line in lines]
         weight, question = w.keyword, w.question
-        base = [
-            d + weight * k - (question if a else 0.0)
-            for d, k, a in zip(dense, keyword, asks, strict=True)
-        ]
-        if w.when and asks_when(query):
-            base = [
-                v + (w.when if says_when(c.content) else 0.0)
-                for c, v in zip(candidates, base, strict=True)
-            ]
+        when = w.when if w.when and asks_when(query) else 0.0
+        lines: list[tuple[bool, str | None, bool]] = []
+        base: list[float] = []
         context: dict[str, float] = {}  # each session's best
-        for candidate, value in zip(candidates, base, strict=True):
+        for candidate, d, k in zip(candidates, dense, keyword, strict=True):  # one pass
+            line = LINES.get(candidate.content) or line_facts(candidate.content)
+            value = d + weight * k - (question if line[0] else 0.0)
+            if when:
+                value += when if line[2] else 0.0
+            lines.append(line)
+            base.append(value)
             sid = candidate.session_id
             if sid is not None and (sid not in context or value > context[sid]):
                 context[sid] = value
@@ -252,7 +250,7 @@ class QueryPlanner:
         for i, candidate in enumerate(candidates):  # each pair raises the lower (as max())
             j = by_id.get(candidate.previous_id) if candidate.previous_id else None
             if j is not None:
-                carried = (reply if asks[j] else neighbour) * own[j]
+                carried = (reply if lines[j][0] else neighbour) * own[j]
                 if carried > final[i]:
                     final[i] = carried
                 carried = neighbour * own[i]

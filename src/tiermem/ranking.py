@@ -15,12 +15,13 @@ from datetime import datetime
 from typing import cast
 
 import numpy as np
+from typing_extensions import Buffer
 
-from tiermem.temporal import names_a_time, time_windows
+from tiermem.temporal import names_a_time, says_when, time_windows
 from tiermem.text import term_set, terms
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     """A memory the planner may include, with the evidence for its relevance.
 
@@ -34,6 +35,10 @@ class Candidate:
     a fact was read from (shown by :meth:`Context.explain`), ``source_ids`` their message
     ids (a fact adds nothing beside the messages it was read from, so it is left out
     when they are all taken).
+
+    Slotted: a prompt's 300 candidates are read a dozen times each after the query's
+    forward pass has pushed them out of the CPU's caches; without a dict each is 176
+    against 272 bytes.
     """
 
     content: str
@@ -90,10 +95,12 @@ def by_marginal_relevance(
     if diversity <= 0 or len(ranked) < 2 or not dimension:
         yield from ranked
         return
-    matrix = np.zeros((len(ranked), dimension), dtype=np.float32)
-    for row, vector in enumerate(vectors):
-        if vector is not None and len(vector) == dimension:
-            matrix[row] = vector
+    matrix = stacked(vectors, dimension)
+    if matrix is None:  # some without a vector (or of another width): zero rows
+        matrix = np.zeros((len(ranked), dimension), dtype=np.float32)
+        for row, vector in enumerate(vectors):
+            if vector is not None and len(vector) == dimension:
+                matrix[row] = vector
     scores = np.array([c.score for c in ranked], dtype=np.float32)
     penalty = np.zeros(len(ranked), dtype=np.float32)
     marginal = scores - diversity * penalty
@@ -125,13 +132,15 @@ def specific(candidates: Sequence[Candidate], weight: float) -> list[float | Non
     vectors = [c.vector for c in candidates]
     dimension = next((len(v) for v in vectors if v is not None), 0)
     rows: list[int] | None = None  # each has a vector (the usual case)
-    if not all(v is not None and len(v) == dimension for v in vectors):
+    matrix = stacked(vectors, dimension)
+    if matrix is None:
         rows = [i for i, v in enumerate(vectors) if v is not None and len(v) == dimension]
-        vectors = [vectors[i] for i in rows]
-    if len(vectors) < 2:
+        present = cast("list[np.ndarray]", [vectors[i] for i in rows])
+        if len(present) < 2:
+            return similarities
+        matrix = np.concatenate(present, dtype=np.float32).reshape(len(present), dimension)
+    elif len(matrix) < 2:
         return similarities
-    present = cast("list[np.ndarray]", vectors)
-    matrix = np.concatenate(present, dtype=np.float32).reshape(len(vectors), dimension)
     near = matrix @ matrix.mean(axis=0)
     if rows is None:
         generic = near.tolist()
@@ -144,18 +153,43 @@ def specific(candidates: Sequence[Candidate], weight: float) -> list[float | Non
     ]
 
 
-def line_facts(content: str) -> tuple[bool, str | None]:
+def stacked(vectors: Sequence[np.ndarray | None], dimension: int) -> np.ndarray | None:
+    """``vectors`` as the rows of one float32 matrix (read-only), or None unless each is
+    a contiguous one-dimensional float32 array and together they hold ``dimension``
+    values each (every vector of a pool comes from one embedder: a width above and one
+    below that cancel out are not looked for). Their bytes joined, and the kinds checked
+    by a set: 60 against 100 µs for 300 vectors (``len()`` of each cost 35 µs)."""
+    try:
+        if {v.dtype for v in vectors} != {_FLOAT32} or {v.ndim for v in vectors} != {1}:  # type: ignore[union-attr]
+            return None
+        joined = b"".join(cast("Sequence[Buffer]", vectors))
+    except (AttributeError, TypeError):  # one is missing, or not contiguous
+        return None
+    if len(joined) != _FLOAT32.itemsize * dimension * len(vectors):
+        return None
+    return np.frombuffer(joined, dtype=np.float32).reshape(len(vectors), dimension)
+
+
+_FLOAT32 = np.dtype(np.float32)
+
+
+def line_facts(content: str) -> tuple[bool, str | None, bool]:
     """What the ranking reads of a memory's line alone: whether it asks
-    (:func:`asks_question`) and who said it, were it a message (``"speaker: text"``;
-    lower-cased), kept by line (:data:`LINES`)."""
+    (:func:`asks_question`), who said it, were it a message (``"speaker: text"``;
+    lower-cased), and whether it says when (:func:`~tiermem.temporal.says_when`, read
+    for every candidate of a query that asks when), kept by line (:data:`LINES`)."""
     name, said, _ = content.partition(": ")
-    found = LINES[content] = (asks_question(content), name.lower() if said else None)
+    found = LINES[content] = (
+        asks_question(content),
+        name.lower() if said else None,
+        says_when(content),
+    )
     if len(LINES) > KEPT_LINES:
         LINES.clear()
     return found
 
 
-LINES: dict[str, tuple[bool, str | None]] = {}
+LINES: dict[str, tuple[bool, str | None, bool]] = {}
 """:func:`line_facts` of each line seen (the same memories come back query after query)."""
 KEPT_LINES = 10_000
 """Lines kept at most (the cache starts over when full; as the text module's caches)."""

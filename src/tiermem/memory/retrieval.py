@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import uuid
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar, cast
 
@@ -420,36 +422,52 @@ def _from_record(record: Any, similarity: float | None, keyword: float | None = 
         if len(_FIELDS) >= _KEPT:
             _FIELDS.clear()
         kept = _FIELDS[key] = (weakref.ref(record), _record_fields(record))
-    candidate: Candidate = object.__new__(Candidate)
-    candidate.__dict__ = kept[1].copy()
-    candidate.similarity, candidate.keyword = similarity, keyword
-    candidate.vector = record.embedding
-    return candidate
+    (
+        line,
+        created,
+        importance,
+        folded_key,
+        session,
+        message,
+        previous,
+        memory,
+        current,
+        sources,
+        ids,
+    ) = kept[1]
+    return Candidate(  # positional, in field order: a third of the time of keywords
+        line, "store", similarity, keyword, created, importance, folded_key, session,
+        message, previous, memory, record.embedding, 0.0, 0.0, 0.0, current, sources, ids,
+    )  # fmt: skip
 
 
-def _record_fields(record: Any) -> dict[str, Any]:
+def _record_fields(record: Any) -> _Fields:
     metadata = record.metadata or {}
     content, current, sources, source_ids = fact_line(record)
-    return vars(
-        Candidate(
-            content=content,
-            source="store",
-            timestamp=record.created_at,
-            importance=record.importance,
-            key=folded(record.content),
-            session_id=record.session_id,
-            message_id=metadata.get("message_id"),
-            previous_id=metadata.get("previous_id"),
-            memory_id=record.id,
-            current=current,
-            sources=sources,
-            source_ids=source_ids,
-        )
+    return (
+        content,
+        record.created_at,
+        record.importance,
+        folded(record.content),
+        record.session_id,
+        metadata.get("message_id"),
+        metadata.get("previous_id"),
+        record.id,
+        current,
+        sources,
+        source_ids,
     )
 
 
-_FIELDS: dict[int, tuple[weakref.ref[Any], dict[str, Any]]] = {}
-"""Each stored record's candidate fields but the scores and vector, by the memory id's
+_Fields = tuple[
+    str, datetime, float, str, "str | None", "str | None", "str | None", uuid.UUID, bool,
+    tuple[str, ...], tuple[str, ...],
+]  # fmt: skip
+"""A stored memory's candidate fields but the scores and vector, in :class:`Candidate`'s
+order: line, time, importance, dedup key, session, message, previous message, memory id,
+current, sources and their message ids."""
+_FIELDS: dict[int, tuple[weakref.ref[Any], _Fields]] = {}
+"""Each stored record's candidate fields (:data:`_Fields`), by the memory id's
 integer, with the record they were made of: a search that shares its records (SQLite's
 row cache, :class:`~tiermem.stores.ops.SearchOp` ``shared``) returns the same record
 objects prompt after prompt, so the line, its dedup key and its links are made once per
