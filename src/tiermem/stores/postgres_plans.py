@@ -18,8 +18,6 @@ walk.
 from __future__ import annotations
 
 import json
-import threading
-import time
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -35,6 +33,7 @@ from tiermem.stores.ops import MemoryFilter, SearchOp
 from tiermem.stores.own_graphs import OwnGraphs
 from tiermem.stores.plans import Plan, Setting
 from tiermem.stores.records import MemoryRecord, SearchResult
+from tiermem.stores.user_cache import UserCache
 from tiermem.text import keyword_terms
 
 COLUMNS = (
@@ -102,8 +101,7 @@ class PostgresPlans:
     own_graph_rows: int
     own_graphs: OwnGraphs | None
     common_terms: CommonTerms
-    _counts: dict[str, tuple[int, float]]
-    _counts_lock: threading.Lock
+    _counts: UserCache[int]
 
     def _by_ids_plan(self, user_id: str, ids: Sequence[uuid.UUID]) -> Plan[list[MemoryRecord]]:
         order = {i: n for n, i in enumerate(ids)}
@@ -130,18 +128,12 @@ class PostgresPlans:
 
     def _user_rows_plan(self, user_id: str) -> Plan[int]:
         """The user's row count, cached for a few seconds (it only picks the plan)."""
-        now = time.monotonic()
-        with self._counts_lock:
-            cached = self._counts.get(user_id)
-        if cached is not None and cached[1] > now:
-            return cached[0]
+        cached = self._counts.get(user_id)
+        if cached is not None:
+            return cached
         sql = f"SELECT count(*) AS n FROM {self.table} WHERE user_id = %s"
         n = count_of((yield (sql, [user_id])))
-        with self._counts_lock:
-            self._counts.pop(user_id, None)
-            self._counts[user_id] = (n, now + COUNT_TTL)
-            while len(self._counts) > COUNTS_MAX:  # insertion order: the oldest first
-                del self._counts[next(iter(self._counts))]
+        self._counts.put(user_id, n)
         return n
 
     def _vector_plan(self, op: SearchOp, limit: int) -> Plan[list[SearchResult]]:
