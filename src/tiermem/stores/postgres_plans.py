@@ -40,6 +40,8 @@ COLUMNS = (
     "id, user_id, agent_id, session_id, content, content_hash, memory_type, importance,"
     " created_at, accessed_at, access_count, metadata, embedding"
 )
+MATCHED = ", ".join(f"m.{c.strip()}" for c in COLUMNS.split(","))
+""":data:`COLUMNS` of the table named ``m`` (a big user's keyword hits, fetched by id)."""
 #: The HNSW opclass indexes at most 2000 dimensions; wider tables search exactly.
 HNSW_MAX_DIMENSION = 2000
 COUNT_TTL = 30.0
@@ -185,14 +187,17 @@ class PostgresPlans:
             # 21,566 matches), as on SQLite; found newest first through (user_id, created_at),
             # or through the GIN index (the user's own, :mod:`.own_graphs`) when the terms
             # that choose them are rare: the user's common words only rank (:mod:`.common_terms`).
+            # The matches are ranked by id and words only, and the ``limit`` best fetched
+            # after: the wide rows of thousands of matches, sorted by time, spilled to disk.
             choosing = yield from self.common_terms.choosing(op.user_id, terms)
             chosen = " | ".join(f"'{t}'" for t in choosing)
             sql = (
-                f"SELECT {COLUMNS}, ts_rank_cd(tsv, q) AS rank FROM"
-                f" (SELECT {COLUMNS}, tsv FROM {self.table}"
+                f"SELECT {MATCHED}, best.rank FROM (SELECT id, ts_rank_cd(tsv, q) AS rank FROM"
+                f" (SELECT id, tsv FROM {self.table}"
                 f" WHERE tsv @@ to_tsquery('english', %s) AND {clause}"
                 " ORDER BY created_at DESC LIMIT %s) AS newest, to_tsquery('english', %s) AS q"
-                " ORDER BY rank DESC, id LIMIT %s"
+                f" ORDER BY rank DESC, id LIMIT %s) AS best JOIN {self.table} AS m"
+                " ON m.user_id = %s AND m.id = best.id ORDER BY best.rank DESC, best.id"
             )
-            rows = yield (sql, [chosen, *params, ops.KEYWORD_SCAN, query, limit])
+            rows = yield (sql, [chosen, *params, ops.KEYWORD_SCAN, query, limit, op.user_id])
         return [SearchResult(record(r), real(r["rank"])) for r in rows]
