@@ -615,7 +615,11 @@ def start_pg(folder: Path, defaults: bool) -> tuple[str, Any]:
         for name, setting in ({} if defaults else SERVER).items():
             conn.execute(f"ALTER SYSTEM SET {name} = '{setting}'")
         conn.execute("SELECT pg_reload_conf()")
-        pending = conn.execute("SELECT count(*) FROM pg_settings WHERE pending_restart").fetchone()
+        # the files as they are now (pg_settings may not have seen the reload yet): a
+        # setting that needs a restart says it could not be applied
+        pending = conn.execute(
+            "SELECT count(*) FROM pg_file_settings WHERE error = 'setting could not be applied'"
+        ).fetchone()
     if pending is not None and pending[0]:
         server.stop()
         server.ensure_postgres_running()
