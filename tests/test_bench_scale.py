@@ -52,6 +52,7 @@ def test_scale_partitioned_postgresql(tmp_path: Path, monkeypatch: pytest.Monkey
     (row,) = result["rows"]
     assert row["engine"] == "postgresql_p4" and row["name"].startswith("postgresql_p4-")
     assert row["partitions"] == 4  # the layout the store was found with
+    assert set(row["server"]) == {"shared_buffers", "effective_cache_size", "max_wal_size"}
     assert 0 < row["context_big_ms"]["p50"] <= row["context_big_ms"]["p95"]
     database = urlunsplit(urlsplit(url)._replace(path="/" + row["name"].replace("-", "_")))
     with psycopg.connect(database) as conn:

@@ -63,3 +63,29 @@ def test_a_forgotten_users_common_words_are_forgotten(store: PostgresStore) -> N
     store.delete_user("big")
     _fill(store, "big", [f"a volcano {i}" for i in range(30)] + ["a garden"])
     assert len(_words(store, "big", "garden volcano")) == 1  # now "volcano" is common
+
+
+def test_a_big_users_hits_are_whole_records_that_pass_the_filter(store: PostgresStore) -> None:
+    """The matches are ranked by id and fetched after: each hit is the whole record (its
+    vector and metadata too), and the filter chooses among the matches."""
+    vectors = np.random.default_rng(2).normal(size=(len(TEXTS), DIM)).astype(np.float32)
+    store.add_many(
+        "big",
+        [
+            NewMemory(t, v, memory_type="fact" if "volcano" in t else "message", metadata={"n": i})
+            for i, (t, v) in enumerate(zip(TEXTS, vectors, strict=True))
+        ],
+    )
+    hits = store.search(
+        "big",
+        query="volcano garden",
+        mode="keyword",
+        limit=50,
+        count_access=False,
+        memory_type="fact",
+    )
+    assert {h.record.content for h in hits} == set(TEXTS[80:])
+    for h in hits:
+        i = TEXTS.index(h.record.content)
+        unit = vectors[i] / np.linalg.norm(vectors[i])  # stored normalized
+        assert h.record.metadata == {"n": i} and np.allclose(h.record.embedding, unit, atol=1e-6)

@@ -19,11 +19,10 @@ one the ``tsv`` column is made with), cached per process.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterable
-from typing import TypeVar
 
 from tiermem.stores.plans import Plan
+from tiermem.stores.user_cache import UserCache, bound
 
 COMMON_SAMPLE = 2_000
 """The user's newest rows whose words are counted."""
@@ -45,7 +44,7 @@ class CommonTerms:
 
     def __init__(self, table: str) -> None:
         self.table = table
-        self._users: dict[str, tuple[frozenset[str], float]] = {}
+        self._users: UserCache[frozenset[str]] = UserCache(COMMON_TTL, USERS_MAX)
         self._lexemes: dict[str, tuple[str, ...]] = {}
         self._lock = threading.Lock()
 
@@ -59,15 +58,12 @@ class CommonTerms:
 
     def forget(self, user_id: str) -> None:
         """Drop ``user_id``'s cached common words (their rows were deleted)."""
-        with self._lock:
-            self._users.pop(user_id, None)
+        self._users.forget(user_id)
 
     def _common_plan(self, user_id: str) -> Plan[frozenset[str]]:
-        now = time.monotonic()
-        with self._lock:
-            cached = self._users.get(user_id)
-        if cached is not None and cached[1] > now:
-            return cached[0]
+        cached = self._users.get(user_id)
+        if cached is not None:
+            return cached
         rows = yield (
             f"WITH newest AS (SELECT tsv FROM {self.table} WHERE user_id = %s"
             " ORDER BY created_at DESC LIMIT %s) SELECT lexeme FROM newest,"
@@ -76,10 +72,7 @@ class CommonTerms:
             (user_id, COMMON_SAMPLE, COMMON_SHARE),
         )
         common = frozenset(str(r["lexeme"]) for r in rows)
-        with self._lock:
-            self._users.pop(user_id, None)
-            self._users[user_id] = (common, now + COMMON_TTL)
-            _bound(self._users, USERS_MAX)
+        self._users.put(user_id, common)
         return common
 
     def _lexemes_plan(self, terms: Iterable[str]) -> Plan[dict[str, tuple[str, ...]]]:
@@ -95,15 +88,6 @@ class CommonTerms:
             found = {str(r["term"]): tuple(r["lexemes"]) for r in rows}
             with self._lock:
                 self._lexemes.update(found)
-                _bound(self._lexemes, LEXEMES_MAX)
+                bound(self._lexemes, LEXEMES_MAX)
             known.update(found)
         return known
-
-
-V = TypeVar("V")
-
-
-def _bound(cache: dict[str, V], most: int) -> None:
-    """Drop the oldest entries (insertion order) beyond ``most``."""
-    while len(cache) > most:
-        del cache[next(iter(cache))]

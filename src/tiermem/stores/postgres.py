@@ -19,7 +19,6 @@ would not see the per-transaction ``SET LOCAL`` of the search settings.
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -39,7 +38,14 @@ from tiermem.stores.pgsetup import ensure_vector, import_driver, pool_options
 from tiermem.stores.plans import Lockstep, arun, run
 from tiermem.stores.postgres_async import AsyncPools
 from tiermem.stores.postgres_plans import COLUMNS as _COLUMNS
-from tiermem.stores.postgres_plans import DIALECT, HNSW_MAX_DIMENSION, PostgresPlans, count_of
+from tiermem.stores.postgres_plans import (
+    COUNT_TTL,
+    COUNTS_MAX,
+    DIALECT,
+    HNSW_MAX_DIMENSION,
+    PostgresPlans,
+    count_of,
+)
 from tiermem.stores.postgres_rounds import RELAXED, run_then
 from tiermem.stores.records import MemoryRecord, ReplicaStatus, SearchResult, StoreStats
 from tiermem.stores.replica import (
@@ -50,6 +56,7 @@ from tiermem.stores.replica import (
     replica_reads,
 )
 from tiermem.stores.sql import SQLStore, handler, relaxed_commit
+from tiermem.stores.user_cache import UserCache
 from tiermem.stores.validate import check_durability
 
 if TYPE_CHECKING:
@@ -286,8 +293,7 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         self.exact_max_rows = exact_max_rows
         self.ef_search = ef_search
         self.own_graph_rows = own_graph_rows
-        self._counts: dict[str, tuple[int, float]] = {}
-        self._counts_lock = threading.Lock()
+        self._counts: UserCache[int] = UserCache(COUNT_TTL, COUNTS_MAX)
         self.common_terms = CommonTerms(self.table)
         """Big users' common words: which query terms choose their keyword matches."""
         connect_args: dict[str, Any] = {
@@ -530,8 +536,7 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
 
     def _forget(self, user_id: str) -> None:
         """Drop the user's cached row count (rows were added or deleted)."""
-        with self._counts_lock:
-            self._counts.pop(user_id, None)
+        self._counts.forget(user_id)
 
     # -- reads --
 

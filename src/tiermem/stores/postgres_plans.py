@@ -18,8 +18,6 @@ walk.
 from __future__ import annotations
 
 import json
-import threading
-import time
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -35,12 +33,15 @@ from tiermem.stores.ops import MemoryFilter, SearchOp
 from tiermem.stores.own_graphs import OwnGraphs
 from tiermem.stores.plans import Plan, Setting
 from tiermem.stores.records import MemoryRecord, SearchResult
+from tiermem.stores.user_cache import UserCache
 from tiermem.text import keyword_terms
 
 COLUMNS = (
     "id, user_id, agent_id, session_id, content, content_hash, memory_type, importance,"
     " created_at, accessed_at, access_count, metadata, embedding"
 )
+MATCHED = ", ".join(f"m.{c.strip()}" for c in COLUMNS.split(","))
+""":data:`COLUMNS` of the table named ``m`` (a big user's keyword hits, fetched by id)."""
 #: The HNSW opclass indexes at most 2000 dimensions; wider tables search exactly.
 HNSW_MAX_DIMENSION = 2000
 COUNT_TTL = 30.0
@@ -102,8 +103,7 @@ class PostgresPlans:
     own_graph_rows: int
     own_graphs: OwnGraphs | None
     common_terms: CommonTerms
-    _counts: dict[str, tuple[int, float]]
-    _counts_lock: threading.Lock
+    _counts: UserCache[int]
 
     def _by_ids_plan(self, user_id: str, ids: Sequence[uuid.UUID]) -> Plan[list[MemoryRecord]]:
         order = {i: n for n, i in enumerate(ids)}
@@ -130,18 +130,12 @@ class PostgresPlans:
 
     def _user_rows_plan(self, user_id: str) -> Plan[int]:
         """The user's row count, cached for a few seconds (it only picks the plan)."""
-        now = time.monotonic()
-        with self._counts_lock:
-            cached = self._counts.get(user_id)
-        if cached is not None and cached[1] > now:
-            return cached[0]
+        cached = self._counts.get(user_id)
+        if cached is not None:
+            return cached
         sql = f"SELECT count(*) AS n FROM {self.table} WHERE user_id = %s"
         n = count_of((yield (sql, [user_id])))
-        with self._counts_lock:
-            self._counts.pop(user_id, None)
-            self._counts[user_id] = (n, now + COUNT_TTL)
-            while len(self._counts) > COUNTS_MAX:  # insertion order: the oldest first
-                del self._counts[next(iter(self._counts))]
+        self._counts.put(user_id, n)
         return n
 
     def _vector_plan(self, op: SearchOp, limit: int) -> Plan[list[SearchResult]]:
@@ -193,14 +187,17 @@ class PostgresPlans:
             # 21,566 matches), as on SQLite; found newest first through (user_id, created_at),
             # or through the GIN index (the user's own, :mod:`.own_graphs`) when the terms
             # that choose them are rare: the user's common words only rank (:mod:`.common_terms`).
+            # The matches are ranked by id and words only, and the ``limit`` best fetched
+            # after: the wide rows of thousands of matches, sorted by time, spilled to disk.
             choosing = yield from self.common_terms.choosing(op.user_id, terms)
             chosen = " | ".join(f"'{t}'" for t in choosing)
             sql = (
-                f"SELECT {COLUMNS}, ts_rank_cd(tsv, q) AS rank FROM"
-                f" (SELECT {COLUMNS}, tsv FROM {self.table}"
+                f"SELECT {MATCHED}, best.rank FROM (SELECT id, ts_rank_cd(tsv, q) AS rank FROM"
+                f" (SELECT id, tsv FROM {self.table}"
                 f" WHERE tsv @@ to_tsquery('english', %s) AND {clause}"
                 " ORDER BY created_at DESC LIMIT %s) AS newest, to_tsquery('english', %s) AS q"
-                " ORDER BY rank DESC, id LIMIT %s"
+                f" ORDER BY rank DESC, id LIMIT %s) AS best JOIN {self.table} AS m"
+                " ON m.user_id = %s AND m.id = best.id ORDER BY best.rank DESC, best.id"
             )
-            rows = yield (sql, [chosen, *params, ops.KEYWORD_SCAN, query, limit])
+            rows = yield (sql, [chosen, *params, ops.KEYWORD_SCAN, query, limit, op.user_id])
         return [SearchResult(record(r), real(r["rank"])) for r in rows]
