@@ -1291,3 +1291,46 @@ def test_a_changed_memory_is_planned_from_its_new_record(memory: Memory) -> None
     context = memory.get_context("Where are the bees kept?", user_id=u, max_tokens=500)
     assert "Ana keeps bees in the garden" in context.text()
     assert "on the roof" not in context.text()
+
+
+def test_a_stored_memory_becomes_a_candidate_field_by_field() -> None:
+    """Candidates are made positionally (the hot path): every field lands where its name
+    says, however the dataclass's fields are ordered."""
+    import numpy as np
+
+    from tiermem.memory.retrieval import _from_record
+    from tiermem.stores.records import MemoryRecord
+    from tiermem.text import folded
+
+    when = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    record = MemoryRecord(
+        id=uuid.uuid4(),
+        user_id="u",
+        content="Ana Adopted a greyhound",
+        memory_type="fact",
+        session_id="session-7",
+        importance=0.83,
+        metadata={
+            "message_id": "m-2",
+            "previous_id": "m-1",
+            "evidence": ["ana: I adopted a greyhound"],
+            "sources": ["m-0"],
+            "valid_until": "2024-06-01T00:00:00+00:00",
+        },
+        created_at=when,
+        embedding=np.arange(4, dtype=np.float32),
+    )
+    candidate = _from_record(record, 0.61, keyword=2.5)
+    assert candidate.content.startswith("Ana Adopted a greyhound (until ")
+    assert (candidate.source, candidate.similarity, candidate.keyword) == ("store", 0.61, 2.5)
+    assert (candidate.timestamp, candidate.importance) == (when, 0.83)
+    assert candidate.key == folded(record.content)
+    assert (candidate.session_id, candidate.message_id, candidate.previous_id) == (
+        "session-7",
+        "m-2",
+        "m-1",
+    )
+    assert candidate.memory_id == record.id and candidate.vector is record.embedding
+    assert (candidate.keywords, candidate.relevance, candidate.score) == (0.0, 0.0, 0.0)
+    assert candidate.current is False
+    assert (candidate.sources, candidate.source_ids) == (("ana: I adopted a greyhound",), ("m-0",))
