@@ -6,6 +6,7 @@ Standard library only at import (rich is imported when a table is made), like
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 import sys
@@ -15,6 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.table import Table
+
+
+def locomo_folder(text: str) -> Path:
+    """An argparse ``type``: a folder holding LoCoMo conversations (``*.json``), or a
+    clear usage error naming it (not a failure deep in the run)."""
+    path = Path(text)
+    if not path.is_dir() or not any(path.glob("*.json")):
+        raise argparse.ArgumentTypeError(f"{path} holds no LoCoMo conversations (*.json)")
+    return path
 
 
 def nearest_rank(ordered: Sequence[float], q: float) -> float:

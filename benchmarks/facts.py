@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import reproduce_command, rich_table, write_json
+from _common import locomo_folder, reproduce_command, rich_table, write_json
 from locomo import Conversation, Turn, evidence_turns, load, recall
 
 RESULTS = Path(__file__).parent / "results"
@@ -266,15 +266,13 @@ def report(result: dict[str, Any], command: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("data_dir", type=Path)
+    parser.add_argument("data_dir", type=locomo_folder)
     parser.add_argument("--budgets", type=int, nargs="+", default=[500, 1000, 2000])
     parser.add_argument("--quick", action="store_true", help="one conversation, 20 questions")
     parser.add_argument("--llm", default=None, help="OpenAI-compatible URL, or 'fake'")
     parser.add_argument("--model", default="local", help="the chat model's name at --llm")
     parser.add_argument("--out", type=Path, default=RESULTS / "facts.json")
     args = parser.parse_args(argv)
-    if not args.data_dir.is_dir() or not any(args.data_dir.glob("*.json")):
-        parser.error(f"{args.data_dir} holds no LoCoMo conversations (*.json)")
     result = run(args.data_dir, sorted(args.budgets), args.quick, args.llm, args.model)
     write_json(args.out, json.loads(json.dumps(result, default=str)))
     report(result, reproduce_command(__file__, argv))

@@ -42,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import nearest_rank, reproduce_command, rich_table, write_json
+from _common import locomo_folder, nearest_rank, reproduce_command, rich_table, write_json
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DURABILITIES = ("committed", "synced", "async_commit", "memory")
@@ -436,7 +436,7 @@ def cost_table(rows: list[dict[str, Any]]) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data_dir", type=Path)
+    parser.add_argument("data_dir", type=locomo_folder)
     parser.add_argument("--adds", type=int, default=2000, help="adds timed per configuration")
     parser.add_argument("--conversations", type=int, default=5)
     parser.add_argument("--samples", type=int, default=40, help="add-to-findable samples")

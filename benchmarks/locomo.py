@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from _common import nearest_rank, reproduce_command, write_json
+from _common import locomo_folder, nearest_rank, reproduce_command, write_json
 
 RESULTS = Path(__file__).parent / "results"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -562,7 +562,7 @@ def compare(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data_dir", type=Path)
+    parser.add_argument("data_dir", type=locomo_folder)
     parser.add_argument("--budgets", type=int, nargs="+", default=[500, 1000, 2000])
     parser.add_argument("--quick", action="store_true", help="one conversation, 20 questions")
     parser.add_argument(
@@ -588,8 +588,6 @@ def main(argv: list[str] | None = None) -> int:
         "conversations in all (capped at the number of conversations; none: skip the axis)",
     )
     args = parser.parse_args(argv)
-    if not args.data_dir.is_dir() or not any(args.data_dir.glob("*.json")):
-        parser.error(f"{args.data_dir} holds no LoCoMo conversations (*.json)")
     budgets = sorted(args.budgets)
     result = compare(
         [

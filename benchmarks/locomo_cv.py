@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import reproduce_command, rich_table, write_json
+from _common import locomo_folder, reproduce_command, rich_table, write_json
 from locomo import CATEGORIES, Conversation, answerable, ingest_turns, load, recall
 
 RESULTS = Path(__file__).parent / "results"
@@ -377,7 +377,7 @@ def report(result: dict[str, Any], command: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data_dir", type=Path)
+    parser.add_argument("data_dir", type=locomo_folder)
     parser.add_argument("--budgets", type=int, nargs="+", default=[500, 1000, 2000])
     parser.add_argument("--levers", nargs="+", default=list(LEVERS), choices=list(LEVERS))
     parser.add_argument("--quick", action="store_true", help="20 questions per conversation")
@@ -386,8 +386,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh", action="store_true", help="ingest again, ignoring the cache")
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo_cv.json")
     args = parser.parse_args(argv)
-    if not args.data_dir.is_dir() or not any(args.data_dir.glob("*.json")):
-        parser.error(f"{args.data_dir} holds no LoCoMo conversations (*.json)")
     if len(list(args.data_dir.glob("*.json"))) < 2:
         parser.error("cross-validation needs at least two conversations")
     args.budgets = sorted(args.budgets)

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from _common import reproduce_command, rich_table, write_json
+from _common import locomo_folder, reproduce_command, rich_table, write_json
 from locomo import CATEGORIES, Conversation, answerable, fit_turns, ingest_turns, line, load
 
 RESULTS = Path(__file__).parent / "results"
@@ -303,7 +303,7 @@ def report(result: dict[str, Any], command: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data_dir", type=Path)
+    parser.add_argument("data_dir", type=locomo_folder)
     parser.add_argument("--llm", required=True, help="OpenAI-protocol base URL, ending in /v1")
     parser.add_argument("--model", required=True, help="the answering model's name")
     parser.add_argument("--judge-model", default=None, help="the judge (default: --model)")
@@ -321,8 +321,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo_qa.json")
     args = parser.parse_args(argv)
-    if not args.data_dir.is_dir() or not any(args.data_dir.glob("*.json")):
-        parser.error(f"{args.data_dir} holds no LoCoMo conversations (*.json)")
     if args.budget < 1 or args.workers < 1:
         parser.error("--budget and --workers must be at least 1")
     from peers_locomo import PEER_SYSTEMS

@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from _common import nearest_rank, reproduce_command, rich_table, write_json
+from _common import locomo_folder, nearest_rank, reproduce_command, rich_table, write_json
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -645,7 +645,9 @@ def report(result: dict[str, Any], command: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data_dir", type=Path, help="folder of LoCoMo conversations (*.json)")
+    parser.add_argument(
+        "data_dir", type=locomo_folder, help="folder of LoCoMo conversations (*.json)"
+    )
     parser.add_argument(
         "--systems",
         default="all",
@@ -665,8 +667,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=HERE / "results" / "peers_locomo.json")
     args = parser.parse_args(argv)
-    if not args.data_dir.is_dir() or not any(args.data_dir.glob("*.json")):
-        parser.error(f"{args.data_dir} holds no LoCoMo conversations (*.json)")
     systems = list(SYSTEMS) if args.systems == "all" else args.systems.split(",")
     unknown = sorted(set(systems) - set(SYSTEMS))
     if unknown or not systems:

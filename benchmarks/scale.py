@@ -66,7 +66,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import nearest_rank, reproduce_command, rich_table, write_json
+from _common import locomo_folder, nearest_rank, reproduce_command, rich_table, write_json
 from locomo import answerable, line, load
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -636,7 +636,7 @@ def server_settings(where: str) -> dict[str, str]:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("data_dir", type=Path, help="the LoCoMo folder")
+    parser.add_argument("data_dir", type=locomo_folder, help="the LoCoMo folder")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--engines", nargs="+", default=["sqlite", "postgresql"])
     parser.add_argument("--fixtures", type=Path, default=Path("/tmp/tiermem-scale"))

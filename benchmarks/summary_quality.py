@@ -29,7 +29,7 @@ from typing import Any
 
 from rich.console import Console
 
-from _common import reproduce_command, rich_table, write_json
+from _common import locomo_folder, reproduce_command, rich_table, write_json
 from tiermem.summarize import ExtractiveSummarizer
 from tiermem.text import sentences
 from tiermem.tokens import TokenCounter, get_token_counter
@@ -257,7 +257,9 @@ def report(result: dict[str, Any], command: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data_dir", type=Path, help="folder of LoCoMo conversation *.json files")
+    parser.add_argument(
+        "data_dir", type=locomo_folder, help="folder of LoCoMo conversation *.json files"
+    )
     parser.add_argument("--ratio", type=float, default=0.15, help="summary budget / session")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random baseline")
     parser.add_argument("--quick", action="store_true", help="one conversation, three sessions")

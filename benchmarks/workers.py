@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import nearest_rank, reproduce_command, rich_table, write_json
+from _common import locomo_folder, nearest_rank, reproduce_command, rich_table, write_json
 from locomo import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -233,7 +233,7 @@ def report(rows: list[dict[str, Any]], command: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("data_dir", type=Path, help="the LoCoMo folder")
+    parser.add_argument("data_dir", type=locomo_folder, help="the LoCoMo folder")
     parser.add_argument("--messages", type=int, default=600)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--engine", choices=("postgresql", "sqlite"), default="postgresql")
