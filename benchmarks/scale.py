@@ -597,7 +597,7 @@ def _fmt(x: float | None) -> str:
 
 SERVER = {"shared_buffers": "2GB", "effective_cache_size": "6GB", "max_wal_size": "4GB"}
 """The benchmark server's settings at every store size: those docs/postgres.md recommends
-("Server settings"), for a database machine of 8 GB, not an initdb's defaults (128 MB of
+("7. Size the server"), for a database machine of 8 GB, not an initdb's defaults (128 MB of
 shared buffers: a 100k-message user's rows alone did not fit, and every search read them
 again from the OS)."""
 
