@@ -8,6 +8,7 @@ from pathlib import Path
 
 import tomllib
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).parents[1]
@@ -63,13 +64,14 @@ def test_lock_pins_every_development_requirement_within_its_range() -> None:
 
 
 def test_installed_development_set_is_the_locked_one() -> None:
-    """CI runs on exactly the pinned versions (a drifted install shows up here)."""
+    """CI runs on exactly the pinned versions (a drifted install shows up here), as pip
+    reads a pin: ``==2.13.0`` is met by the local CPU build ``2.13.0+cpu``."""
     drift = []
     for name, version in _pins().items():
         try:
             installed = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue  # a platform-specific pin this machine does not need
-        if installed != version:
+        if not SpecifierSet(f"=={version}").contains(installed, prereleases=True):
             drift.append(f"{name}: installed {installed}, locked {version}")
     assert not drift, "reinstall with the README's second command:\n" + "\n".join(drift)
