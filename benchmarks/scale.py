@@ -753,9 +753,9 @@ def main(argv: list[str] | None = None) -> int:
                 markers.append(marker)
             if args.build_only:
                 continue
-            wheres = [fixtures.where(engine, m["name"]) for m in markers]
-            figures = measure(args, engine, list(zip(wheres, sorted(args.sizes), strict=True)))
-            for marker, where, measured in zip(markers, wheres, figures, strict=True):
+            stores = [(fixtures.where(engine, m["name"]), m["size"]) for m in markers]
+            figures = measure(args, engine, stores)
+            for marker, (where, _), measured in zip(markers, stores, figures, strict=True):
                 row = {**marker, **measured}
                 disk = disk_bytes(engine, where)
                 if engine == "postgresql":
