@@ -53,6 +53,7 @@ def test_wal_schema_version_and_reopen(tmp_path: Path) -> None:
         ("memories_8", "001_create"),
         ("memories_8", "002_stemmed_keywords"),
         ("memories_8", "003_keywords_by_user"),
+        ("memories_8", "004_keywords_of_each_user"),
     }
     raw.close()
     with SQLiteStore(path, dimension=DIM) as store, SQLiteStore(path, dimension=4) as other:

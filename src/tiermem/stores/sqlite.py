@@ -22,6 +22,7 @@ import numpy as np
 
 import tiermem.stores.copies as copies
 import tiermem.stores.facts as facts
+import tiermem.stores.keyword_tokens as keyword_tokens
 import tiermem.stores.ops as ops
 import tiermem.stores.schema as schema
 import tiermem.stores.transcript as transcript
@@ -143,6 +144,33 @@ def _v3_keywords_by_user(t: str, dim: int) -> list[str]:
     ]
 
 
+def _v4_keywords_of_each_user(t: str, dim: int) -> list[str]:
+    """Each user's postings of its own (:mod:`~tiermem.stores.keyword_tokens`): the index
+    is rebuilt with a word's owner in each token, stemmed in Python. The ``owner`` column
+    stays (dropping a column needs SQLite 3.35)."""
+    fts = f"{t}_fts"
+
+    def write(row: str, command: str = "") -> str:
+        tokens = f"{keyword_tokens.SQL_FUNCTION}({row}.user_id, {row}.content)"
+        if command:
+            return (
+                f"INSERT INTO {fts}({fts}, rowid, keywords) VALUES ('delete', {row}.seq, {tokens});"
+            )
+        return f"INSERT INTO {fts}(rowid, keywords) VALUES ({row}.seq, {tokens});"
+
+    return [
+        *(f"DROP TRIGGER {t}_fts_{event}" for event in ("insert", "delete", "update")),
+        f"DROP TABLE {fts}",
+        f"CREATE VIRTUAL TABLE {fts} USING fts5(keywords, content='', tokenize='unicode61')",
+        f"INSERT INTO {fts}(rowid, keywords)"
+        f" SELECT seq, {keyword_tokens.SQL_FUNCTION}(user_id, content) FROM {t}",
+        f"CREATE TRIGGER {t}_fts_insert AFTER INSERT ON {t} BEGIN {write('new')} END",
+        f"CREATE TRIGGER {t}_fts_delete AFTER DELETE ON {t} BEGIN {write('old', 'delete')} END",
+        f"CREATE TRIGGER {t}_fts_update AFTER UPDATE OF user_id, content ON {t} BEGIN"
+        f" {write('old', 'delete')} {write('new')} END",
+    ]
+
+
 ROW_CACHE = 20_000
 """Decoded rows the store keeps (:class:`~tiermem.stores.row_cache.RowCache`): about
 2 KB each with a 384-dimension vector."""
@@ -150,12 +178,8 @@ _DECODED = 20_000
 """Ids and metadata texts kept decoded: the same rows come back search after search."""
 
 OWNER_SQL = "'u' || lower(hex(user_id))"
-"""A row's owner as one FTS token (the user id's UTF-8 bytes in hex): :func:`owner_token`."""
-
-
-def owner_token(user_id: str) -> str:
-    """The FTS token of ``user_id``'s rows (what :data:`OWNER_SQL` computes)."""
-    return "u" + user_id.encode().hex()
+"""A row's owner as one FTS token (the user id's UTF-8 bytes in hex), as migration 003
+indexed it."""
 
 
 #: Schema history of a ``memories_{dim}`` table; append, never edit.
@@ -163,6 +187,7 @@ MIGRATIONS = [
     schema.Migration("001_create", _v1),
     schema.Migration("002_stemmed_keywords", _v2_stemmed_keywords),
     schema.Migration("003_keywords_by_user", _v3_keywords_by_user),
+    schema.Migration("004_keywords_of_each_user", _v4_keywords_of_each_user),
 ]
 #: Schema histories of the tables every dimension shares.
 SHARED = {
@@ -309,6 +334,9 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
             )
             self._conn.row_factory = sqlite3.Row
+            self._conn.create_function(
+                keyword_tokens.SQL_FUNCTION, 2, keyword_tokens.document, deterministic=True
+            )
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
         except sqlite3.Error as exc:
@@ -525,13 +553,10 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         return [SearchResult(records[s], score) for s, score in best if s in records]
 
     def _keyword_plan(self, op: SearchOp, limit: int) -> Plan[list[SearchResult]]:
-        terms = keyword_terms(op.text or "")
-        if not terms:
+        match = keyword_tokens.query(op.user_id, keyword_terms(op.text or ""))
+        if not match:
             return []
-        words = " OR ".join(f'"{t}"' for t in terms)
-        match = f'owner : "{owner_token(op.user_id)}" AND content : ({words})'
-        # The owner's column weighs nothing in the rank: every row of the user has it.
-        ranked = f"SELECT rowid, bm25({self.table}_fts, 1.0, 0.0) AS rank FROM {self.table}_fts"
+        ranked = f"SELECT rowid, bm25({self.table}_fts) AS rank FROM {self.table}_fts"
         if op.filter == NO_FILTER:  # rank in the index, then read only the best rows
             newest = (  # the newest KEYWORD_SCAN matches, ranked: bm25 per match is the cost
                 f"SELECT rowid, rank FROM ({ranked} WHERE {self.table}_fts MATCH ?"
