@@ -2,8 +2,8 @@
 
     python benchmarks/scale.py DATA_DIR [--sizes 10000 100000 1000000]
         [--engines sqlite postgresql] [--fixtures /tmp/tiermem-scale] [--small 1000]
-        [--big 100000] [--adds 300] [--queries 40] [--cache-mb 256] [--partitions 16]
-        [--server-defaults]
+        [--big 100000] [--adds 300] [--writers 50] [--queries 40] [--cache-mb 256]
+        [--partitions 16] [--server-defaults]
 
 DATA_DIR is the LoCoMo folder (its turns give the text, its questions the queries). A
 store of nominal size N holds a probe user of ``--small`` messages, a probe user of
@@ -22,7 +22,11 @@ At each size a fresh serving process (a subprocess) measures: the time to open t
 (model loaded before), ``get_context`` p50 / p95 for each probe user (the two in turn,
 question by question), vector-search recall@10 of each probe user against exact search,
 ``add`` p50 / p99 on an add-only Memory (``memory.worker.background: false``), the
-worker's throughput indexing those adds with the real model, and its resident memory
+adds going in turn to ``--writers`` background users, the same users at every size (what
+the store's size costs an add), and to any of the store's users (``add spread``: at 1M
+forty times as many users write as at 100k, so nearly every add is the first change of
+its user's index pages since the last checkpoint), the worker's throughput indexing
+those adds with the real model, and its resident memory
 after serving 200 other users. The serving processes of an engine's sizes run side by
 side and take turns, one context or add at a time, so a change in the machine's load
 falls on every size alike. The parent adds bytes on disk per message beside the text's
@@ -41,7 +45,8 @@ with ``memory.persistent.partitions: N`` (0: not partitioned, the layout of stor
 before that default) in fixtures of their own, named ``postgresql_pN``. Each row says the
 layout it measured (``partitions``).
 
-Goals: a probe user's get_context p95 and add p99 grow at most 1.3x from 100k to 1M; the
+Goals: a probe user's get_context p95 and add p99 (to the same writers) grow at most 1.3x
+from 100k to 1M; the
 serving process's memory is set by ``--cache-mb`` (the SQLite vector cache), not by the
 store's size; the big user's get_context p95 at most 3x the small user's, with recall
 >= 0.95 against exact search.
@@ -432,24 +437,28 @@ def probe(args: argparse.Namespace) -> Generator[None, None, dict[str, Any]]:
         out[f"context_{label}_ms"] = percentiles(times[label], 0.5, 0.95)
         out[f"recall_{label}"] = search_recall(memory, corpus, user_id, number, count, questions)
         yield
-    background = [u for u in plan(args.size, args.small, args.big) if u[0].startswith("bg-")]
-    background = background or [("live-user", 3, 0)]
+    background = [u[0] for u in plan(args.size, args.small, args.big) if u[0].startswith("bg-")]
+    background = background or ["live-user"]
     rng = np.random.default_rng(int(time.time()))
-    adds = []
+    adds: dict[str, list[float]] = {"add_ms": [], "add_spread_ms": []}
+    writers = {"add_ms": background[: args.writers], "add_spread_ms": background}
     tag = f"{os.getpid()}-{int(time.time())}"
-    for i in range(args.adds):
-        user_id = background[int(rng.integers(len(background)))][0]
+    for i in range(2 * args.adds):  # the same writers and every user, in turn
+        key = "add_ms" if i % 2 == 0 else "add_spread_ms"
+        user_id = writers[key][int(rng.integers(len(writers[key])))]
         speaker, text = corpus.text(3, i)
         t = time.perf_counter()
         memory.add("user", f"{text} ({tag} {i})", user_id, "live", name=speaker)
-        adds.append(time.perf_counter() - t)
+        adds[key].append(time.perf_counter() - t)
         yield
-    out["add_ms"] = percentiles(adds, 0.5, 0.99)
+    for key, samples in adds.items():
+        out[key] = percentiles(samples, 0.5, 0.99)
+    out["writers"] = {key: len(users) for key, users in writers.items()}
     t = time.perf_counter()
     memory.flush(600)
-    out["worker_rows_per_s"] = round(args.adds / (time.perf_counter() - t), 1)
+    out["worker_rows_per_s"] = round(2 * args.adds / (time.perf_counter() - t), 1)
     yield
-    for user_id, _, _ in background[:200]:  # a serving process sees many users
+    for user_id in background[:200]:  # a serving process sees many users
         memory.get_context(questions[0], user_id, max_tokens=2000)
     out["rss_mb"] = rss_mb()
     out["rss_trimmed_mb"] = trimmed_rss_mb()
@@ -517,6 +526,7 @@ class Serving:
         command = [sys.executable, __file__, str(args.data_dir), "--probe", engine, where]
         command += [str(size), "--fixtures", str(args.fixtures), "--small", str(args.small)]
         command += ["--big", str(args.big), "--adds", str(args.adds)]
+        command += ["--writers", str(args.writers)]
         command += ["--queries", str(args.queries), "--cache-mb", str(args.cache_mb)]
         if args.partitions is not None:
             command += ["--partitions", str(args.partitions)]
@@ -554,6 +564,9 @@ class Serving:
 LINES: list[tuple[str, str]] = [
     ("add p50 ms", "add_ms.p50"),
     ("add p99 ms", "add_ms.p99"),
+    ("add spread p50 ms", "add_spread_ms.p50"),
+    ("add spread p99 ms", "add_spread_ms.p99"),
+    ("users adding (spread)", "writers.add_spread_ms"),
     ("get_context small p50 ms", "context_small_ms.p50"),
     ("get_context small p95 ms", "context_small_ms.p95"),
     ("get_context big p50 ms", "context_big_ms.p50"),
@@ -700,6 +713,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--small", type=int, default=1_000, help="the small probe user")
     parser.add_argument("--big", type=int, default=100_000, help="the big probe user")
     parser.add_argument("--adds", type=int, default=300)
+    parser.add_argument(
+        "--writers",
+        type=int,
+        default=50,
+        help="the users the timed adds go to: the first N background users, the same at"
+        " every size (as many adds again go to every user, reported as 'add spread')",
+    )
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--cache-mb", type=int, default=256, help="SQLite vector cache")
     parser.add_argument(

@@ -18,13 +18,16 @@ def test_scale_quick_run_prints_the_curve(tmp_path: Path) -> None:
     data.mkdir()
     write_conversation(data)
     args = ("--sizes", "40", "120", "--small", "10", "--big", "30", "--engines", "sqlite")
-    args += ("--adds", "4", "--queries", "2", "--fixtures", str(tmp_path / "fx"))
+    args += ("--adds", "4", "--writers", "2", "--queries", "2")
+    args += ("--fixtures", str(tmp_path / "fx"))
     proc, result = run_benchmark("scale", str(data), *args, out=tmp_path / "s.json", timeout=600)
     small, grown = result["rows"]
     assert (small["size"], grown["size"]) == (40, 120)
     assert grown["grown_from"] == small["name"] and grown["messages"] >= 120
     for row in result["rows"]:
         assert 0 < row["add_ms"]["p50"] <= row["add_ms"]["p99"]
+        assert 0 < row["add_spread_ms"]["p50"] <= row["add_spread_ms"]["p99"]
+        assert row["writers"]["add_ms"] == min(2, row["writers"]["add_spread_ms"])
         assert 0 < row["context_big_ms"]["p50"] <= row["context_big_ms"]["p95"]
         assert row["recall_small"] == row["recall_big"] == 1.0  # exact search on SQLite
         assert row["bytes_per_message"] > row["text_bytes_per_message"] > 0
