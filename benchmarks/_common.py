@@ -27,6 +27,17 @@ def locomo_folder(text: str) -> Path:
     return path
 
 
+def positive(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer of at least 1")
+    return number
+
+
 def nearest_rank(ordered: Sequence[float], q: float) -> float:
     """The ``q`` quantile (0 to 1) of the sorted ``ordered``, by nearest rank."""
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

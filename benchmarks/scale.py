@@ -74,7 +74,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import locomo_folder, nearest_rank, reproduce_command, rich_table, write_json
+from _common import (
+    locomo_folder,
+    nearest_rank,
+    positive,
+    reproduce_command,
+    rich_table,
+    write_json,
+)
 from locomo import answerable, line, load
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -566,6 +573,7 @@ LINES: list[tuple[str, str]] = [
     ("add p99 ms", "add_ms.p99"),
     ("add spread p50 ms", "add_spread_ms.p50"),
     ("add spread p99 ms", "add_spread_ms.p99"),
+    ("users adding (same writers)", "writers.add_ms"),
     ("users adding (spread)", "writers.add_spread_ms"),
     ("get_context small p50 ms", "context_small_ms.p50"),
     ("get_context small p95 ms", "context_small_ms.p95"),
@@ -715,7 +723,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--adds", type=int, default=300)
     parser.add_argument(
         "--writers",
-        type=int,
+        type=positive,
         default=50,
         help="the users the timed adds go to: the first N background users, the same at"
         " every size (as many adds again go to every user, reported as 'add spread')",

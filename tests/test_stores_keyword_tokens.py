@@ -53,6 +53,7 @@ def test_known_stems(word: str, expected: str) -> None:
 
 def test_words_fold_case_and_accents_and_split_like_unicode61() -> None:
     assert keyword_tokens.words("Café_Crème 3.5 don't") == ["cafe", "creme", "3", "5", "don", "t"]
+    assert keyword_tokens.words("𝐒𝐄𝐓𝐓𝐈𝐍𝐆𝐒 İstanbul") == ["settings", "istanbul"]
 
 
 def test_each_users_tokens_carry_its_own_prefix() -> None:
@@ -60,6 +61,7 @@ def test_each_users_tokens_carry_its_own_prefix() -> None:
     assert a != b and len(a) == 17
     assert keyword_tokens.document("alice", "Paints boats") == f"{a}paint {a}boat"
     assert keyword_tokens.query("alice", ["painting", "paints"]) == f'"{a}paint"'
+    assert keyword_tokens.query("alice", ["boat_trips", "_"]) == f'"{a}boat {a}trip"'
     assert keyword_tokens.query("alice", ["_"]) == ""
 
 
@@ -116,3 +118,28 @@ def test_a_version_3_index_is_rebuilt_for_each_user(tmp_path: Path) -> None:
             "he painted the fence"
         ]
     assert vocabulary(path)[keyword_tokens.owner_prefix("b") + "fenc"] == 1
+
+
+def test_a_shared_prefix_never_reaches_another_users_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Were two users' hashes to collide, FTS5 would rank their rows together; the rows
+    read are still the asking user's own, with and without a filter."""
+    monkeypatch.setattr(keyword_tokens, "owner_prefix", lambda user_id: "kcollide")
+    with SQLiteStore(tmp_path / "m.db", dimension=DIM) as store:
+        store.add("a", "the lighthouse keeper", embedding=vec(1), metadata={"k": 1})
+        mine = store.add("b", "a lighthouse in the fog", embedding=vec(2), metadata={"k": 1})
+        for kwargs in ({}, {"metadata": {"k": 1}}):
+            hits = store.search("b", "lighthouse keeper", mode="keyword", **kwargs)
+            assert [h.record.id for h in hits] == [mine]
+
+
+def test_non_ascii_rows_are_found_and_deleted_whole(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    prefix = keyword_tokens.owner_prefix("u")
+    with SQLiteStore(path, dimension=DIM) as store:
+        first = store.add("u", "𝐒𝐄𝐓𝐓𝐈𝐍𝐆𝐒 of the Crème brûlée in İstanbul", embedding=vec(1))
+        assert [h.record.id for h in store.search("u", "settings", mode="keyword")] == [first]
+        assert [h.record.id for h in store.search("u", "creme brulee", mode="keyword")] == [first]
+        store.delete("u", first)
+        assert not any(term.startswith(prefix) for term in vocabulary(path))

@@ -4,7 +4,10 @@ SQLite's keyword index stems each word before it prefixes the word with its owne
 :mod:`tiermem.stores.keyword_tokens`), so the stemming happens here rather than in FTS5,
 whose stemmer would see the prefix as part of the word. It follows Martin Porter's own
 C implementation (with its two departures from the 1980 paper: ``bli`` -> ``ble`` and
-``logi`` -> ``log``), which is what FTS5 runs: tests compare the two word for word.
+``logi`` -> ``log``), which is what FTS5 runs: tests compare the two word for word on
+English words. They may differ on non-words and non-ASCII ones (FTS5 counts a word's
+length in bytes, and treats a ``y`` before a doubled consonant as a consonant), which
+does not matter here: both the index and the queries are stemmed by this module.
 
 Its output is part of the stored index (a row's tokens are recomputed to delete it), so
 any change to it needs a migration that re-indexes every row.

@@ -5,13 +5,17 @@ user's search walked every user's postings of its words, even when it matched th
 owner too: 4.8 ms for a 1k-message user in a 100k-message store, 34 ms in a 1M one (the
 cost curve, docs/scaling.md). Here each word is indexed as its owner's prefix followed by
 its Porter stem, so a search walks the user's own postings only and costs the same
-whatever the others hold. bm25's document frequencies become the user's own too.
+whatever the others hold. bm25's document frequencies become the user's own too (the
+row count and mean length it weighs them with stay the whole index's).
 
 The owner's prefix is a 64-bit hash of the user id: a collision would only let one user's
 rows rank beside another's in FTS5, never reach them, since every search also filters
 rows by their ``user_id``. A row's tokens are recomputed to delete it from the index (it
 is contentless), so :func:`document` must not change without a migration that
-re-indexes every row.
+re-indexes every row. It depends on Python's Unicode tables only for characters that a
+newer Unicode assigns (a character unassigned before is a separator, and may become a
+letter): a row holding one, written under one Python and deleted under a newer one,
+would leave its tokens behind, costing a result slot and never another user's row.
 """
 
 from __future__ import annotations
@@ -39,8 +43,9 @@ def words(text: str) -> list[str]:
     removed, split at anything but a letter or digit."""
     if text.isascii():
         return _WORD.findall(text.lower())
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return _WORD.findall("".join(ch for ch in decomposed if not unicodedata.combining(ch)))
+    # decomposed first ("𝐒" is "S"), then folded, then decomposed again ("İ" folds to "i̇")
+    folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
+    return _WORD.findall("".join(ch for ch in folded if not unicodedata.combining(ch)))
 
 
 def document(user_id: str, text: str) -> str:
@@ -50,7 +55,8 @@ def document(user_id: str, text: str) -> str:
 
 
 def query(user_id: str, terms: list[str]) -> str:
-    """An FTS5 query matching any of ``terms`` among ``user_id``'s rows ('' if none)."""
+    """An FTS5 query matching any of ``terms`` among ``user_id``'s rows ('' if none): each
+    term one phrase ("foo_bar" is the words "foo" then "bar")."""
     prefix = owner_prefix(user_id)
-    tokens = dict.fromkeys(prefix + stem(w) for term in terms for w in words(term))
-    return " OR ".join(f'"{token}"' for token in tokens)
+    phrases = (" ".join(prefix + stem(w) for w in words(term)) for term in terms)
+    return " OR ".join(f'"{phrase}"' for phrase in dict.fromkeys(phrases) if phrase)
