@@ -252,6 +252,13 @@ class FakeServer:
         with self._changed:
             self.in_flight -= 1
             self.answered += answered
+            self._changed.notify_all()
+
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait until no request is in flight: a client can read a reply before the
+        server's thread has counted it in ``answered``."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.in_flight == 0, timeout)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -65,6 +65,7 @@ def test_generate_is_seed_compatible(protocol: str, keyed_server: FakeServer) ->
 def test_slow_response_within_timeout(protocol: str, keyed_server: FakeServer) -> None:
     keyed_server.delay = 0.3
     assert make(protocol, keyed_server).complete(HELLO).text
+    keyed_server.settle()
     assert len(keyed_server.requests) == 1 and keyed_server.answered == 1
 
 
