@@ -26,8 +26,7 @@ adds going in turn to ``--writers`` background users, the same users at every si
 the store's size costs an add), and to any of the store's users (``add spread``: at 1M
 forty times as many users write as at 100k, so nearly every add is the first change of
 its user's index pages since the last checkpoint), the worker's throughput indexing
-those adds with the real model, and its resident memory
-after serving 200 other users. The serving processes of an engine's sizes run side by
+those adds with the real model, and its resident memory after serving 200 other users. The serving processes of an engine's sizes run side by
 side and take turns, one context or add at a time, so a change in the machine's load
 falls on every size alike. The parent adds bytes on disk per message beside the text's
 own bytes, prints the curve and each line's growth factor from one size to the next
@@ -46,9 +45,8 @@ before that default) in fixtures of their own, named ``postgresql_pN``. Each row
 layout it measured (``partitions``).
 
 Goals: a probe user's get_context p95 and add p99 (to the same writers) grow at most 1.3x
-from 100k to 1M; the
-serving process's memory is set by ``--cache-mb`` (the SQLite vector cache), not by the
-store's size; the big user's get_context p95 at most 3x the small user's, with recall
+from 100k to 1M; the serving process's memory is set by ``--cache-mb`` (the SQLite vector
+cache), not by the store's size; the big user's get_context p95 at most 3x the small user's, with recall
 >= 0.95 against exact search.
 """
 

@@ -150,9 +150,9 @@ def _v4_keywords_of_each_user(t: str, dim: int) -> list[str]:
     stays (dropping a column needs SQLite 3.35)."""
     fts = f"{t}_fts"
 
-    def write(row: str, command: str = "") -> str:
+    def write(row: str, delete: bool = False) -> str:
         tokens = f"{keyword_tokens.SQL_FUNCTION}({row}.user_id, {row}.content)"
-        if command:
+        if delete:  # a contentless index deletes a row given the very tokens it holds
             return (
                 f"INSERT INTO {fts}({fts}, rowid, keywords) VALUES ('delete', {row}.seq, {tokens});"
             )
@@ -165,9 +165,9 @@ def _v4_keywords_of_each_user(t: str, dim: int) -> list[str]:
         f"INSERT INTO {fts}(rowid, keywords)"
         f" SELECT seq, {keyword_tokens.SQL_FUNCTION}(user_id, content) FROM {t}",
         f"CREATE TRIGGER {t}_fts_insert AFTER INSERT ON {t} BEGIN {write('new')} END",
-        f"CREATE TRIGGER {t}_fts_delete AFTER DELETE ON {t} BEGIN {write('old', 'delete')} END",
+        f"CREATE TRIGGER {t}_fts_delete AFTER DELETE ON {t} BEGIN {write('old', delete=True)} END",
         f"CREATE TRIGGER {t}_fts_update AFTER UPDATE OF user_id, content ON {t} BEGIN"
-        f" {write('old', 'delete')} {write('new')} END",
+        f" {write('old', delete=True)} {write('new')} END",
     ]
 
 
