@@ -20,7 +20,9 @@ graphs of its own of every user big enough for one (``own_graph_rows``) built.
 
 At each size a fresh serving process (a subprocess) measures: the time to open the store
 (model loaded before), ``get_context`` p50 / p95 for each probe user (the two in turn,
-question by question), vector-search recall@10 of each probe user against exact search,
+question by question; on PostgreSQL each context also notes, outside its timing,
+whether autovacuum was working in that store's database, and the row gives how many did
+and the p95 of those that ran with it idle), vector-search recall@10 of each probe user against exact search,
 ``add`` p50 / p99 on an add-only Memory (``memory.worker.background: false``), the
 adds going in turn to ``--writers`` background users, the same users at every size (what
 the store's size costs an add), and to any of the store's users (``add spread``: at 1M
@@ -432,14 +434,22 @@ def probe(args: argparse.Namespace) -> Generator[None, None, dict[str, Any]]:
             memory.get_context(q, user_id, max_tokens=2000)
         yield
     times: dict[str, list[float]] = {label: [] for label in users}
+    quiet: dict[str, list[float]] = {label: [] for label in users}
+    watch = Autovacuum(args.where if args.engine == "postgresql" else None)
     for q in questions:  # the users in turn, so both see the machine as it is
         for label, (user_id, _, _) in users.items():
+            running = watch.running()
             t = time.perf_counter()
             memory.get_context(q, user_id, max_tokens=2000)
             times[label].append(time.perf_counter() - t)
+            if not running:
+                quiet[label].append(times[label][-1])
             yield
+    out["autovacuum"] = watch.close()
     for label, (user_id, number, count) in users.items():
         out[f"context_{label}_ms"] = percentiles(times[label], 0.5, 0.95)
+        if quiet[label]:
+            out[f"context_{label}_quiet_ms"] = percentiles(quiet[label], 0.5, 0.95)
         out[f"recall_{label}"] = search_recall(memory, corpus, user_id, number, count, questions)
         yield
     background = [u[0] for u in plan(args.size, args.small, args.big) if u[0].startswith("bg-")]
@@ -469,6 +479,39 @@ def probe(args: argparse.Namespace) -> Generator[None, None, dict[str, Any]]:
     out["rss_trimmed_mb"] = trimmed_rss_mb()
     memory.close()
     return out
+
+
+class Autovacuum:
+    """Which of a PostgreSQL store's contexts ran while autovacuum worked on that
+    database: its workers read and write the same tables and buffers as the contexts,
+    so a slow tail while they ran is theirs to explain. Asked before each context,
+    outside its timing; on SQLite it never runs."""
+
+    def __init__(self, where: str | None) -> None:
+        self.conn = None
+        if where is not None:
+            import psycopg
+
+            self.conn = psycopg.connect(where, autocommit=True)
+        self.questions = 0
+        self.seen: set[str] = set()
+
+    def running(self) -> bool:
+        if self.conn is None:
+            return False
+        rows = self.conn.execute(
+            "SELECT query FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'"
+            " AND datname = current_database()"
+        ).fetchall()
+        self.seen.update(str(r[0]) for r in rows)
+        self.questions += bool(rows)
+        return bool(rows)
+
+    def close(self) -> dict[str, Any]:
+        """How many contexts ran beside autovacuum, and what it was doing."""
+        if self.conn is not None:
+            self.conn.close()
+        return {"contexts": self.questions, "seen": sorted(self.seen)}
 
 
 TURN = "turn"
@@ -577,6 +620,9 @@ LINES: list[tuple[str, str]] = [
     ("get_context small p95 ms", "context_small_ms.p95"),
     ("get_context big p50 ms", "context_big_ms.p50"),
     ("get_context big p95 ms", "context_big_ms.p95"),
+    ("contexts beside autovacuum", "autovacuum.contexts"),
+    ("get_context small p95 ms, autovacuum idle", "context_small_quiet_ms.p95"),
+    ("get_context big p95 ms, autovacuum idle", "context_big_quiet_ms.p95"),
     ("recall@10 small", "recall_small"),
     ("recall@10 big", "recall_big"),
     ("worker rows/s", "worker_rows_per_s"),

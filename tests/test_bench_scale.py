@@ -30,6 +30,8 @@ def test_scale_quick_run_prints_the_curve(tmp_path: Path) -> None:
         assert row["writers"]["add_ms"] == min(2, row["writers"]["add_spread_ms"])
         assert 0 < row["context_big_ms"]["p50"] <= row["context_big_ms"]["p95"]
         assert row["recall_small"] == row["recall_big"] == 1.0  # exact search on SQLite
+        assert row["autovacuum"] == {"contexts": 0, "seen": []}  # none on SQLite
+        assert row["context_big_quiet_ms"] == row["context_big_ms"]
         assert row["bytes_per_message"] > row["text_bytes_per_message"] > 0
         assert row["worker_rows_per_s"] > 0 and row["rss_mb"]["VmRSS"] > 0
     assert set(result["growth"]["sqlite 40->120"]) >= {"add p99 ms", "get_context big p95 ms"}
@@ -57,6 +59,11 @@ def test_scale_partitioned_postgresql(tmp_path: Path, monkeypatch: pytest.Monkey
     assert row["partitions"] == 4  # the layout the store was found with
     assert set(row["server"]) == {"shared_buffers", "effective_cache_size", "max_wal_size"}
     assert 0 < row["context_big_ms"]["p50"] <= row["context_big_ms"]["p95"]
+    watched = row["autovacuum"]  # asked before each of the 2 x 2 contexts
+    assert 0 <= watched["contexts"] <= 4
+    assert all(q.startswith("autovacuum:") for q in watched["seen"])
+    if watched["contexts"] < 2:  # a context of each user with autovacuum idle
+        assert row["context_big_quiet_ms"]["p95"] > 0
     database = urlunsplit(urlsplit(url)._replace(path="/" + row["name"].replace("-", "_")))
     with psycopg.connect(database) as conn:
         parts = conn.execute(
