@@ -20,9 +20,10 @@ graphs of its own of every user big enough for one (``own_graph_rows``) built.
 
 At each size a fresh serving process (a subprocess) measures: the time to open the store
 (model loaded before), ``get_context`` p50 / p95 for each probe user (the two in turn,
-question by question; on PostgreSQL each context also notes, outside its timing,
-whether autovacuum was working in that store's database, and the row gives how many did
-and the p95 of those that ran with it idle), vector-search recall@10 of each probe user against exact search,
+question by question; on PostgreSQL each context also notes, outside its timing, whether
+autovacuum was working in that store's database, and the row gives how many did and the
+p95 of those that ran with it idle), vector-search recall@10 of each probe user against
+exact search,
 ``add`` p50 / p99 on an add-only Memory (``memory.worker.background: false``), the
 adds going in turn to ``--writers`` background users, the same users at every size (what
 the store's size costs an add), and to any of the store's users (``add spread``: at 1M
