@@ -841,6 +841,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if server is not None:
             server.cleanup()
+    if args.build_only:  # nothing measured: an earlier run's results stay
+        return 0
     results = report(rows, command)
     write_json(args.out, results)
     return 0

@@ -20,19 +20,23 @@ def run_benchmark(
     Asserts it exits 0 and prints the line that reproduces it; returns the finished
     process and the JSON it wrote.
     """
+    proc = benchmark_process(name, *args, "--out", str(out), timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"reproduce: python benchmarks/{name}.py {' '.join(args)}" in proc.stdout
+    return proc, json.loads(out.read_text())
+
+
+def benchmark_process(name: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python benchmarks/<name>.py <args>`` run to its end from the checkout, offline."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
-    command = [f"benchmarks/{name}.py", *args, "--out", str(out)]
-    proc = subprocess.run(
-        [sys.executable, *command],
+    return subprocess.run(
+        [sys.executable, f"benchmarks/{name}.py", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
         timeout=timeout,
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert f"reproduce: python benchmarks/{name}.py {' '.join(args)}" in proc.stdout
-    return proc, json.loads(out.read_text())
 
 
 TURNS = [

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from benchsmoke import run_benchmark, write_conversation
+from benchsmoke import benchmark_process, run_benchmark, write_conversation
 
 pytestmark = pytest.mark.slow  # loads the embedding model in three processes
 
@@ -36,6 +36,22 @@ def test_scale_quick_run_prints_the_curve(tmp_path: Path) -> None:
         assert row["worker_rows_per_s"] > 0 and row["rss_mb"]["VmRSS"] > 0
     assert set(result["growth"]["sqlite 40->120"]) >= {"add p99 ms", "get_context big p95 ms"}
     assert "Growth factors" in proc.stdout and "big/small get_context p95" in proc.stdout
+
+
+def test_scale_build_only_measures_nothing(tmp_path: Path) -> None:
+    """``--build-only`` builds the fixtures and leaves an earlier run's results alone."""
+    data = tmp_path / "locomo"
+    data.mkdir()
+    write_conversation(data)
+    out = tmp_path / "s.json"
+    out.write_text("{}")
+    args = ("--sizes", "40", "--small", "10", "--big", "30", "--engines", "sqlite")
+    args += ("--build-only", "--fixtures", str(tmp_path / "fx"), "--out", str(out))
+    proc = benchmark_process("scale", str(data), *args, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "sqlite-40-10-30: 40 messages of 2 users" in proc.stdout
+    assert (tmp_path / "fx" / "sqlite-40-10-30.db").exists()
+    assert "cost curve" not in proc.stdout and out.read_text() == "{}"
 
 
 def test_scale_partitioned_postgresql(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
