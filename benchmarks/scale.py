@@ -18,13 +18,13 @@ of the one below it, and kept in ``--fixtures`` between runs (a marker file per 
 A PostgreSQL build ends as a store in use would be: vacuumed and analyzed, and with the
 graphs of its own of every user big enough for one (``own_graph_rows``) built.
 
-At each size a fresh serving process (a subprocess) measures: the time to open the store
-(model loaded before), ``get_context`` p50 / p95 for each probe user (the two in turn,
-question by question; on PostgreSQL each context also notes, outside its timing, whether
-autovacuum was working in that store's database, and the row gives how many did and the
-p95 of those that ran with it idle), vector-search recall@10 of each probe user against
-exact search,
-``add`` p50 / p99 on an add-only Memory (``memory.worker.background: false``), the
+At each size a fresh serving process (a subprocess; its startup objects frozen out of
+the garbage collector's sight once the store is open, as ``tiermem serve`` does) measures:
+the time to open the store (model loaded before), ``get_context`` p50 / p95 for each
+probe user (the two in turn, question by question; on PostgreSQL each context also notes,
+outside its timing, whether autovacuum was working in that store's database, and the row
+gives how many did and the p95 of those that ran with it idle), vector-search recall@10
+of each probe user against exact search, ``add`` p50 / p99 on an add-only Memory (``memory.worker.background: false``), the
 adds going in turn to ``--writers`` background users, the same users at every size (what
 the store's size costs an add), and to any of the store's users (``add spread``: at 1M
 forty times as many users write as at 100k, so nearly every add is the first change of
@@ -402,6 +402,7 @@ def probe(args: argparse.Namespace) -> Generator[None, None, dict[str, Any]]:
     """The serving process's figures for one store (run in a fresh process, one unit of
     work a turn: it yields after each, and :func:`take_turns` waits for the next turn)."""
     from tiermem.embeddings import get_embedder
+    from tiermem.heap import freeze_startup
     from tiermem.memory import Memory
 
     corpus = Corpus(args.data_dir, args.fixtures)
@@ -421,6 +422,7 @@ def probe(args: argparse.Namespace) -> Generator[None, None, dict[str, Any]]:
     memory = Memory(config=config, embedder=embedder)
     memory.recent("probe-small", limit=1)
     open_seconds = time.perf_counter() - started
+    frozen = freeze_startup()  # as `tiermem serve` does once its app is built
     users = {"small": ("probe-small", 1, args.small)}
     if args.size >= args.big:
         users["big"] = ("probe-big", 2, args.big)
@@ -428,6 +430,7 @@ def probe(args: argparse.Namespace) -> Generator[None, None, dict[str, Any]]:
     out: dict[str, Any] = {
         "open_ms": round(open_seconds * 1e3, 1),
         "model_ms": round(model_seconds * 1e3, 1),
+        "frozen_objects": frozen,
     }
     yield
     for user_id, _, _ in users.values():
@@ -449,6 +452,7 @@ def probe(args: argparse.Namespace) -> Generator[None, None, dict[str, Any]]:
     out["autovacuum"] = watch.close()
     for label, (user_id, number, count) in users.items():
         out[f"context_{label}_ms"] = percentiles(times[label], 0.5, 0.95)
+        out[f"context_{label}_samples_ms"] = [round(t * 1e3, 2) for t in times[label]]
         if quiet[label]:
             out[f"context_{label}_quiet_ms"] = percentiles(quiet[label], 0.5, 0.95)
         out[f"recall_{label}"] = search_recall(memory, corpus, user_id, number, count, questions)

@@ -31,7 +31,12 @@ def test_scale_quick_run_prints_the_curve(tmp_path: Path) -> None:
         assert 0 < row["context_big_ms"]["p50"] <= row["context_big_ms"]["p95"]
         assert row["recall_small"] == row["recall_big"] == 1.0  # exact search on SQLite
         assert row["autovacuum"] == {"contexts": 0, "seen": []}  # none on SQLite
+        assert row["frozen_objects"] > 10_000  # the startup heap, as tiermem serve's
         assert row["context_big_quiet_ms"] == row["context_big_ms"]
+        assert len(row["context_big_samples_ms"]) == 2  # one a question
+        assert max(row["context_big_samples_ms"]) == pytest.approx(
+            row["context_big_ms"]["p95"], abs=0.01
+        )
         assert row["bytes_per_message"] > row["text_bytes_per_message"] > 0
         assert row["worker_rows_per_s"] > 0 and row["rss_mb"]["VmRSS"] > 0
     assert set(result["growth"]["sqlite 40->120"]) >= {"add p99 ms", "get_context big p95 ms"}
