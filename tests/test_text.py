@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 from tiermem.text import (
     FILLER_WORDS,
     STOP_WORDS,
@@ -10,6 +12,7 @@ from tiermem.text import (
     keyword_terms,
     sentences,
     stems,
+    term_set,
     terms,
     words,
 )
@@ -28,9 +31,20 @@ def test_keyword_terms_drop_stop_words_unless_nothing_else_is_left() -> None:
 
 
 def test_words_meet_by_their_first_five_letters() -> None:
-    assert stems("Painted painting") == {"paint"}
+    assert stems("Painted painting") == ("paint",)
     assert keyword_matches("When did Mel paint the sunrise?", "Mel painted a sunrise.") == 3
     assert keyword_matches("the of", "nothing here") == 0
+
+
+def test_cached_words_are_out_of_the_collectors_sight() -> None:
+    """What the caches keep is not walked by a full collection once it has aged: a cache
+    of sets made every full collection of a serving process 55 ms."""
+    text = "Caroline went to the LGBTQ support group on 7 May 2023."
+    cached = [stems(text), folded(text)]
+    assert term_set(text) == frozenset(terms(text))
+    gc.collect()
+    assert not any(gc.is_tracked(value) for value in cached)
+    assert not gc.is_tracked(stems(text)) and stems(text) is cached[0]
 
 
 def test_words_keep_case_and_numbers() -> None:
