@@ -500,7 +500,7 @@ class Autovacuum:
             import psycopg
 
             self.conn = psycopg.connect(where, autocommit=True)
-        self.questions = 0
+        self.contexts = 0
         self.seen: set[str] = set()
 
     def running(self) -> bool:
@@ -511,14 +511,14 @@ class Autovacuum:
             " AND datname = current_database()"
         ).fetchall()
         self.seen.update(str(r[0]) for r in rows)
-        self.questions += bool(rows)
+        self.contexts += bool(rows)
         return bool(rows)
 
     def close(self) -> dict[str, Any]:
         """How many contexts ran beside autovacuum, and what it was doing."""
         if self.conn is not None:
             self.conn.close()
-        return {"contexts": self.questions, "seen": sorted(self.seen)}
+        return {"contexts": self.contexts, "seen": sorted(self.seen)}
 
 
 TURN = "turn"

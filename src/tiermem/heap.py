@@ -7,7 +7,7 @@ import gc
 
 def freeze_startup() -> int:
     """Move every object the process holds now out of full collections (:func:`gc.freeze`);
-    how many were moved.
+    how many objects are frozen now.
 
     A serving process's modules, schemas and model live as long as it does, yet each full
     collection walks them again: 50-130k objects, a 40-100 ms pause on a 2-core machine,

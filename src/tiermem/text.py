@@ -17,13 +17,12 @@ _TERM = re.compile(r"\w+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*|\d[\d,.:/-]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+|\n+")
 _CACHE = 10_000
-"""Texts whose terms and stems each cache keeps (about 4 KB a text over the three): the
-planner folds and stems the same candidates call after call. It was 100,000, which let a
-serving process grow by up to ~400 MB with the number of distinct texts it ever saw (the
-cost curve: 180 MB more after serving 200 users of a 1M-message store than of a 100k one).
-The caches hold tuples and strings, which the garbage collector stops walking once they
-are old: as frozensets, 20,000 cached sets made every full collection 55 ms, a pause on
-one call in 25."""
+"""Texts whose terms and stems each cache keeps: the planner folds and stems the same
+candidates call after call. It was 100,000, which let a serving process grow by up to
+~400 MB with the number of distinct texts it ever saw (the cost curve: 180 MB more after
+serving 200 users of a 1M-message store than of a 100k one). The caches hold tuples and
+strings, which the garbage collector stops walking once they are old: as frozensets,
+20,000 cached sets made every full collection 55 ms, a pause on one call in 25."""
 STEM_LETTERS = 5
 MAX_QUERY_TERMS = 64
 
@@ -56,7 +55,7 @@ def terms(text: str) -> list[str]:
 @lru_cache(maxsize=_CACHE)
 def distinct_terms(text: str) -> tuple[str, ...]:
     """The distinct terms of ``text`` (a tuple: see :data:`_CACHE`)."""
-    return tuple(set(terms(text)))
+    return tuple(dict.fromkeys(terms(text)))  # in order: the same in every process
 
 
 def term_set(text: str) -> frozenset[str]:
@@ -74,7 +73,7 @@ def folded(text: str) -> str:
 def stems(text: str) -> tuple[str, ...]:
     """The distinct stems of ``text``: each term's first five letters (a tuple: see
     :data:`_CACHE`)."""
-    return tuple({term[:STEM_LETTERS] for term in distinct_terms(text)})
+    return tuple(dict.fromkeys(term[:STEM_LETTERS] for term in distinct_terms(text)))
 
 
 def keyword_terms(text: str) -> list[str]:
