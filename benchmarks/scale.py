@@ -440,23 +440,23 @@ def probe(args: argparse.Namespace) -> Generator[None, None, dict[str, Any]]:
             memory.get_context(q, user_id, max_tokens=2000)
         yield
     times: dict[str, list[float]] = {label: [] for label in users}
-    quiet: dict[str, list[float]] = {label: [] for label in users}
+    beside: dict[str, list[bool]] = {label: [] for label in users}  # autovacuum running
     watch = Autovacuum(args.where if args.engine == "postgresql" else None)
     for q in questions:  # the users in turn, so both see the machine as it is
         for label, (user_id, _, _) in users.items():
-            running = watch.running()
+            beside[label].append(watch.running())
             t = time.perf_counter()
             memory.get_context(q, user_id, max_tokens=2000)
             times[label].append(time.perf_counter() - t)
-            if not running:
-                quiet[label].append(times[label][-1])
             yield
-    out["autovacuum"] = watch.close()
+    contexts = sum(sum(flags) for flags in beside.values())
+    out["autovacuum"] = {"contexts": contexts, "seen": watch.close()}
     for label, (user_id, number, count) in users.items():
         out[f"context_{label}_ms"] = percentiles(times[label], 0.5, 0.95)
         out[f"context_{label}_samples_ms"] = [round(t * 1e3, 2) for t in times[label]]
-        if quiet[label]:
-            out[f"context_{label}_quiet_ms"] = percentiles(quiet[label], 0.5, 0.95)
+        quiet = [t for t, busy in zip(times[label], beside[label], strict=True) if not busy]
+        if quiet:
+            out[f"context_{label}_quiet_ms"] = percentiles(quiet, 0.5, 0.95)
         out[f"recall_{label}"] = search_recall(memory, corpus, user_id, number, count, questions)
         yield
     background = [u[0] for u in plan(args.size, args.small, args.big) if u[0].startswith("bg-")]
@@ -500,7 +500,6 @@ class Autovacuum:
             import psycopg
 
             self.conn = psycopg.connect(where, autocommit=True)
-        self.contexts = 0
         self.seen: set[str] = set()
 
     def running(self) -> bool:
@@ -511,14 +510,13 @@ class Autovacuum:
             " AND datname = current_database()"
         ).fetchall()
         self.seen.update(str(r[0]) for r in rows)
-        self.contexts += bool(rows)
         return bool(rows)
 
-    def close(self) -> dict[str, Any]:
-        """How many contexts ran beside autovacuum, and what it was doing."""
+    def close(self) -> list[str]:
+        """What autovacuum was seen doing."""
         if self.conn is not None:
             self.conn.close()
-        return {"contexts": self.contexts, "seen": sorted(self.seen)}
+        return sorted(self.seen)
 
 
 TURN = "turn"

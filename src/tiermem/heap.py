@@ -10,9 +10,9 @@ def freeze_startup() -> int:
     how many objects are frozen now.
 
     A serving process's modules, schemas and model live as long as it does, yet each full
-    collection walks them again: 50-130k objects, a 40-100 ms pause on a 2-core machine,
-    falling on about one call in 25 (near p95). Called once startup is done, a full
-    collection walks only what the calls made since.
+    collection walks them again (``tiermem serve``'s were 133k objects, an 80 ms pause each
+    time on a 2-core machine). Called once startup is done, a full collection walks only
+    what the calls made since.
     """
     gc.collect()
     gc.freeze()

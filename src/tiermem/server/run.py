@@ -45,9 +45,8 @@ def app_from_env() -> Any:
 
 
 def frozen(app: Any) -> Any:
-    """``app``, with what the process holds so far out of full collections
-    (:func:`~tiermem.heap.freeze_startup`): a server's modules (FastAPI, pydantic's
-    schemas, MCP) were 133k objects, an 80 ms pause at each full collection."""
+    """``app``, with what the process holds so far (FastAPI, pydantic's schemas, MCP) out
+    of full collections (:func:`~tiermem.heap.freeze_startup`)."""
     freeze_startup()
     return app
 
