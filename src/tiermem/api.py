@@ -26,7 +26,7 @@ from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
 from tiermem.stores.transcript import SessionInfo, TranscriptRow
 from tiermem.synopsis import Synopsis
 
-MEMORY_TYPES: tuple[str, ...] = ("message", "fact", "preference", "context", "summary", "tool")
+MEMORY_TYPES: tuple[str, ...] = ("message", "fact", "preference", "context", "summary", "tool", "passage")
 """The kinds of long-term memory (``memory_type``)."""
 
 

@@ -396,6 +396,31 @@ class WorkerConfig(Section):
     )
 
 
+class PassagesConfig(Section):
+    """``memory.passages``: a long message is also indexed as passages cut along its own
+    structure (paragraphs, list items, code blocks, sentences), so the context can take
+    the part that answers. A change applies to messages indexed after it."""
+
+    over: int = Field(
+        default=2_000,
+        ge=0,
+        description="A message longer than this many characters also has passages.",
+    )
+    max_chars: int = Field(
+        default=800, ge=100, le=20_000, description="The longest passage (code blocks: 2x)."
+    )
+    min_chars: int = Field(
+        default=200, ge=0, le=20_000, description="Pieces shorter than this join a neighbour."
+    )
+    lean: float = Field(
+        default=0.5,
+        ge=0,
+        le=4,
+        description="Share of the message's vector added to each passage's own.",
+    )
+    enabled: bool = Field(default=True, description="false: every message is one unit.")
+
+
 class FactsConfig(Section):
     """``memory.facts``: facts extracted from conversations in the background."""
 
@@ -438,6 +463,7 @@ class MemoryConfig(Section):
     planner: PlannerConfig = Field(default_factory=lambda: PlannerConfig())
     worker: WorkerConfig = Field(default_factory=lambda: WorkerConfig())
     facts: FactsConfig = Field(default_factory=lambda: FactsConfig())
+    passages: PassagesConfig = Field(default_factory=lambda: PassagesConfig())
     retention: Retention = "persistent"
     durability: Durability = Field(
         default="committed",

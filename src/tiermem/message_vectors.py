@@ -1,14 +1,16 @@
-"""How a message becomes a vector: its line plus its sentences, leaned toward the message
-before it in its session (the store's worker and the :class:`~tiermem.archiver.Archiver`
-share these)."""
+"""How a message becomes a vector: its line plus its sentences (or, when long, its
+passages), leaned toward the message before it in its session (the store's worker and
+the :class:`~tiermem.archiver.Archiver` share these)."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tiermem.messages import Message, speaker, transcript_line
+from tiermem.passages import Span, cut
 
 if TYPE_CHECKING:
     import numpy as np
@@ -19,36 +21,103 @@ CONTEXT_WEIGHT = 0.5
 """Share of the previous message's vector added to a message's own."""
 RECENT_VECTORS = 10_000
 """Own vectors kept in process to contextualize the messages that follow them."""
+LINE_PREFIX = 4_000
+"""Characters of a long message's line embedded as its whole (the model reads fewer)."""
+
+
+@dataclass(frozen=True)
+class PassageSettings:
+    """When and how a long message is indexed as passages (``memory.passages``)."""
+
+    over: int = 2_000
+    """A message whose text is longer than this many characters has passages."""
+    max_chars: int = 800
+    """The longest passage (a code block may take twice this)."""
+    min_chars: int = 200
+    """Pieces shorter than this join their neighbour."""
+    lean: float = 0.5
+    """Share of the message's vector added to each passage's own."""
+
+    def spans(self, message: Message) -> list[Span]:
+        """The message's passages (none when it is not longer than :attr:`over`)."""
+        text = message.text
+        if len(text) <= self.over:
+            return []
+        return cut(text, self.max_chars, self.min_chars)
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """A batch's vectors: one per message, and each long message's passages with theirs."""
+
+    vectors: np.ndarray
+    passages: list[list[tuple[Span, np.ndarray]]]
 
 
 def embed_messages(embedder: Embedder, messages: list[Message]) -> np.ndarray:
-    """One vector per message: its whole line, plus its sentences when it has several.
+    """One vector per message (:func:`embed_with_passages` without passages)."""
+    return embed_with_passages(embedder, messages, None).vectors
+
+
+def embed_with_passages(
+    embedder: Embedder, messages: list[Message], passages: PassageSettings | None
+) -> Embedded:
+    """One vector per message: its whole line, plus its parts when it has several; and
+    the vectors of each long message's passages.
 
     A long message often mixes topics, and one embedding of all of it matches none of
     them well. The vector of a multi-sentence message is the normalized sum of the whole
-    line's vector and its sentences' vectors (scaled by 1/sqrt(n)), so a question about
-    one sentence still finds the message. Measured on LoCoMo: evidence recall within
+    line's vector and its parts' vectors (scaled by 1/sqrt(n)), so a question about
+    one part still finds the message. Measured on LoCoMo: evidence recall within
     2,000 tokens 0.831 -> 0.857 for vector + keyword ranking.
 
-    Each sentence is embedded on its own, in the same call as the lines. Cheaper routes
-    were measured and not kept (LoCoMo recall within 2,000 tokens, 0.903 with this one;
-    docs/benchmarks.md, "Ingest"): the line alone 0.880; sentences pooled from the
-    line's own forward pass ("late chunking", one pass per message) 0.879; sentences
-    embedded alone and no line pass, the line taken as their token-weighted mean, 0.896.
+    The parts are the sentences of a short message and the passages of a long one
+    (``passages``: :meth:`PassageSettings.spans`); a passage's vector is its own plus
+    ``lean`` x the message's, so a passage of a message about the question ranks above a
+    like passage of another. Each part is embedded on its own, in the same call as the
+    lines. Cheaper routes were measured and not kept (LoCoMo recall within 2,000
+    tokens, 0.903 with this one; docs/benchmarks.md, "Ingest"): the line alone 0.880;
+    sentences pooled from the line's own forward pass ("late chunking", one pass per
+    message) 0.879; sentences embedded alone and no line pass, the line taken as their
+    token-weighted mean, 0.896.
     """
     import numpy as np
 
     texts = [transcript_line(m) for m in messages]
-    spans = [_sentence_spans(m, line) for m, line in zip(messages, texts, strict=True)]
-    parts_text = [(row, texts[row][a:b]) for row, found in enumerate(spans) for a, b in found]
+    found = [passages.spans(m) if passages is not None else [] for m in messages]
+    parts_text: list[tuple[int, str]] = []
+    for row, (message, line, spans) in enumerate(zip(messages, texts, found, strict=True)):
+        if spans:
+            parts_text += [(row, message.text[a:b]) for a, b in spans]
+            texts[row] = line[:LINE_PREFIX]
+        else:
+            parts_text += [(row, line[a:b]) for a, b in _sentence_spans(message, line)]
     vectors = embedder.embed(texts + [f"{speaker(messages[r])}: {t}" for r, t in parts_text])
     result = np.array(vectors[: len(texts)], dtype=np.float32)
     extra = vectors[len(texts) :]
-    for row in range(len(texts)):
-        mine = [extra[i] for i, (r, _) in enumerate(parts_text) if r == row]
-        if mine:
-            result[row] = _with_parts(result[row], mine)
-    return result
+    mine: list[list[np.ndarray]] = [[] for _ in texts]
+    for i, (row, _) in enumerate(parts_text):
+        mine[row].append(extra[i])
+    for row, parts in enumerate(mine):
+        if parts:
+            result[row] = _with_parts(result[row], parts)
+    lean = passages.lean if passages is not None else 0.0
+    return Embedded(
+        result,
+        [
+            [(span, _leaned(own, result[row], lean)) for span, own in zip(spans, mine[row], strict=True)]
+            for row, spans in enumerate(found)
+        ],
+    )
+
+
+def _leaned(own: np.ndarray, whole: np.ndarray, lean: float) -> np.ndarray:
+    """``own + lean x whole``, unit length."""
+    import numpy as np
+
+    mixed = np.asarray(own, dtype=np.float32) + lean * whole
+    out: np.ndarray = (mixed / np.linalg.norm(mixed)).astype(np.float32)
+    return out
 
 
 def _sentence_spans(message: Message, line: str) -> list[tuple[int, int]]:

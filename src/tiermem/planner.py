@@ -39,6 +39,7 @@ from tiermem.messages import Message, to_anthropic_messages, transcript_line
 from tiermem.ranking import (
     LINES,
     Candidate,
+    Excerpt,
     Substrings,
     by_marginal_relevance,
     line_facts,
@@ -64,7 +65,9 @@ SYNOPSIS_HEADER = "What is known about the user:"
 @dataclass(frozen=True)
 class ContextItem:
     """One item of a context: what tier it came from, its score and its tokens
-    (``memory_id``: the long-term memory it is, for items from the store).
+    (``memory_id``: the long-term memory it is, for items from the store; ``message_id``:
+    the message it is, or, with ``span``, the characters of that message's text it shows
+    as an excerpt: ``Memory.get_message`` returns the whole message).
 
     ``score`` is relative to the other candidates of the same query (the best has
     relevance 1); ``similarity`` (cosine to the query) and ``keywords`` (share of the
@@ -81,6 +84,8 @@ class ContextItem:
     similarity: float | None = None
     keywords: float | None = None
     sources: tuple[str, ...] = ()
+    message_id: str | None = None
+    span: tuple[int, int] | None = None
 
 
 @dataclass
@@ -152,6 +157,7 @@ class _Selection:
         self._dates: set[str] = set()
         self._seen: dict[int, list[frozenset[str]]] = {}
         self._said: set[str] = set()
+        self._excerpted: set[str] = set()
 
     def offer(self, candidate: Candidate, room: int) -> int | None:
         """Take ``candidate`` if it is new and its line fits ``room``: its token cost, or
@@ -162,12 +168,18 @@ class _Selection:
         cost = self.planner._count(candidate.content + "\n")  # "!\n" is often one token
         if date not in self._dates:
             cost += self.planner._count(date + "\n")
+        excerpt = candidate.excerpt
+        opens = excerpt is not None and excerpt.message_id not in self._excerpted
+        if opens:
+            cost += self.planner._count(excerpt_header(excerpt) + "\n")  # type: ignore[arg-type]
         if cost > room:
             return None
         words = term_set(candidate.content)
         if self.planner._near_duplicate(words, self._seen):
             return None
         self._dates.add(date)
+        if opens:
+            self._excerpted.add(excerpt.message_id)  # type: ignore[union-attr]
         self._keys.add(candidate.key)
         if candidate.message_id:
             self._said.add(candidate.message_id)
@@ -384,11 +396,15 @@ class QueryPlanner:
         kept = len(parts["recent"].items)
         shown = recent[len(recent) - kept :] if kept else []
         recent_keys = {folded(m.text) for m in shown} | {folded(transcript_line(m)) for m in shown}
+        recent_ids = {m.message_id for m in shown}
         notes_shown = Substrings(" ".join(i.content for p in parts.values() for i in p.items))
         fresh = [
             c
             for c in candidates
-            if c.key not in recent_keys and not notes_shown.hold(c.content.strip(" ."))
+            if not c.passages  # a long message: its passages stand for it
+            and c.key not in recent_keys
+            and (c.excerpt is None or c.excerpt.message_id not in recent_ids)
+            and not notes_shown.hold(c.content.strip(" ."))
         ]
         self.rank_relevance(query, fresh)
         cap = min(left, int(budget * shares.get("retrieved", 1.0)))
@@ -481,6 +497,8 @@ class QueryPlanner:
                         c.similarity,
                         c.keywords,
                         c.sources,
+                        c.excerpt.message_id if c.excerpt else c.message_id,
+                        (c.excerpt.start, c.excerpt.end) if c.excerpt else None,
                     )
                     for c in chosen
                 ]
@@ -544,18 +562,42 @@ def _date_label(timestamp: datetime | None) -> str:
     return f"[{timestamp.day} {_MONTHS[timestamp.month - 1]} {timestamp.year}]"
 
 
+def excerpt_header(excerpt: Excerpt) -> str:
+    """The line above the passages shown of one long message: who said it, and the id
+    that ``get_message`` takes to read it whole."""
+    return f"{excerpt.speaker} (excerpt of message {excerpt.message_id}):"
+
+
+EXCERPT_GAP = "[...]"
+"""The line between two passages of one message that are not next to each other."""
+
+
 def _render(chosen: list[Candidate]) -> list[str]:
     """The lines of the retrieved section: the header, then the memories in time order
-    under their dates."""
+    under their dates; the passages of one long message together, in their order, under
+    one :func:`excerpt_header` (:data:`EXCERPT_GAP` where passages between them are left
+    out)."""
     epoch = datetime.min.replace(tzinfo=timezone.utc)
-    ordered = sorted(chosen, key=lambda c: (_aware(c.timestamp) or epoch, c.key))
+
+    def order(c: Candidate) -> tuple[datetime, str, int]:
+        at = _aware(c.timestamp) or epoch
+        return (at, c.excerpt.message_id, c.excerpt.part) if c.excerpt else (at, c.key, 0)
+
     lines = [RETRIEVED_HEADER]
     last = None
-    for candidate in ordered:
+    shown: Excerpt | None = None  # the passage just rendered
+    for candidate in sorted(chosen, key=order):
         date = _date_label(candidate.timestamp)
         if date != last:
             lines.append(date)
             last = date
+        excerpt = candidate.excerpt
+        if excerpt is not None:
+            if shown is None or shown.message_id != excerpt.message_id:
+                lines.append(excerpt_header(excerpt))
+            elif excerpt.part > shown.part + 1:
+                lines.append(EXCERPT_GAP)
+        shown = excerpt
         lines.append(candidate.content)
     return lines
 

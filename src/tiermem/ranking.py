@@ -34,7 +34,8 @@ class Candidate:
     ``current`` is False for a fact a newer version superseded; ``sources`` are the lines
     a fact was read from (shown by :meth:`Context.explain`), ``source_ids`` their message
     ids (a fact adds nothing beside the messages it was read from, so it is left out
-    when they are all taken).
+    when they are all taken). ``excerpt`` places a passage in its long message;
+    ``passages`` is how many passages a long message has (they stand for it in a context).
 
     Slotted: a prompt's 300 candidates are read a dozen times each after the query's
     forward pass has pushed them out of the CPU's caches; without a dict each is 176
@@ -59,6 +60,20 @@ class Candidate:
     current: bool = True
     sources: tuple[str, ...] = ()
     source_ids: tuple[str, ...] = ()
+    excerpt: Excerpt | None = None
+    passages: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Excerpt:
+    """Where a passage sits in its message: the message's id, who said it, the passage's
+    number among the message's passages and its span of the message's text."""
+
+    message_id: str
+    speaker: str
+    part: int
+    start: int
+    end: int
 
 
 class Substrings:

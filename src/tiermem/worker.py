@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiermem.embeddings.cache import content_hash
 from tiermem.errors import AuthenticationError, ProviderUnavailableError, StoreError
-from tiermem.message_vectors import ContextVectors, embed_messages
+from tiermem.message_vectors import ContextVectors, PassageSettings, embed_with_passages
 from tiermem.runner import Backoff, Runner, backoff_delay
 from tiermem.stores.queue import WorkItem
 from tiermem.stores.records import NewMemory
@@ -81,6 +81,7 @@ class StoreWorker:
         background: run a background thread (False: only :meth:`flush`, :meth:`drain`
             and :meth:`run_once` do work, in the caller's thread; other processes may).
         facts: extracts facts from the sessions whose messages it embedded (if given).
+        passages: when a long message is also indexed as passages (None: never).
     """
 
     def __init__(
@@ -99,8 +100,10 @@ class StoreWorker:
         idle_interval: float = 1.0,
         background: bool = True,
         facts: FactWorker | None = None,
+        passages: PassageSettings | None = PassageSettings(),
     ) -> None:
         self.store = store
+        self.passages = passages
         self.embedder = embedder
         self._summarizer_factory = summarizer
         self._summarizer: Summarizer | None = None
@@ -239,29 +242,33 @@ class StoreWorker:
                 return False
             log.warning("embedding %d messages failed (%s); retrying each alone", len(items), exc)
             vectors = self._embed_alone(items)
-        by_user: dict[str, list[tuple[int, NewMemory]]] = {}
-        for item, vector in zip(items, vectors, strict=True):
-            if vector is not None:
-                by_user.setdefault(item.user_id, []).append((item.seq, item.index_row(vector)))
+        by_user: dict[str, list[tuple[int, NewMemory, tuple[NewMemory, ...]]]] = {}
+        for item, found in zip(items, vectors, strict=True):
+            if found is not None:
+                vector, passages = found
+                row = (item.seq, item.index_row(vector, len(passages)), item.passage_rows(passages))
+                by_user.setdefault(item.user_id, []).append(row)
         for user, rows in by_user.items():
             for start in range(0, len(rows), COMPLETE_ROWS):
                 self.store.complete(self.owner, user, rows[start : start + COMPLETE_ROWS])
         return True
 
-    def _embed(self, items: list[WorkItem]) -> list[Any]:
-        """The vectors to index ``items`` with. Identical lines are embedded once (hashed
-        before the embedder is called, as simonw/llm does): a line's own vector depends
-        on its text alone; the context each message's vector leans toward is its own."""
+    def _embed(self, items: list[WorkItem]) -> list[tuple[Any, list[Any]]]:
+        """The vector to index each of ``items`` with, and its passages' spans and
+        vectors. Identical lines are embedded once (hashed before the embedder is called,
+        as simonw/llm does): a line's own vector depends on its text alone; the context
+        each message's vector leans toward is its own."""
         first: dict[str, int] = {}
         slots = [first.setdefault(content_hash(i.line), len(first)) for i in items]
         unique = [items[slots.index(n)] for n in range(len(first))]
-        vectors = embed_messages(self.embedder, [i.message for i in unique])
+        embedded = embed_with_passages(self.embedder, [i.message for i in unique], self.passages)
         self._outage.reset()  # it answered
-        for row in vectors:
+        for row in embedded.vectors:
             check_vector(row, self.store.dimension)
-        own = vectors[slots]
+        own = embedded.vectors[slots]
         keys = [(i.user_id, i.session_id, i.message.message_id, i.previous_id) for i in items]
-        return list(self.context.mix(keys, own))
+        mixed = self.context.mix(keys, own)
+        return [(mixed[n], embedded.passages[slot]) for n, slot in enumerate(slots)]
 
     def _embed_alone(self, items: list[WorkItem]) -> list[Any]:
         """Embed each row on its own; a row that fails is recorded and left out (and, if

@@ -54,7 +54,7 @@ def complete(store: MemoryStore, owner: str, items: list[WorkItem], seed: int) -
     """Index claimed rows as a worker does (all with the vector ``unit(seed)``)."""
     done = 0
     for user in {i.user_id for i in items}:
-        rows = tuple((i.seq, i.index_row(unit(seed))) for i in items if i.user_id == user)
+        rows = tuple((i.seq, i.index_row(unit(seed)), ()) for i in items if i.user_id == user)
         done += store.batch([CompleteOp(owner, user, rows)])[0]
     return done
 
@@ -323,6 +323,53 @@ def test_forgetting_a_message_memory_takes_its_transcript_rows(
     assert store.delete(u, memory_id) is True
     assert [m.text for m in store.recent(u, "s2", 5)] == ["keep me"]
     assert store.recent(u, "s", 5) == []
+
+
+def complete_with_passages(store: MemoryStore, owner: str, item: WorkItem, spans: list[tuple[int, int]]) -> int:
+    """Index one claimed long message with passages ``spans`` (vectors unit(10 + part))."""
+    passages = item.passage_rows([(span, unit(10 + n)) for n, span in enumerate(spans)])
+    row = (item.seq, item.index_row(unit(1), len(spans)), passages)
+    return int(store.batch([CompleteOp(owner, item.user_id, (row,))])[0])
+
+
+LONG = "The harbour opens at dawn. " * 20 + "The lighthouse keeper is Ana. " * 20
+
+
+def test_a_long_messages_passages_are_indexed_with_it_and_found_alone(
+    store: MemoryStore, new_user: Users
+) -> None:
+    u = new_user()
+    store.append(u, "s", [Message("assistant", LONG, message_id="long-1")])
+    (item,) = claim_mine(store, "w", u)
+    half = LONG.index("The lighthouse")
+    assert complete_with_passages(store, "w", item, [(0, half - 1), (half, len(LONG) - 1)]) == 1
+    by_type = {r.memory_type: r for r in store.list(u)}
+    whole, passage = by_type["message"], store.search(u, vector=unit(11), mode="vector")[0].record
+    assert whole.metadata["passages"] == 2 and passage.memory_type == "passage"
+    assert passage.content == LONG[half : len(LONG) - 1]
+    assert passage.metadata["excerpt_of"] == "long-1" and passage.metadata["parent"] == str(whole.id)
+    assert (passage.metadata["part"], passage.metadata["start"]) == (1, half)
+    (hit,) = store.search(u, "lighthouse keeper", mode="keyword", limit=1)
+    assert hit.record.memory_type in {"passage", "message"}
+    assert store.transcript(u)[0].memory_id == str(whole.id)
+
+
+@pytest.mark.parametrize("how", ["message", "memory"])
+def test_forgetting_a_long_message_takes_its_passages(
+    store: MemoryStore, new_user: Users, how: str
+) -> None:
+    u = new_user()
+    store.append(u, "s", [Message("user", LONG, message_id="long-1"), Message("user", "short")])
+    items = sorted(claim_mine(store, "w", u), key=lambda i: i.seq)
+    complete_with_passages(store, "w", items[0], [(0, 100), (100, 200)])
+    complete(store, "w", items[1:], 3)
+    whole = next(r for r in store.list(u) if r.metadata.get("passages"))
+    if how == "message":
+        assert store.forget_messages(u, ["long-1"]) == 1
+    else:
+        assert store.delete(u, whole.id) is True
+    assert [r.content for r in store.list(u)] == ["user: short"]
+    assert store.search(u, vector=unit(10), mode="vector", limit=5)[0].record.content == "user: short"
 
 
 def test_sessions_list_the_most_recent_first(store: MemoryStore, new_user: Users) -> None:

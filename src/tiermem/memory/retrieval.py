@@ -27,6 +27,7 @@ from tiermem.memory.retention import Retention
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message, transcript_line
 from tiermem.planner import Candidate
+from tiermem.ranking import Excerpt
 from tiermem.stores.ops import Op, SearchOp
 from tiermem.stores.transcript import GenerationOp
 from tiermem.text import (
@@ -434,10 +435,13 @@ def _from_record(record: Any, similarity: float | None, keyword: float | None = 
         current,
         sources,
         ids,
+        excerpt,
+        passages,
     ) = kept[1]
     return Candidate(  # positional, in field order: a third of the time of keywords
         line, "store", similarity, keyword, created, importance, folded_key, session,
         message, previous, memory, record.embedding, 0.0, 0.0, 0.0, current, sources, ids,
+        excerpt, passages,
     )  # fmt: skip
 
 
@@ -456,16 +460,32 @@ def _record_fields(record: Any) -> _Fields:
         current,
         sources,
         source_ids,
+        _excerpt(record.memory_type, metadata),
+        int(metadata.get("passages") or 0),
+    )
+
+
+def _excerpt(memory_type: str, metadata: dict[str, Any]) -> Excerpt | None:
+    """Where a passage sits in its message (None for any other memory)."""
+    if memory_type != "passage":
+        return None
+    return Excerpt(
+        str(metadata.get("excerpt_of") or ""),
+        str(metadata.get("speaker") or ""),
+        int(metadata.get("part") or 0),
+        int(metadata.get("start") or 0),
+        int(metadata.get("end") or 0),
     )
 
 
 _Fields = tuple[
     str, datetime, float, str, "str | None", "str | None", "str | None", uuid.UUID, bool,
-    tuple[str, ...], tuple[str, ...],
+    tuple[str, ...], tuple[str, ...], "Excerpt | None", int,
 ]  # fmt: skip
 """A stored memory's candidate fields but the scores and vector, in :class:`Candidate`'s
 order: line, time, importance, dedup key, session, message, previous message, memory id,
-current, sources and their message ids."""
+current, sources and their message ids, where a passage sits, and how many passages a
+long message has."""
 _FIELDS: dict[int, tuple[weakref.ref[Any], _Fields]] = {}
 """Each stored record's candidate fields (:data:`_Fields`), by the memory id's
 integer, with the record they were made of: a search that shares its records (SQLite's

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
-MemoryTypeName = Literal["message", "fact", "preference", "context", "summary", "tool"]
+MemoryTypeName = Literal["message", "fact", "preference", "context", "summary", "tool", "passage"]
 SearchModeName = Literal["hybrid", "vector", "keyword"]
 MetadataValue = str | int | float | bool | None
 

@@ -54,6 +54,8 @@ class Dialect(NamedTuple):
     """``column`` equal to one of the values."""
     has_metadata: Callable[[str, Mapping[str, Any]], Clause]
     """``column`` (JSON) holding every key with its value."""
+    metadata_text: Callable[[str, str], str]
+    """The text of one key of ``column`` (JSON), as an SQL expression."""
 
 
 def read_record(row: Any, dialect: Dialect) -> MemoryRecord:

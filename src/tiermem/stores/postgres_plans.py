@@ -83,6 +83,7 @@ DIALECT = Dialect(
     json_mark="%s::jsonb",
     one_of=lambda column, values: (f"{column} = ANY(%s)", [list(values)]),
     has_metadata=lambda column, metadata: (f"{column} @> %s::jsonb", [json.dumps(dict(metadata))]),
+    metadata_text=lambda column, key: f"{column}->>'{key}'",
 )
 """How PostgreSQL keeps a memory's columns: native uuids, timestamptz and jsonb, binary
 pgvector vectors (pgvector's, or float32 arrays already: :mod:`.postgres_rounds`)."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
 from tiermem.clock import SYSTEM_CLOCK, Clock
-from tiermem.messages import Message
+from tiermem.messages import Message, speaker
 from tiermem.stores.facts import (
     DueSessionsOp,
     FactMark,
@@ -55,15 +55,18 @@ class WorkItem:
     previous_id: str | None
     attempts: int
 
-    def index_row(self, vector: Any) -> NewMemory:
+    def index_row(self, vector: Any, passages: int = 0) -> NewMemory:
         """The row's index record: memory_type ``message`` (``tool`` for tool results), its
-        time, and metadata linking it to the message and the one before it."""
+        time, and metadata linking it to the message and the one before it (and, for a
+        long message, how many ``passages`` it has)."""
         message = self.message
         metadata = {
             "message_id": message.message_id,
             "role": message.role,
             **{k: v for k, v in message.metadata.items() if _is_scalar(v)},
         }
+        if passages:
+            metadata["passages"] = passages
         if message.name:
             metadata["name"] = message.name
         if self.previous_id:
@@ -77,6 +80,34 @@ class WorkItem:
             importance=0.3,
             metadata=metadata,
             created_at=message.timestamp,
+        )
+
+    def passage_rows(self, passages: Sequence[tuple[tuple[int, int], Any]]) -> tuple[NewMemory, ...]:
+        """Index records of the message's passages ``((start, end), vector)``: memory_type
+        ``passage``, the message's time and session, and metadata naming the message, the
+        span of its text and who said it (the store adds ``parent``, the id of the
+        message's own record, when it indexes them)."""
+        message = self.message
+        text = message.text
+        return tuple(
+            NewMemory(
+                content=text[start:end],
+                embedding=vector,
+                memory_type="passage",
+                agent_id=self.agent_id,
+                session_id=self.session_id,
+                importance=0.3,
+                metadata={
+                    "excerpt_of": message.message_id,
+                    "part": part,
+                    "start": start,
+                    "end": end,
+                    "length": len(text),
+                    "speaker": speaker(message),
+                },
+                created_at=message.timestamp,
+            )
+            for part, ((start, end), vector) in enumerate(passages)
         )
 
 
@@ -125,12 +156,12 @@ class ClaimOp(NamedTuple):
 
 class CompleteOp(NamedTuple):
     """Index claimed rows the owner still holds and mark them done: ``items`` are
-    (seq, the index row as a NewMemory with its vector), all of ``user_id``. A line the user
-    already has keeps its row. Result: rows completed."""
+    (seq, the index row as a NewMemory with its vector, the rows of its passages), all of
+    ``user_id``. A line the user already has keeps its row. Result: rows completed."""
 
     owner: str
     user_id: str
-    items: tuple[tuple[int, NewMemory], ...]
+    items: tuple[tuple[int, NewMemory, tuple[NewMemory, ...]], ...]
 
 
 class FailOp(NamedTuple):
@@ -248,10 +279,16 @@ class WorkQueue(ABC):
         """Lease up to ``limit`` pending rows (every user's), oldest first."""
         return cast(list[WorkItem], self.batch([ClaimOp(owner, limit, lease)])[0])
 
-    def complete(self, owner: str, user_id: str, items: Sequence[tuple[int, NewMemory]]) -> int:
-        """Index the claimed rows ``(seq, index row)`` of ``user_id`` that ``owner`` still
-        holds and mark them done; how many were."""
-        return cast(int, self.batch([CompleteOp(owner, user_id, tuple(items))])[0])
+    def complete(
+        self,
+        owner: str,
+        user_id: str,
+        items: Sequence[tuple[int, NewMemory] | tuple[int, NewMemory, tuple[NewMemory, ...]]],
+    ) -> int:
+        """Index the claimed rows ``(seq, index row[, its passages' rows])`` of ``user_id``
+        that ``owner`` still holds and mark them done; how many were."""
+        full = tuple((i[0], i[1], i[2] if len(i) > 2 else ()) for i in items)  # type: ignore[misc]
+        return cast(int, self.batch([CompleteOp(owner, user_id, full)])[0])
 
     def fail(
         self, owner: str, item: WorkItem, error: str, retry_in: float, max_attempts: int

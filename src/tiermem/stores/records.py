@@ -12,7 +12,7 @@ from typing import Any, Literal, NamedTuple, get_args
 
 import numpy as np
 
-MemoryType = Literal["message", "fact", "preference", "context", "summary", "tool"]
+MemoryType = Literal["message", "fact", "preference", "context", "summary", "tool", "passage"]
 MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
 #: Default explicit importance, as in seed 001 (``explicit_importance or 0.5``).
 DEFAULT_IMPORTANCE = 0.5

@@ -222,7 +222,28 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         self._lock_user(c, op.user_id)  # a worker indexing the user finishes first
         self._changed(c, op.user_id)
         self._forget_transcript(c, op.user_id, [str(i) for i in op.ids])
-        return self._delete(c, op.user_id, op.ids)
+        return self._delete_with_passages(c, op.user_id, op.ids)
+
+    def _delete_with_passages(self, c: C, user_id: str, ids: Sequence[uuid.UUID]) -> int:
+        """Delete the user's records ``ids`` and the passages of any of them (a long
+        message's passages go with its record); how many of ``ids`` went."""
+        if not ids:
+            return 0
+        d = self.dialect
+        found: list[uuid.UUID] = []
+        for start in range(0, len(ids), 500):
+            part = [str(i) for i in ids[start : start + 500]]
+            clause, params = d.one_of(d.metadata_text("metadata", "parent"), part)
+            rows = c.execute(  # type: ignore[attr-defined]
+                f"SELECT id FROM {self.table} WHERE user_id = {d.mark}"
+                f" AND memory_type = 'passage' AND {clause}",
+                [user_id, *params],
+            ).fetchall()
+            found += [d.read_id(r["id"]) for r in rows]
+        deleted = self._delete(c, user_id, ids)
+        if found:
+            self._delete(c, user_id, found)
+        return deleted
 
     def _run_delete_user(self, c: C, op: DeleteUserOp) -> int:
         """Messages not indexed yet count as memories too."""

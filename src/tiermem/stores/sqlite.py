@@ -269,6 +269,7 @@ DIALECT = Dialect(
     json_mark="?",
     one_of=lambda column, values: (f"{column} IN ({_marks(values)})", [*values]),
     has_metadata=_has_metadata,
+    metadata_text=lambda column, key: f"json_extract({column}, '$.{key}')",
 )
 """How SQLite keeps a memory's columns: ids as text, times as epoch seconds, JSON as
 text, vectors as float32 bytes."""

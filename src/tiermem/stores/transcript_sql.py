@@ -96,6 +96,9 @@ class TranscriptSQL:
     def _delete(self, c: Any, user_id: str, ids: Sequence[uuid.UUID] | None) -> int:
         raise NotImplementedError
 
+    def _delete_with_passages(self, c: Any, user_id: str, ids: Sequence[uuid.UUID]) -> int:
+        raise NotImplementedError
+
     def _changed(self, c: Any, user_id: str) -> None:
         raise NotImplementedError
 
@@ -273,7 +276,7 @@ class TranscriptSQL:
         p = self.p
         self._lock_user(c, op.user_id)
         held = []
-        for seq, memory in op.items:
+        for seq, memory, passages in op.items:
             cur = c.execute(
                 f"UPDATE {TRANSCRIPT} SET state = 'done', error = NULL, lease_owner = NULL,"
                 f" lease_until = 0 WHERE user_id = {p} AND seq = {p} AND lease_owner = {p}"
@@ -281,14 +284,21 @@ class TranscriptSQL:
                 (op.user_id, seq, op.owner),
             )
             if cur.rowcount:
-                held.append((seq, memory))
+                held.append((seq, memory, passages))
         if not held:
             return 0
-        ids = self._add(c, AddOp(op.user_id, tuple(m for _, m in held)))
+        ids = self._add(c, AddOp(op.user_id, tuple(m for _, m, _ in held)))
         c.cursor().executemany(
             f"UPDATE {TRANSCRIPT} SET memory_id = {p} WHERE user_id = {p} AND seq = {p}",
-            [(str(i), op.user_id, seq) for i, (seq, _) in zip(ids, held, strict=True)],
+            [(str(i), op.user_id, seq) for i, (seq, _, _) in zip(ids, held, strict=True)],
         )
+        passages = tuple(
+            row._replace(metadata={**(row.metadata or {}), "parent": str(parent)})
+            for parent, (_, _, rows) in zip(ids, held, strict=True)
+            for row in rows
+        )
+        if passages:
+            self._add(c, AddOp(op.user_id, passages))
         return len(held)
 
     def _unindexed_plan(self, op: UnindexedOp) -> Plan[list[TranscriptRow]]:
@@ -492,8 +502,7 @@ class TranscriptSQL:
                 )
             }
             alone = [uuid.UUID(m) for m in memory_ids if m not in shared]
-            if alone:
-                self._delete(c, op.user_id, alone)
+            self._delete_with_passages(c, op.user_id, alone)
         return deleted
 
     def _forget_transcript(self, c: Any, user_id: str, memory_ids: Sequence[str] | None) -> int:
