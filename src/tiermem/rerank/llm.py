@@ -36,9 +36,9 @@ e.g. {example}."""
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.S | re.I)
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
 _NUMBER = r"-?\d+(?:\.\d+)?"
-_PAIR = re.compile(
-    rf"(?im)^\W*(?:passage|document|doc|item)?\s*#?\[?(\d+)\]?\s*"
-    rf"(?:[:=)\-–]+|\.(?=\s))\s*({_NUMBER})"
+_PAIR = re.compile(  # "[2] 7", "2: 7", "Passage 2 - 7", "2. 7/10"
+    r"(?im)^\W*?(?:passage|document|doc|item)?\s*#?"
+    rf"(?:\[(\d+)\]\s*[:=\-–]?|(\d+)\s*(?:[:=)\-–]+|\.(?=\s)))\s*({_NUMBER})"
 )
 
 
@@ -103,9 +103,9 @@ def _from_json(text: str, count: int) -> list[float] | None:
     """Scores from the answer's JSON: a list of numbers (or of ``{index, score}``), an
     object holding such a list, or an object from passage numbers to scores."""
     data = _json(text)
-    if isinstance(data, dict):
-        lists = [v for v in data.values() if isinstance(v, list)]
-        data = lists[0] if lists else data
+    if isinstance(data, dict) and not any(_int(k) is not None for k in data):
+        inner = [v for v in data.values() if isinstance(v, (list, dict))]  # {"scores": ...}
+        data = inner[0] if inner else data
     if isinstance(data, dict):  # {"1": 8, "2": 3}
         pairs = [(i, _float(v)) for k, v in data.items() if (i := _int(k)) is not None]
         return _placed(pairs, count) if pairs else None
@@ -143,7 +143,7 @@ def _spans(text: str) -> list[str]:
 
 def _from_pairs(text: str, count: int) -> list[float] | None:
     """Scores from ``1: 8`` / ``[2] 7`` / ``Passage 3 - 5`` lines."""
-    pairs = [(int(i), float(s)) for i, s in _PAIR.findall(text)]
+    pairs = [(int(a or b), float(s)) for a, b, s in _PAIR.findall(text)]
     if not any(1 <= i <= count for i, _ in pairs):
         return None
     return _placed(pairs, count)
