@@ -102,13 +102,13 @@ def embed_with_passages(
         if parts:
             result[row] = _with_parts(result[row], parts)
     lean = passages.lean if passages is not None else 0.0
-    return Embedded(
-        result,
-        [
-            [(span, _leaned(own, result[row], lean)) for span, own in zip(spans, mine[row], strict=True)]
-            for row, spans in enumerate(found)
-        ],
-    )
+    leaned = [
+        [(span, _leaned(own, result[row], lean)) for span, own in zip(spans, mine[row], strict=True)]
+        if spans
+        else []
+        for row, spans in enumerate(found)
+    ]
+    return Embedded(result, leaned)
 
 
 def _leaned(own: np.ndarray, whole: np.ndarray, lean: float) -> np.ndarray:
