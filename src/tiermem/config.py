@@ -46,6 +46,7 @@ from tiermem.embeddings.factory import PROVIDERS as EMBEDDING_PROVIDERS
 from tiermem.errors import ConfigError
 from tiermem.llm.factory import PROVIDERS as CHAT_PROVIDERS
 from tiermem.paths import default_sqlite_path
+from tiermem.rerank.settings import RerankConfig
 
 log = logging.getLogger(__name__)
 
@@ -458,6 +459,7 @@ class MemoryConfig(Section):
 
     buffer: BufferConfig = Field(default_factory=lambda: BufferConfig())
     working: WorkingConfig = Field(default_factory=lambda: WorkingConfig())
+    rerank: RerankConfig = Field(default_factory=lambda: RerankConfig())
     persistent: PersistentConfig = Field(default_factory=lambda: PersistentConfig())
     synopsis: SynopsisConfig = Field(default_factory=lambda: SynopsisConfig())
     planner: PlannerConfig = Field(default_factory=lambda: PlannerConfig())
@@ -698,6 +700,7 @@ __all__ = [
     "ModelEntry",
     "PersistentConfig",
     "PlannerConfig",
+    "RerankConfig",
     "SharesConfig",
     "SynopsisConfig",
     "TiermemConfig",
