@@ -264,3 +264,14 @@ def test_bad_settings_name_the_key(rerank: dict[str, object], field: str, needle
     with pytest.raises(ConfigError) as info:
         TiermemConfig.load({"memory": {"rerank": rerank}})
     assert info.value.field == field and needle in str(info.value)
+
+
+def test_the_yaml_of_docs_rerank_loads() -> None:
+    import re
+
+    page = Path(__file__).parents[1] / "docs" / "rerank.md"
+    blocks = re.findall(r"```yaml\n(.*?)```", page.read_text(), re.S)
+    assert blocks
+    for block in blocks:
+        settings = TiermemConfig.load(block, environ={"COHERE_API_KEY": "k"}).memory.rerank
+        assert settings.enabled and settings.provider == "cohere/rerank-v3.5"

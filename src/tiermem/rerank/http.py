@@ -132,7 +132,7 @@ class HTTPReranker(BaseReranker):
             Required on the service's own host, optional on another ``base_url``.
         base_url: the server's root URL (the API's path is added); required for ``tei``
             (``http://127.0.0.1:8080``), else the service's own host. A compatible
-            server (vLLM, Infinity, a proxy) works with its URL.
+            server (vLLM, a proxy) works with its URL.
         timeout, max_retries, backoff: per attempt, see :class:`tiermem._http.HttpClient`.
         **fields: more request fields (``max_tokens_per_doc``, ``truncation``, ...).
     """

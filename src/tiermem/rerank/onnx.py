@@ -1,12 +1,13 @@
 """A cross-encoder exported to ONNX, run by onnxruntime on the CPU (no torch, no download).
 
-The folder holds ``model.onnx`` (or ``onnx/model.onnx``, as Hugging Face Optimum exports
-it) and the BERT WordPiece tokenizer: ``tokenizer.json``, else ``vocab.txt`` (lower-cased
-unless ``tokenizer_config.json`` says ``do_lower_case: false``), read by
+The folder holds ``model.onnx`` (or ``onnx/model.onnx``, as Hugging Face Hub repositories
+hold it) and the BERT WordPiece tokenizer: ``tokenizer.json``, else ``vocab.txt``
+(lower-cased unless ``tokenizer_config.json`` says ``do_lower_case: false``), read by
 :mod:`tiermem.embeddings.wordpiece` as the ONNX embedder reads its own. That covers the
-ms-marco MiniLM / TinyBERT / ELECTRA cross-encoders; a SentencePiece tokenizer (the XLM-R
-based bge or jina rerankers) is refused with a :class:`~tiermem.errors.ModelLoadError`:
-serve those with text-embeddings-inference and use ``tei:``.
+ms-marco MiniLM / TinyBERT cross-encoders and other BERT-style ones; a SentencePiece
+tokenizer (the XLM-R based bge or jina rerankers) is refused with a
+:class:`~tiermem.errors.ModelLoadError`: serve those with text-embeddings-inference and
+use ``tei:``.
 
 Each pair is encoded as ``[CLS] query [SEP] document [SEP]`` (token types 0 then 1),
 cut to ``max_length`` tokens by taking from the longer side first (the Hugging Face
