@@ -275,3 +275,11 @@ def test_the_yaml_of_docs_rerank_loads() -> None:
     for block in blocks:
         settings = TiermemConfig.load(block, environ={"COHERE_API_KEY": "k"}).memory.rerank
         assert settings.enabled and settings.provider == "cohere/rerank-v3.5"
+
+
+def test_a_reranker_breaking_the_protocol_gives_none() -> None:
+    class NotAsync(Words):
+        def arerank(self, query: str, documents: Sequence[str]) -> list[float]:  # type: ignore[override]
+            return self.rerank(query, documents)
+
+    assert asyncio.run(arerank_scores(NotAsync(), "q", DOCS, breaker=CircuitBreaker())) is None

@@ -76,7 +76,11 @@ def rerank_scores(
     guard = breaker or breaker_for(reranker)
     if not guard.allow():
         return None
-    future = _executor().submit(reranker.rerank, query, texts)
+    try:
+        future = _executor().submit(reranker.rerank, query, texts)
+    except Exception as exc:  # no rerank method, or the process is shutting down
+        _failed(guard, reranker, f"{type(exc).__name__}: {exc}")
+        return None
     try:
         done, _ = wait([future], timeout)
     except BaseException:
@@ -110,7 +114,11 @@ async def arerank_scores(
     guard = breaker or breaker_for(reranker)
     if not guard.allow():
         return None
-    task = asyncio.ensure_future(reranker.arerank(query, texts))
+    try:
+        task = asyncio.ensure_future(reranker.arerank(query, texts))
+    except Exception as exc:  # an arerank that is not a coroutine: the model's fault too
+        _failed(guard, reranker, f"{type(exc).__name__}: {exc}")
+        return None
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout)
     except BaseException:  # the caller was cancelled
