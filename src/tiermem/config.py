@@ -45,6 +45,7 @@ from tiermem.embeddings.factory import DEFAULT_MODEL as DEFAULT_EMBEDDING_MODEL
 from tiermem.embeddings.factory import PROVIDERS as EMBEDDING_PROVIDERS
 from tiermem.errors import ConfigError
 from tiermem.llm.factory import PROVIDERS as CHAT_PROVIDERS
+from tiermem.message_vectors import PassageSettings
 from tiermem.paths import default_sqlite_path
 from tiermem.rerank.settings import RerankConfig
 
@@ -343,6 +344,12 @@ class PlannerConfig(Section):
         description="The user's newest messages not indexed yet embedded with the query "
         "(found by meaning at once); older ones are found by keyword (0: keyword only).",
     )
+    standing: int = Field(
+        default=3, ge=0, le=20, description="Standing instructions offered first (0: none)."
+    )
+    standing_similarity: float = Field(
+        default=0.15, ge=-1, le=1, description="Their least similarity to the query."
+    )
     order: list[PlannerSection] = Field(
         default_factory=lambda: list(DEFAULT_ORDER), min_length=4, max_length=4
     )
@@ -397,31 +404,6 @@ class WorkerConfig(Section):
     )
 
 
-class PassagesConfig(Section):
-    """``memory.passages``: a long message is also indexed as passages cut along its own
-    structure (paragraphs, list items, code blocks, sentences), so the context can take
-    the part that answers. A change applies to messages indexed after it."""
-
-    over: int = Field(
-        default=2_000,
-        ge=0,
-        description="A message longer than this many characters also has passages.",
-    )
-    max_chars: int = Field(
-        default=800, ge=100, le=20_000, description="The longest passage (code blocks: 2x)."
-    )
-    min_chars: int = Field(
-        default=200, ge=0, le=20_000, description="Pieces shorter than this join a neighbour."
-    )
-    lean: float = Field(
-        default=0.5,
-        ge=0,
-        le=4,
-        description="Share of the message's vector added to each passage's own.",
-    )
-    enabled: bool = Field(default=True, description="false: every message is one unit.")
-
-
 class FactsConfig(Section):
     """``memory.facts``: facts extracted from conversations in the background."""
 
@@ -465,7 +447,7 @@ class MemoryConfig(Section):
     planner: PlannerConfig = Field(default_factory=lambda: PlannerConfig())
     worker: WorkerConfig = Field(default_factory=lambda: WorkerConfig())
     facts: FactsConfig = Field(default_factory=lambda: FactsConfig())
-    passages: PassagesConfig = Field(default_factory=lambda: PassagesConfig())
+    passages: PassageSettings = Field(default_factory=lambda: PassageSettings())
     retention: Retention = "persistent"
     durability: Durability = Field(
         default="committed",

@@ -9,6 +9,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from tiermem.instructions import standing
 from tiermem.messages import Message, speaker, transcript_line
 from tiermem.passages import Span, cut
 
@@ -25,33 +28,45 @@ LINE_PREFIX = 4_000
 """Characters of a long message's line embedded as its whole (the model reads fewer)."""
 
 
-@dataclass(frozen=True)
-class PassageSettings:
-    """When and how a long message is indexed as passages (``memory.passages``)."""
+class PassageSettings(BaseModel):
+    """``memory.passages``: a long message is also indexed as passages cut along its own
+    structure (paragraphs, list items, code blocks, sentences), so the context can take
+    the part that answers. A change applies to messages indexed after it."""
 
-    over: int = 2_000
-    """A message whose text is longer than this many characters has passages."""
-    max_chars: int = 800
-    """The longest passage (a code block may take twice this)."""
-    min_chars: int = 200
-    """Pieces shorter than this join their neighbour."""
-    lean: float = 0.5
-    """Share of the message's vector added to each passage's own."""
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=True)
+
+    enabled: bool = Field(default=True, description="false: every message is one unit.")
+    over: int = Field(
+        default=2_000, ge=0, description="A message longer than this (characters) has passages."
+    )
+    max_chars: int = Field(
+        default=800, ge=100, le=20_000, description="The longest passage (code blocks: 2x)."
+    )
+    min_chars: int = Field(
+        default=200, ge=0, le=20_000, description="Pieces shorter than this join a neighbour."
+    )
+    lean: float = Field(
+        default=0.5, ge=0, le=4, description="Share of the message's vector in each passage's."
+    )
 
     def spans(self, message: Message) -> list[Span]:
-        """The message's passages (none when it is not longer than :attr:`over`)."""
+        """The message's passages (none when off, or when it is not longer than
+        :attr:`over`)."""
         text = message.text
-        if len(text) <= self.over:
+        if not self.enabled or len(text) <= self.over:
             return []
         return cut(text, self.max_chars, self.min_chars)
 
 
 @dataclass(frozen=True)
 class Embedded:
-    """A batch's vectors: one per message, and each long message's passages with theirs."""
+    """A batch's vectors: one per message; each long message's passages, and each user
+    message's standing instructions and preferences (:func:`~tiermem.instructions.standing`),
+    with theirs."""
 
     vectors: np.ndarray
     passages: list[list[tuple[Span, np.ndarray]]]
+    standing: list[list[tuple[Span, np.ndarray]]]
 
 
 def embed_messages(embedder: Embedder, messages: list[Message]) -> np.ndarray:
@@ -63,7 +78,8 @@ def embed_with_passages(
     embedder: Embedder, messages: list[Message], passages: PassageSettings | None
 ) -> Embedded:
     """One vector per message: its whole line, plus its parts when it has several; and
-    the vectors of each long message's passages.
+    the vectors of each long message's passages and of each standing instruction or
+    preference a user's message states (each sentence alone).
 
     A long message often mixes topics, and one embedding of all of it matches none of
     them well. The vector of a multi-sentence message is the normalized sum of the whole
@@ -85,6 +101,7 @@ def embed_with_passages(
 
     texts = [transcript_line(m) for m in messages]
     found = [passages.spans(m) if passages is not None else [] for m in messages]
+    stated = [standing(m.text) if m.role == "user" else [] for m in messages]
     parts_text: list[tuple[int, str]] = []
     for row, (message, line, spans) in enumerate(zip(messages, texts, found, strict=True)):
         if spans:
@@ -92,9 +109,12 @@ def embed_with_passages(
             texts[row] = line[:LINE_PREFIX]
         else:
             parts_text += [(row, line[a:b]) for a, b in _sentence_spans(message, line)]
-    vectors = embedder.embed(texts + [f"{speaker(messages[r])}: {t}" for r, t in parts_text])
+    said = [m.text[a:b] for m, spans in zip(messages, stated, strict=True) for a, b in spans]
+    parts = [f"{speaker(messages[r])}: {t}" for r, t in parts_text]
+    vectors = embedder.embed(texts + parts + said)
     result = np.array(vectors[: len(texts)], dtype=np.float32)
-    extra = vectors[len(texts) :]
+    extra = vectors[len(texts) : len(texts) + len(parts)]
+    said_vectors = iter(vectors[len(texts) + len(parts) :])
     mine: list[list[np.ndarray]] = [[] for _ in texts]
     for i, (row, _) in enumerate(parts_text):
         mine[row].append(extra[i])
@@ -108,7 +128,8 @@ def embed_with_passages(
         else []
         for row, spans in enumerate(found)
     ]
-    return Embedded(result, leaned)
+    own = [[(span, next(said_vectors)) for span in spans] for spans in stated]
+    return Embedded(result, leaned, own)
 
 
 def _leaned(own: np.ndarray, whole: np.ndarray, lean: float) -> np.ndarray:

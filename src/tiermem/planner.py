@@ -408,7 +408,9 @@ class QueryPlanner:
         ]
         self.rank_relevance(query, fresh)
         cap = min(left, int(budget * shares.get("retrieved", 1.0)))
-        parts["retrieved"] = self._retrieved(self.above_floor(query, fresh, cap), cap)
+        parts["retrieved"] = self._retrieved(
+            self.above_floor(query, fresh, cap), cap, self._standing(fresh)
+        )
         ordered = [parts[section] for section in self.settings.order if section in parts]
         messages = [m for part in ordered for m in part.messages]
         items = [i for part in ordered for i in part.items]
@@ -436,19 +438,36 @@ class QueryPlanner:
         ]
         return _Part([m.to_openai() for m in kept], items, sum(i.tokens for i in items))
 
-    def _retrieved(self, candidates: Sequence[Candidate], cap: int) -> _Part:
-        """The best memories within ``cap``, rendered as one message.
+    def _standing(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """The user's standing instructions and preferences to offer first: the nearest
+        ``standing`` whose similarity reaches ``standing_similarity``."""
+        least = self.settings.standing_similarity
+        found = [
+            c
+            for c in candidates
+            if c.standing and c.similarity is not None and c.similarity >= least
+        ]
+        found.sort(key=lambda c: -(c.similarity or 0.0))
+        return found[: self.settings.standing]
+
+    def _retrieved(
+        self, candidates: Sequence[Candidate], cap: int, first: Sequence[Candidate] = ()
+    ) -> _Part:
+        """The best memories within ``cap``, rendered as one message; ``first`` (the
+        standing instructions that apply) are offered before the others.
 
         Lines are first counted one by one, each with its newline; tokens can still merge
         across lines, so the exact count of what was taken decides whether more lines fit,
         until none does.
         """
         newest = max((c.timestamp for c in candidates if c.timestamp), default=None)
-        for candidate in candidates:
+        for candidate in (*candidates, *first):
             candidate.score = self.score(candidate, newest)
         ranked = sorted(candidates, key=lambda c: -c.score)
         selection = _Selection(self)
         header = used = self._tokens({"role": "system", "content": RETRIEVED_HEADER})
+        for candidate in first:
+            used += selection.offer(candidate, cap - used) or 0
         offered: set[int] = set()
         waiting: list[Candidate] = []
         for candidate in by_marginal_relevance(ranked, self.settings.diversity, selection.chosen):

@@ -35,7 +35,9 @@ class Candidate:
     a fact was read from (shown by :meth:`Context.explain`), ``source_ids`` their message
     ids (a fact adds nothing beside the messages it was read from, so it is left out
     when they are all taken). ``excerpt`` places a passage in its long message;
-    ``passages`` is how many passages a long message has (they stand for it in a context).
+    ``passages`` is how many passages a long message has (they stand for it in a context);
+    ``standing`` marks one of the user's standing instructions or preferences nearest the
+    query (offered first).
 
     Slotted: a prompt's 300 candidates are read a dozen times each after the query's
     forward pass has pushed them out of the CPU's caches; without a dict each is 176
@@ -62,6 +64,7 @@ class Candidate:
     source_ids: tuple[str, ...] = ()
     excerpt: Excerpt | None = None
     passages: int = 0
+    standing: bool = False
 
 
 @dataclass(frozen=True, slots=True)

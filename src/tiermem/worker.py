@@ -245,17 +245,18 @@ class StoreWorker:
         by_user: dict[str, list[tuple[int, NewMemory, tuple[NewMemory, ...]]]] = {}
         for item, found in zip(items, vectors, strict=True):
             if found is not None:
-                vector, passages = found
-                row = (item.seq, item.index_row(vector, len(passages)), item.passage_rows(passages))
+                vector, passages, standing = found
+                derived = item.derived_rows(passages, standing)
+                row = (item.seq, item.index_row(vector, len(passages)), derived)
                 by_user.setdefault(item.user_id, []).append(row)
         for user, rows in by_user.items():
             for start in range(0, len(rows), COMPLETE_ROWS):
                 self.store.complete(self.owner, user, rows[start : start + COMPLETE_ROWS])
         return True
 
-    def _embed(self, items: list[WorkItem]) -> list[tuple[Any, list[Any]]]:
-        """The vector to index each of ``items`` with, and its passages' spans and
-        vectors. Identical lines are embedded once (hashed before the embedder is called,
+    def _embed(self, items: list[WorkItem]) -> list[tuple[Any, list[Any], list[Any]]]:
+        """The vector to index each of ``items`` with, and the spans and vectors of its
+        passages and of the standing instructions it states. Identical lines are embedded once (hashed before the embedder is called,
         as simonw/llm does): a line's own vector depends on its text alone; the context
         each message's vector leans toward is its own."""
         first: dict[str, int] = {}
@@ -268,7 +269,10 @@ class StoreWorker:
         own = embedded.vectors[slots]
         keys = [(i.user_id, i.session_id, i.message.message_id, i.previous_id) for i in items]
         mixed = self.context.mix(keys, own)
-        return [(mixed[n], embedded.passages[slot]) for n, slot in enumerate(slots)]
+        return [
+            (mixed[n], embedded.passages[slot], embedded.standing[slot])
+            for n, slot in enumerate(slots)
+        ]
 
     def _embed_alone(self, items: list[WorkItem]) -> list[Any]:
         """Embed each row on its own; a row that fails is recorded and left out (and, if

@@ -327,7 +327,7 @@ def test_forgetting_a_message_memory_takes_its_transcript_rows(
 
 def complete_with_passages(store: MemoryStore, owner: str, item: WorkItem, spans: list[tuple[int, int]]) -> int:
     """Index one claimed long message with passages ``spans`` (vectors unit(10 + part))."""
-    passages = item.passage_rows([(span, unit(10 + n)) for n, span in enumerate(spans)])
+    passages = item.derived_rows([(span, unit(10 + n)) for n, span in enumerate(spans)])
     row = (item.seq, item.index_row(unit(1), len(spans)), passages)
     return int(store.batch([CompleteOp(owner, item.user_id, (row,))])[0])
 

@@ -115,6 +115,7 @@ class Memory(Reading):
             settings.planner.recent_messages,
             settings.planner.k,
             settings.planner.follow_up,
+            settings.planner.standing,
         )
         self.buffers = tiers.buffers
         self.changes = tiers.changes

@@ -28,7 +28,7 @@ from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message, transcript_line
 from tiermem.planner import Candidate
 from tiermem.ranking import Excerpt
-from tiermem.stores.ops import Op, SearchOp
+from tiermem.stores.ops import MemoryFilter, Op, SearchOp
 from tiermem.stores.transcript import GenerationOp
 from tiermem.text import (
     FILLER_WORDS,
@@ -59,13 +59,20 @@ class Retriever:
     """Gathers a context's inputs from every tier of one Memory."""
 
     def __init__(
-        self, tiers: Tiers, retention: Retention, window: int, pool: int, follow_up: int = 0
+        self,
+        tiers: Tiers,
+        retention: Retention,
+        window: int,
+        pool: int,
+        follow_up: int = 0,
+        standing: int = 0,
     ) -> None:
         self.tiers = tiers
         self.retention = retention
         self.window = window
         self.pool = pool
         self.follow_up = follow_up
+        self.standing = standing
 
     def gather(self, query: str, user_id: str, session_id: str | None) -> PlannerInputs:
         """The recent window, summary, candidates and synopsis for ``query``."""
@@ -79,13 +86,13 @@ class Retriever:
             searches = self.tiers.search_pool()
             keyword = searches.submit(self._keyword_search, query, user_id)
             vector, pending = self._embed_with_pending(query, read.unindexed)
-            (vector_hits,) = store.batch([self._vector_op(vector, user_id)])
+            vector_hits, standing_hits = store.batch(self._vector_ops(vector, user_id))
             if keyword.cancel():  # no thread was free to start it (a busy machine): here
                 keyword_hits, by_keyword = self._keyword_search(query, user_id)
             else:
                 keyword_hits, by_keyword = keyword.result()
             inputs.candidates = self._candidates(
-                query, read, vector, pending, vector_hits, keyword_hits, by_keyword
+                query, read, vector, pending, vector_hits, keyword_hits, standing_hits, by_keyword
             )
         inputs.synopsis = self._synopsis(user_id, read.generation)
         return inputs
@@ -123,7 +130,7 @@ class Retriever:
             if not embedding.done():  # the reads and keyword search while it is embedded
                 found, batch = await store.abatch(batch), []
             vector = (await embedding)[0]
-            batch.append(self._vector_op(vector, user_id))
+            batch += self._vector_ops(vector, user_id)
 
             def search_then_finish(hits: list[Any]) -> T:
                 return finish(read([*found, *hits], vector))
@@ -148,10 +155,10 @@ class Retriever:
         read = _Read(self, user_id, session_id, reads, found[: len(reads)])
         inputs = read.inputs()
         if vector is not None:
-            keyword_hits, vector_hits = found[len(reads) :]
+            keyword_hits, vector_hits, standing_hits = found[len(reads) :]
             own = self._embed_pending(read.unindexed)
             inputs.candidates = self._candidates(
-                query, read, vector, own, vector_hits, keyword_hits
+                query, read, vector, own, vector_hits, keyword_hits, standing_hits
             )
         inputs.synopsis = self._synopsis(user_id, read.generation)
         return inputs
@@ -168,10 +175,19 @@ class Retriever:
     def _keyword_op(self, query: str, user_id: str) -> SearchOp:
         return SearchOp(user_id, "keyword", None, query, self.pool, count_access=False, shared=True)
 
-    def _vector_op(self, vector: Any, user_id: str) -> SearchOp:
+    def _vector_ops(self, vector: Any, user_id: str) -> list[Op]:
+        """The vector search, and the search among the user's standing instructions and
+        preferences (``planner.standing``: the nearest few reach the context whatever
+        the other memories' ranks)."""
         # after the unindexed rows were read: a row the worker indexes in between is in
         # the index, or in both (the planner keeps one)
-        return SearchOp(user_id, "vector", vector, None, self.pool, count_access=False, shared=True)
+        return [
+            SearchOp(user_id, "vector", vector, None, self.pool, count_access=False, shared=True),
+            SearchOp(
+                user_id, "vector", vector, None, max(self.standing, 1), STANDING_FILTER,
+                count_access=False, shared=True,
+            ),
+        ]  # fmt: skip
 
     def _synopsis(self, user_id: str, generation: int | None) -> str | None:
         """The synopsis for a context (None when synopses are disabled)."""
@@ -194,12 +210,14 @@ class Retriever:
         pending: dict[int, Any],
         vector_hits: list[Any],
         keyword_hits: list[Any],
+        standing_hits: list[Any],
         by_keyword: dict[int, Candidate] | None = None,
     ) -> list[Candidate]:
         """The searches' hits, the unindexed rows, the working memory's and the session
         buffer's nearest, as the planner's candidates; ``by_keyword``: the keyword hits'
         candidates when made beforehand (:meth:`_keyword_search`; taken over: they get
-        their similarity here)."""
+        their similarity here). The standing instructions' hits are marked
+        ``standing``."""
         if by_keyword is None:
             by_keyword = _by_keyword(keyword_hits)
         pool, user_id = self.pool, read.user_id
@@ -215,6 +233,11 @@ class Retriever:
         for key, found in by_keyword.items():
             embedding = found.vector
             found.similarity = float(embedding @ vector) if embedding is not None else None
+            by_id[key] = found
+        for hit in standing_hits[: self.standing]:
+            key = hit.record.id.int
+            found = by_id.get(key) or _from_record(hit.record, similarity=hit.score)
+            found.standing = True
             by_id[key] = found
         if self.follow_up:
             leads = [
@@ -354,6 +377,8 @@ class _Read:
         return PlannerInputs(recent=self.recent, summary=self.summary)
 
 
+STANDING_FILTER = MemoryFilter(memory_types=("preference",))
+"""What the search among standing instructions and preferences looks at."""
 FOLLOW_SHARE = 0.5
 """The share of the first keyword search's best score a follow-up hit can reach."""
 

@@ -337,17 +337,8 @@ class Tiers:
             delay=work.delay,
             background=work.background,
             facts=self._new_fact_worker(),
-            passages=self.passage_settings(),
+            passages=self.config.memory.passages,
         )
-
-    def passage_settings(self) -> Any:
-        """How long messages are cut into passages (``memory.passages``; None when off)."""
-        from tiermem.message_vectors import PassageSettings
-
-        settings = self.config.memory.passages
-        if not settings.enabled:
-            return None
-        return PassageSettings(settings.over, settings.max_chars, settings.min_chars, settings.lean)
 
     def _new_fact_worker(self) -> Any:
         """The fact extractor's worker when ``memory.facts.enabled`` (else None)."""

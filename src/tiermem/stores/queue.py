@@ -82,21 +82,28 @@ class WorkItem:
             created_at=message.timestamp,
         )
 
-    def passage_rows(self, passages: Sequence[tuple[tuple[int, int], Any]]) -> tuple[NewMemory, ...]:
-        """Index records of the message's passages ``((start, end), vector)``: memory_type
-        ``passage``, the message's time and session, and metadata naming the message, the
-        span of its text and who said it (the store adds ``parent``, the id of the
-        message's own record, when it indexes them)."""
+    def derived_rows(
+        self,
+        passages: Sequence[tuple[tuple[int, int], Any]],
+        standing: Sequence[tuple[tuple[int, int], Any]] = (),
+    ) -> tuple[NewMemory, ...]:
+        """Index records of spans of the message, each ``((start, end), vector)``: its
+        ``passages`` (memory_type ``passage``, numbered by ``part``) and the ``standing``
+        instructions or preferences it states (memory_type ``preference``). Each has the
+        message's time and session, and metadata naming the message, the span of its
+        text and who said it (the store adds ``parent``, the id of the message's own
+        record, when it indexes them: they go with it)."""
         message = self.message
         text = message.text
+        kinds = [("passage", p) for p in passages] + [("preference", s) for s in standing]
         return tuple(
             NewMemory(
                 content=text[start:end],
                 embedding=vector,
-                memory_type="passage",
+                memory_type=kind,
                 agent_id=self.agent_id,
                 session_id=self.session_id,
-                importance=0.3,
+                importance=0.3 if kind == "passage" else 0.7,
                 metadata={
                     "excerpt_of": message.message_id,
                     "part": part,
@@ -107,7 +114,7 @@ class WorkItem:
                 },
                 created_at=message.timestamp,
             )
-            for part, ((start, end), vector) in enumerate(passages)
+            for part, (kind, ((start, end), vector)) in enumerate(kinds)
         )
 
 

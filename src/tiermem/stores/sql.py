@@ -225,8 +225,9 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         return self._delete_with_passages(c, op.user_id, op.ids)
 
     def _delete_with_passages(self, c: C, user_id: str, ids: Sequence[uuid.UUID]) -> int:
-        """Delete the user's records ``ids`` and the passages of any of them (a long
-        message's passages go with its record); how many of ``ids`` went."""
+        """Delete the user's records ``ids`` and what was read from any of them (a
+        message's passages and standing instructions go with its record: metadata
+        ``parent``); how many of ``ids`` went."""
         if not ids:
             return 0
         d = self.dialect
@@ -236,7 +237,7 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
             clause, params = d.one_of(d.metadata_text("metadata", "parent"), part)
             rows = c.execute(  # type: ignore[attr-defined]
                 f"SELECT id FROM {self.table} WHERE user_id = {d.mark}"
-                f" AND memory_type = 'passage' AND {clause}",
+                f" AND memory_type IN ('passage', 'preference') AND {clause}",
                 [user_id, *params],
             ).fetchall()
             found += [d.read_id(r["id"]) for r in rows]
