@@ -27,6 +27,7 @@ TOOLS = {
     "add_memory",
     "search_memory",
     "get_context",
+    "get_message",
     "list_memories",
     "list_facts",
     "fact_history",
@@ -216,6 +217,9 @@ TYPED = re.compile(r"^(InputError|InvalidTypeError|InvalidSizeError): (\w+): \S"
         ("add_memory", {"content": "x", "importance": 3}, "importance"),
         ("add_memory", {}, "content"),
         ("get_context", {"query": "x", "max_tokens": 0}, "max_tokens"),
+        ("get_message", {}, "message_id"),
+        ("get_message", {"message_id": 42}, "message_id"),
+        ("get_message", {"message_id": ""}, "message_id"),
     ],
 )
 async def test_every_tool_error_is_typed(
@@ -259,9 +263,42 @@ async def test_every_tool_works_in_both_modes(tmp_path: Path, mode: str) -> None
                 versions = await call(ines, "fact_history", memory_id=facts[0]["id"])
                 assert versions["versions"][-1]["id"] == facts[0]["id"]
                 assert versions["versions"][-1]["valid_until"] is None
+                said = memory.history("ines", "s")[0]
+                whole = (await call(ines, "get_message", message_id=said.message_id))["message"]
+                assert (whole["content"], whole["session_id"]) == (said.content, "s")
+                assert whole["message_id"] == said.message_id
+                missing = await ines.call_tool("get_message", {"message_id": "nope"})
+                assert missing.content[0].text.startswith("MessageNotFoundError: ")
                 refused = await ines.call_tool("fact_history", {"memory_id": "nope"})
                 assert refused.is_error and refused.content[0].text.startswith("InputError: ")
                 gone = await call(ines, "forget_memory", memory_id=added["id"])
                 assert gone["deleted"] is True
                 after = (await call(ines, "search_memory", query="padel"))["results"]
                 assert added["id"] not in {r["id"] for r in after}
+
+
+async def test_get_message_reads_a_long_message_whole(served: tuple[str, Memory]) -> None:
+    """Issue 34: a 1,000,000-character message added over REST is read whole by the
+    get_message tool, for its user only; a memory too long to embed whole is refused
+    with the typed error naming its field."""
+    url, _ = served
+    text = "".join(
+        f"line {i}: ERROR «timeout» after 30 s\n\n```\ncode {i}\n```\n" for i in range(30_000)
+    )
+    text = text[:1_000_000]
+    body = {"user_id": "ann", "session_id": "s", "messages": [{"role": "user", "content": text}]}
+    async with httpx2.AsyncClient() as http:
+        answer = await http.post(url + "/v1/messages", json=body, timeout=60)
+    assert answer.status_code == 201, answer.text
+    (message_id,) = answer.json()["ids"]
+    async with http_client(url, "ann") as ann:
+        whole = (await call(ann, "get_message", message_id=message_id))["message"]
+        assert whole["content"] == text and whole["role"] == "user"
+        assert whole["session_id"] == "s" and "user_id" not in str(whole.get("metadata", {}))
+        long = await ann.call_tool("add_memory", {"content": "y" * 200_001})
+        assert long.is_error
+        assert long.content[0].text.startswith("ContentTooLargeError: content: has 200001")
+    async with http_client(url, "bob") as bob:
+        refused = await bob.call_tool("get_message", {"message_id": message_id})
+        assert refused.is_error and "MessageNotFoundError" in refused.content[0].text
+        assert "ERROR" not in refused.content[0].text

@@ -26,7 +26,15 @@ from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
 from tiermem.stores.transcript import SessionInfo, TranscriptRow
 from tiermem.synopsis import Synopsis
 
-MEMORY_TYPES: tuple[str, ...] = ("message", "fact", "preference", "context", "summary", "tool", "passage")
+MEMORY_TYPES: tuple[str, ...] = (
+    "message",
+    "fact",
+    "preference",
+    "context",
+    "summary",
+    "tool",
+    "passage",
+)
 """The kinds of long-term memory (``memory_type``)."""
 
 
@@ -37,12 +45,12 @@ class MemoryAPI(Protocol):
     Writes: :meth:`add`, :meth:`add_messages`, :meth:`remember`, :meth:`remember_many`,
     :meth:`update_memory`.
     Reads: :meth:`get_context`, :meth:`search`, :meth:`list_memories`, :meth:`get_memory`,
-    :meth:`history`, :meth:`recent`, :meth:`sessions`, :meth:`synopsis`, :meth:`facts`,
-    :meth:`fact_history`, :meth:`stats`. Forgetting: :meth:`forget`,
-    :meth:`forget_messages`, :meth:`forget_session`, :meth:`forget_user`. Moving data:
-    :meth:`export`, :meth:`import_archive`. Lifecycle and work: :meth:`end_session`,
-    :meth:`extract_facts`, :meth:`generate_synopsis`, :meth:`work_stats`, :meth:`failed`,
-    :meth:`retry_failed`, :meth:`flush`, :meth:`close`.
+    :meth:`get_message`, :meth:`history`, :meth:`recent`, :meth:`sessions`,
+    :meth:`synopsis`, :meth:`facts`, :meth:`fact_history`, :meth:`stats`. Forgetting:
+    :meth:`forget`, :meth:`forget_messages`, :meth:`forget_session`, :meth:`forget_user`.
+    Moving data: :meth:`export`, :meth:`import_archive`. Lifecycle and work:
+    :meth:`end_session`, :meth:`extract_facts`, :meth:`generate_synopsis`,
+    :meth:`work_stats`, :meth:`failed`, :meth:`retry_failed`, :meth:`flush`, :meth:`close`.
     """
 
     # -- writing --
@@ -144,6 +152,11 @@ class MemoryAPI(Protocol):
 
     def get_memory(self, memory_id: str, user_id: str) -> MemoryRecord | None:
         """One memory of the user; None if the user has none with this id."""
+        ...
+
+    def get_message(self, message_id: str, *, user_id: str) -> Message:
+        """One message of the user, whole (a context marks a long message's excerpts with
+        its id); MessageNotFoundError if the user has none with this id."""
         ...
 
     def history(self, user_id: str, session_id: str | None = None) -> list[Message]:
@@ -321,6 +334,8 @@ class AsyncMemoryAPI(Protocol):
     ) -> list[MemoryRecord]: ...
 
     async def aget_memory(self, memory_id: str, user_id: str) -> MemoryRecord | None: ...
+
+    async def aget_message(self, message_id: str, *, user_id: str) -> Message: ...
 
     async def ahistory(self, user_id: str, session_id: str | None = None) -> list[Message]: ...
 

@@ -26,6 +26,7 @@ from tiermem.stores.transcript import SessionInfo, TranscriptRow
 from tiermem.stores.validate import (
     build_message,
     build_messages,
+    check_message_id,
     check_message_ids,
     check_user_id,
 )
@@ -205,6 +206,15 @@ def list_memories(a: Arguments) -> Call[builtins.list[MemoryRecord]]:
 def get_memory(a: Arguments) -> Call[MemoryRecord | None]:
     path = f"/v1/memories/{_segment(a.memory_id, 'memory_id')}"
     return Call("GET", path, record_from_json, params={"user_id": a.user_id}, missing_ok=True)
+
+
+@request(MemoryAPI.get_message)
+def get_message(a: Arguments) -> Call[Message]:
+    """One message of the user, whole (see :meth:`tiermem.Memory.get_message`)."""
+    user_id = check_user_id(a.user_id)  # the user checked first, as Memory does
+    path = f"/v1/messages/{_segment(check_message_id(a.message_id), 'message_id')}"
+    read = lambda d: Message.from_dict(d["message"])  # noqa: E731
+    return Call("GET", path, read, params={"user_id": user_id})
 
 
 @request(MemoryAPI.history)

@@ -460,6 +460,12 @@ class MemoryConfig(Section):
             "the queue)."
         ),
     )
+    max_message_chars: int = Field(
+        default=4_000_000,  # stores.validate.MAX_MESSAGE_CHARS, at most MAX_STORED_CHARS
+        gt=0,
+        le=100_000_000,
+        description="The longest message text add() takes, kept whole (else ContentTooLargeError).",
+    )
 
 
 class ModelEntry(Section):

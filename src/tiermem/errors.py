@@ -120,6 +120,10 @@ class NotFoundError(TiermemError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class MessageNotFoundError(NotFoundError):
+    """No message of the user has this id (another user's message is not found either)."""
+
+
 class ProviderError(TiermemError):
     """An LLM or embedding provider failed; the work that needed it is kept for retry."""
 

@@ -32,6 +32,7 @@ from tiermem.stores.transcript import (
     TranscriptRow,
 )
 from tiermem.stores.validate import (
+    MAX_STORED_CHARS,
     check_content,
     check_importance,
     check_limit,
@@ -214,7 +215,9 @@ class Restore:
         vectors = list(self.vectors)
         for start in range(0, len(missing), 256):
             part = missing[start : start + 256]
-            found = embedder.embed([self.records[i].content for i in part])
+            # a long message's index line: what the embedder takes of it (it reads less)
+            most = getattr(embedder, "max_chars", MAX_STORED_CHARS)
+            found = embedder.embed([self.records[i].content[:most] for i in part])
             for i, vector in zip(part, found, strict=True):
                 vectors[i] = vector
         records = tuple(
@@ -342,10 +345,11 @@ def _row(data: dict[str, Any], user_id: str, archived: str) -> RestoredRow:
     error = data.get("error")
     if error is not None and not isinstance(error, str):
         raise InputError("error", "must be a string or null")
-    entry = message_entry(
+    entry = message_entry(  # what a store held, whatever its memory.max_message_chars
         message,
         check_text_id(data.get("previous_id"), "previous_id"),
         check_text_id(data.get("agent_id"), "agent_id"),
+        max_chars=MAX_STORED_CHARS,
     )
     return RestoredRow(
         entry, check_text_id(data.get("session_id"), "session_id"), state, attempts, error
@@ -367,7 +371,7 @@ def _record(
     from tiermem.embeddings.cache import content_hash
     from tiermem.stores.validate import check_uuid
 
-    content = check_content(data.get("content"))
+    content = check_content(data.get("content"), max_chars=MAX_STORED_CHARS)  # a long line
     metadata = check_metadata(data.get("metadata"))
     if metadata.get("user_id") == header["user_id"]:  # a message's copy names its new owner
         metadata["user_id"] = user_id

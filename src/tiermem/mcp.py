@@ -1,7 +1,8 @@
 """The MCP server: a user's memory as tools for MCP clients (desktop apps, agent frameworks).
 
-Five tools (``add_memory``, ``search_memory``, ``get_context``, ``list_memories``,
-``forget_memory``) call the same :class:`~tiermem.Memory` methods as the HTTP routes.
+The tools (``add_memory``, ``search_memory``, ``get_context``, ``get_message``,
+``list_memories``, ``list_facts``, ``fact_history``, ``forget_memory``) call the same
+:class:`~tiermem.Memory` methods as the HTTP routes.
 The user is never a tool argument: the model cannot choose whose memory it reads. Over
 stdio (``tiermem mcp --user ID``) the command line fixes it; over streamable HTTP
 (``/mcp`` on ``tiermem serve``) the key fixes the tenant and the client's configured
@@ -50,7 +51,9 @@ memories, what is known about the user). Call add_memory when the user states a 
 fact, preference or goal worth remembering in later conversations; write it as a short,
 self-contained sentence with names and dates resolved ("Prefers tea over coffee", not
 "likes it"). Use search_memory to look something specific up, list_memories to review,
-and forget_memory when the user asks you to forget something or a memory is wrong."""
+and forget_memory when the user asks you to forget something or a memory is wrong.
+When the context shows an excerpt of a long message (it names the message's id) and you
+need the rest, call get_message with that id."""
 
 MemoryType = Literal["fact", "preference", "context", "summary", "tool"]
 SearchK = Annotated[int, Field(ge=1, le=50)]
@@ -67,6 +70,23 @@ def _memory_json(record: Any) -> dict[str, Any]:
         "memory_type": record.memory_type,
         "created_at": record.created_at.isoformat(),
     }
+
+
+def _message_json(message: Any) -> dict[str, Any]:
+    """A message whole (``Message.to_dict()``), its session beside it; the stored user id
+    is left out (the server fixes the user)."""
+    data: dict[str, Any] = message.to_dict()
+    metadata = {k: v for k, v in data.pop("metadata").items() if k != "user_id"}
+    data["session_id"] = metadata.pop("session_id", None)
+    if metadata:
+        data["metadata"] = metadata
+    return data
+
+
+def _excerpt(item: Any) -> dict[str, Any]:
+    """An excerpt's message id (get_message's argument), on an item that is one."""
+    message_id, span = getattr(item, "message_id", None), getattr(item, "span", None)
+    return {"message_id": message_id, "span": list(span)} if message_id and span else {}
 
 
 def _version_json(record: Any) -> dict[str, Any]:
@@ -188,10 +208,23 @@ def build_server(resolve: Resolver) -> MCPServer:
                     "source": i.source,
                     "score": round(i.score, 4),
                     "tokens": i.tokens,
+                    **_excerpt(i),
                 }
                 for i in context.items
             ],
         }
+
+    @server.tool()
+    async def get_message(message_id: str, ctx: Context) -> dict[str, Any]:
+        """Read one message of the conversation whole. Call it when a line of the context
+        is marked as an excerpt of a message (it names the message's id) and you need
+        the rest: the full log, document or code the excerpt was cut from.
+
+        Args:
+            message_id: the message's id, as the context's excerpt names it.
+        """
+        message = await run(ctx, lambda m, u: m.get_message(message_id, user_id=u))
+        return {"message": _message_json(message)}
 
     @server.tool()
     async def list_memories(

@@ -104,6 +104,7 @@ def context_to_json(context: Context) -> dict[str, Any]:
                 "memory_id": id_text(item.memory_id) if item.memory_id else None,
                 "similarity": item.similarity,
                 "keywords": item.keywords,
+                **_excerpt_json(item),
             }
             for item in context.items
         ],
@@ -125,6 +126,7 @@ def context_from_json(data: Mapping[str, Any]) -> Context:
             memory_id=uuid.UUID(item["memory_id"]) if item.get("memory_id") else None,
             similarity=item.get("similarity"),
             keywords=item.get("keywords"),
+            **_excerpt_from_json(item),
         )
         for item in data["items"]
     ]
@@ -135,6 +137,23 @@ def context_from_json(data: Mapping[str, Any]) -> Context:
         max_tokens=int(data["max_tokens"]),
         query=data.get("query", ""),
     )
+
+
+def _excerpt_json(item: ContextItem) -> dict[str, Any]:
+    """The message an item is (``message_id``), and with ``span`` the characters of its
+    text the item shows as an excerpt (``get_message`` gives it whole)."""
+    span = getattr(item, "span", None)
+    return {"message_id": getattr(item, "message_id", None), "span": list(span) if span else None}
+
+
+def _excerpt_from_json(item: Mapping[str, Any]) -> dict[str, Any]:
+    """:class:`ContextItem`'s ``message_id`` and ``span`` from an item's JSON (when set)."""
+    found: dict[str, Any] = {}
+    if item.get("message_id"):
+        found["message_id"] = str(item["message_id"])
+    if item.get("span"):
+        found["span"] = (int(item["span"][0]), int(item["span"][1]))
+    return found
 
 
 def message_to_json(message: Message, user_id: str | None = None) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from tiermem.errors import (
     InvalidRoleError,
     InvalidSizeError,
     InvalidTypeError,
+    MessageNotFoundError,
     MissingUserError,
     NotFoundError,
 )
@@ -37,6 +38,7 @@ from tiermem.server import create_app
 from tiermem.stores.queue import WorkStats
 from tiermem.stores.records import MemoryRecord, SearchResult
 from tiermem.stores.transcript import SessionInfo
+from tiermem.stores.validate import MAX_MESSAGE_CHARS
 from tiermem.synopsis import Synopsis
 
 CONFIG = {"memory": {"buffer": {"size": 8, "summary_batch": 4}, "facts": {"enabled": True}}}
@@ -253,7 +255,6 @@ def test_forget_user_erases_everything(memory: Any, user: str) -> None:
     [
         (lambda m, u: m.add("robot", "hi", u), InvalidRoleError, "role"),
         (lambda m, u: m.add("user", "hi", ""), MissingUserError, "user_id"),
-        (lambda m, u: m.add("user", "x" * 1_100_000, u), ContentTooLargeError, "content"),
         (lambda m, u: m.add_messages({"role": "user"}, u), InvalidTypeError, "messages"),
         (lambda m, u: m.remember("x", u, importance=2.0), InvalidSizeError, "importance"),
         (lambda m, u: m.remember("x", u, memory_type="gossip"), InputError, "memory_type"),
@@ -267,6 +268,80 @@ def test_typed_errors(memory: Any, user: str, call: Any, error: type, field: str
     with pytest.raises(error) as raised:
         call(memory, user)
     assert raised.value.field.endswith(field)  # the store names memories[0].importance
+
+
+def _structured(size: int) -> str:
+    """Text of exactly ``size`` characters as an agent meets it pasted: headings,
+    paragraphs, a code block, log lines with tabs, quotes, non-ASCII and an emoji."""
+    parts, i = [], 0
+    while sum(map(len, parts)) < size:
+        parts.append(
+            f"## Part {i}\n\nThe deploy of service é-{i} failed after the migration; "
+            "the trace and the handler follow.\n\n"
+            f'```python\ndef handler(event):\n    return {{"status": {i}, "ok": False}}\n```\n\n'
+            f"2024-05-01T12:00:{i % 60:02d}Z\tERROR\tworker-{i}: «timeout» after 30 s 🚀\r\n\n"
+        )
+        i += 1
+    return "".join(parts)[:size]
+
+
+def test_a_long_message_is_kept_whole_and_one_past_the_ceiling_is_refused(
+    memory: Any, user: str
+) -> None:
+    """Issue 34: a 1,000,000-character message is read back byte for byte from the
+    transcript; one past ``memory.max_message_chars`` (a body over 8 MB: the server
+    takes it) is the typed error naming the setting, and nothing is written."""
+    text = _structured(1_000_000)
+    added = memory.add("user", text, user, "paste", name="Ann", metadata={"source": "log"})
+    (stored,) = memory.history(user, "paste")
+    assert stored.content == text and stored.text.encode() == text.encode()
+    assert (stored.name, stored.metadata["source"]) == ("Ann", "log")
+    whole = memory.get_message(added.message_id, user_id=user)
+    assert whole.content == text and whole.to_dict() == stored.to_dict()
+    too_long = "é" * (MAX_MESSAGE_CHARS + 1)
+    for call in (
+        lambda: memory.add("user", too_long, user, "paste"),
+        lambda: memory.add_messages(
+            [{"role": "user", "content": "fits"}, {"role": "user", "content": too_long}],
+            user,
+            "paste",
+        ),
+    ):
+        with pytest.raises(ContentTooLargeError) as raised:
+            call()
+        error = raised.value
+        assert error.field in ("message.content", "messages[1].content")
+        assert f"{MAX_MESSAGE_CHARS + 1:,}" in error.problem
+        assert f"{MAX_MESSAGE_CHARS:,}" in error.problem
+        assert "memory.max_message_chars" in error.hint
+    assert [m.message_id for m in memory.history(user, "paste")] == [added.message_id]
+    assert [s.messages for s in memory.sessions(user)] == [1]
+
+
+def test_get_message_gives_the_users_message_whole(memory: Any, user: str) -> None:
+    said = memory.add("user", "the first line", user, "s", name="Ann", metadata={"mood": "ok"})
+    odd = Message("assistant", "an id a path could break", message_id="a/../b é?#.")
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    tool = Message("assistant", None, tool_calls=[call])
+    memory.add_messages([odd, tool], user, "s")
+    history = memory.history(user, "s")
+    for message in history:
+        found = memory.get_message(message.message_id, user_id=user)
+        assert isinstance(found, Message) and found.to_dict() == message.to_dict()
+    assert memory.get_message(said.message_id, user_id=user).metadata["mood"] == "ok"
+    assert memory.get_message(tool.message_id, user_id=user).tool_calls == [call]
+    other = f"other-{uuid.uuid4().hex[:8]}"
+    for message_id, owner in (("no-such-id", user), (said.message_id, other), ("..", user)):
+        with pytest.raises(MessageNotFoundError) as missing:
+            memory.get_message(message_id, user_id=owner)
+        assert isinstance(missing.value, NotFoundError)
+        assert "first line" not in str(missing.value)
+    for bad, error in ((42, InvalidTypeError), (None, InvalidTypeError), ("", InputError)):
+        with pytest.raises(error) as raised:
+            memory.get_message(bad, user_id=user)
+        assert raised.value.field == "message_id"
+    with pytest.raises(MissingUserError):
+        memory.get_message(said.message_id, user_id="")
 
 
 def _is_async(method: Any) -> bool:

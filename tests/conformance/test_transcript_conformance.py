@@ -22,7 +22,7 @@ from tiermem.stores.queue import (
     SummaryDueOp,
     WorkItem,
 )
-from tiermem.stores.validate import append_op
+from tiermem.stores.validate import MAX_MESSAGE_CHARS, append_op
 
 from .conftest import DIM
 
@@ -325,7 +325,9 @@ def test_forgetting_a_message_memory_takes_its_transcript_rows(
     assert store.recent(u, "s", 5) == []
 
 
-def complete_with_passages(store: MemoryStore, owner: str, item: WorkItem, spans: list[tuple[int, int]]) -> int:
+def complete_with_passages(
+    store: MemoryStore, owner: str, item: WorkItem, spans: list[tuple[int, int]]
+) -> int:
     """Index one claimed long message with passages ``spans`` (vectors unit(10 + part))."""
     passages = item.derived_rows([(span, unit(10 + n)) for n, span in enumerate(spans)])
     row = (item.seq, item.index_row(unit(1), len(spans)), passages)
@@ -347,7 +349,9 @@ def test_a_long_messages_passages_are_indexed_with_it_and_found_alone(
     whole, passage = by_type["message"], store.search(u, vector=unit(11), mode="vector")[0].record
     assert whole.metadata["passages"] == 2 and passage.memory_type == "passage"
     assert passage.content == LONG[half : len(LONG) - 1]
-    assert passage.metadata["excerpt_of"] == "long-1" and passage.metadata["parent"] == str(whole.id)
+    assert passage.metadata["excerpt_of"] == "long-1" and passage.metadata["parent"] == str(
+        whole.id
+    )
     assert (passage.metadata["part"], passage.metadata["start"]) == (1, half)
     (hit,) = store.search(u, "lighthouse keeper", mode="keyword", limit=1)
     assert hit.record.memory_type in {"passage", "message"}
@@ -369,7 +373,9 @@ def test_forgetting_a_long_message_takes_its_passages(
     else:
         assert store.delete(u, whole.id) is True
     assert [r.content for r in store.list(u)] == ["user: short"]
-    assert store.search(u, vector=unit(10), mode="vector", limit=5)[0].record.content == "user: short"
+    assert (
+        store.search(u, vector=unit(10), mode="vector", limit=5)[0].record.content == "user: short"
+    )
 
 
 def test_sessions_list_the_most_recent_first(store: MemoryStore, new_user: Users) -> None:
@@ -398,7 +404,7 @@ def test_sessions_list_the_most_recent_first(store: MemoryStore, new_user: Users
         (lambda: Message("user", "x", name="n" * 300), InputError, "name"),
         (lambda: Message("user", "x", timestamp=datetime.max), InvalidSizeError, "timestamp"),
         (lambda: Message("user", "x", timestamp=datetime.min), InvalidSizeError, "timestamp"),
-        (lambda: Message("user", "x" * 1_000_001), ContentTooLargeError, "content"),
+        (lambda: Message("user", "x" * (MAX_MESSAGE_CHARS + 1)), ContentTooLargeError, "content"),
     ],
 )
 def test_what_the_store_cannot_hold_is_refused_whole(
@@ -408,6 +414,22 @@ def test_what_the_store_cannot_hold_is_refused_whole(
     with pytest.raises(error, match=field):
         store.append(u, "s", [Message("user", "fine"), make()])
     assert store.transcript(u) == [] and store.count(u) == 0
+
+
+def test_a_message_is_read_back_whole_by_its_id_and_only_by_its_user(
+    store: MemoryStore, new_user: Users
+) -> None:
+    u, other = new_user(), new_user()
+    text = "a long pasted log line\n" * 50_000  # 1.15 M characters: kept whole
+    said = Message("user", text, name="Ann", metadata={"k": 1})
+    store.append(u, "s", [said, Message("assistant", "ok", message_id="a/../b")])
+    found = store.message(u, said.message_id)
+    assert found is not None and found.to_dict() == said.to_dict()
+    assert store.message(u, "a/../b") is not None
+    assert store.message(other, said.message_id) is None
+    assert store.message(u, "no-such-id") is None
+    with pytest.raises(InputError):
+        store.message(u, 42)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("bad", ["", "   ", None, "x" * 256, "a\x00b", "\ud800"])

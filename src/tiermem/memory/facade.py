@@ -41,7 +41,6 @@ from tiermem.stores.validate import (
     append_op,
     build_message,
     build_messages,
-    check_content,
     check_limit,
     check_list,
     check_message_ids,
@@ -287,7 +286,7 @@ class Memory(Reading):
     ) -> str:
         """Store a fact, preference or other memory now; returns its id."""
         self._open(user_id)
-        vector = self._embed(check_content(content))
+        vector = self._embed(inputs.memory_content(content, self._tiers.memory_chars()))
         memory_id = self.store.add(
             user_id,
             content,
@@ -314,7 +313,7 @@ class Memory(Reading):
                 unknown field or a value the store cannot hold; nothing is stored.
         """
         self._open(user_id)
-        items = inputs.new_memories(memories)
+        items = inputs.new_memories(memories, self._tiers.memory_chars())
         vectors = self._tiers.embed([m.content for m in items])
         ids = self.store.add_many(user_id, items, embeddings=vectors)
         if self.synopses is not None:
@@ -414,7 +413,8 @@ class Memory(Reading):
                 "changes", "is empty", "give content, memory_type, importance or metadata"
             )
         if content is not None:
-            changes["embedding"] = self._embed(check_content(content))
+            content = inputs.memory_content(content, self._tiers.memory_chars())
+            changes["embedding"] = self._embed(content)
         record: MemoryRecord = self.store.update(user_id, memory_id, **changes)
         self.changes.changed(user_id, "memories")
         return record

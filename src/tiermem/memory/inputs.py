@@ -9,15 +9,27 @@ from typing import Any
 
 from tiermem.errors import InputError, InvalidSizeError, InvalidTypeError
 from tiermem.stores.records import NewMemory
-from tiermem.stores.validate import MAX_LIMIT, check_content, check_list
+from tiermem.stores.validate import MAX_CONTENT_CHARS, MAX_LIMIT, check_content, check_list
 
 MEMORY_FIELDS = frozenset(
     {"content", "memory_type", "importance", "session_id", "agent_id", "metadata", "created_at"}
 )
 """The fields of an item of :meth:`Memory.remember_many`."""
+MEMORY_HINT = (
+    "a memory is one statement, embedded whole: shorten it, or add a long text as a "
+    "message, kept whole up to memory.max_message_chars and found by its passages"
+)
 
 
-def new_memories(memories: Iterable[Mapping[str, Any]]) -> list[NewMemory]:
+def memory_content(content: object, max_chars: int, name: str = "content") -> str:
+    """A memory's content: text of at most ``max_chars`` characters (what the embedder
+    takes whole), else a ContentTooLargeError saying where a long text goes."""
+    return check_content(content, name, max_chars, MEMORY_HINT)
+
+
+def new_memories(
+    memories: Iterable[Mapping[str, Any]], max_chars: int = MAX_CONTENT_CHARS
+) -> list[NewMemory]:
     """``remember_many``'s items as memories to add (the store checks their values)."""
     check_list(memories, "memories", "a list of memory dicts", "wrap a single memory in a list")
     items: list[NewMemory] = []
@@ -36,7 +48,7 @@ def new_memories(memories: Iterable[Mapping[str, Any]]) -> list[NewMemory]:
             )
         items.append(
             NewMemory(
-                content=check_content(raw.get("content"), f"{name}.content"),
+                content=memory_content(raw.get("content"), max_chars, f"{name}.content"),
                 memory_type=raw.get("memory_type", "fact"),
                 agent_id=raw.get("agent_id"),
                 session_id=raw.get("session_id"),

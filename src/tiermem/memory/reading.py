@@ -1,4 +1,4 @@
-"""Memory's reads and their async twins: search, context, a page, one memory.
+"""Memory's reads and their async twins: search, context, a page, one memory, one message.
 
 Each read is written once, as its checks, its store call and what it makes of the
 answer (:func:`~tiermem.twins.stepped`: a generator of its waits); the sync method
@@ -18,13 +18,19 @@ from typing import Any, cast
 
 from typing_extensions import Unpack
 
-from tiermem.errors import InvalidTypeError
+from tiermem.errors import InvalidTypeError, MessageNotFoundError
 from tiermem.memory.operations import Operations
 from tiermem.memory.retrieval import PlannerInputs, Retriever
+from tiermem.messages import Message
 from tiermem.planner import Context, QueryPlanner
 from tiermem.stores.ops import Filters
 from tiermem.stores.records import MemoryRecord, SearchResult
-from tiermem.stores.validate import check_encodable, check_text_id, check_user_id
+from tiermem.stores.validate import (
+    check_encodable,
+    check_message_id,
+    check_text_id,
+    check_user_id,
+)
 from tiermem.twins import Steps, stepped, stepped_twin
 
 
@@ -160,6 +166,30 @@ class Reading(Operations):
         return cast(MemoryRecord | None, (yield _Wait(store.get, store.aget, user_id, memory_id)))
 
     aget_memory = stepped_twin(get_memory, threads_unless=_native)
+
+    @stepped
+    def get_message(self, message_id: str, *, user_id: str) -> Steps[Message]:
+        """One message of the user, whole and as it was added (role, content, name, tool
+        calls, metadata, timestamp...): the context shows a long message's passages, each
+        marked with its message's id, and this gives the whole message.
+
+        With ``session`` or ``single_run`` retention only messages still in this
+        process's buffers are found.
+
+        Raises:
+            MessageNotFoundError: the user has no message with this id (another user's
+                message is not found either).
+            InvalidTypeError: ``message_id`` is not a str.
+        """
+        user_id = self._open(user_id)
+        message_id = check_message_id(message_id)
+        keep = self._keep
+        found = yield _Wait(keep.message, keep.amessage, user_id, message_id)
+        if found is None:
+            raise MessageNotFoundError(f"message {message_id!r} not found for this user_id")
+        return cast(Message, found)
+
+    aget_message = stepped_twin(get_message, threads_unless=_native)
 
     # -- the waits of a read: a blocking call, or its awaitable twin ---------------------
 

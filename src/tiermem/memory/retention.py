@@ -10,6 +10,7 @@ only in this process's session buffers (facts from ``remember`` are still stored
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
@@ -90,6 +91,14 @@ class Retention(ABC):
     @abstractmethod
     def history(self, user_id: str, session_id: str | None) -> list[Message]:
         """Every message of the session in the order added."""
+
+    @abstractmethod
+    def message(self, user_id: str, message_id: str) -> Message | None:
+        """The user's message with this id, whole; None if the user has none."""
+
+    async def amessage(self, user_id: str, message_id: str) -> Message | None:
+        """Async twin of :meth:`message` (in process: nothing to wait for)."""
+        return self.message(user_id, message_id)
 
     @abstractmethod
     def forget_messages(self, user_id: str, ids: list[str]) -> int:
@@ -254,6 +263,18 @@ class Persistent(Retention):
                 return out
             after = rows[-1].seq
 
+    def message(self, user_id: str, message_id: str) -> Message | None:
+        self.settle()
+        found: Message | None = self.tiers.store.message(user_id, message_id)
+        return found
+
+    async def amessage(self, user_id: str, message_id: str) -> Message | None:
+        queued = self._archiver
+        if queued is not None and queued.pending:  # ``memory`` durability: let them land
+            return await asyncio.to_thread(self.message, user_id, message_id)
+        found: Message | None = await self.tiers.store.amessage(user_id, message_id)
+        return found
+
     def forget_messages(self, user_id: str, ids: list[str]) -> int:
         self.settle()
         return int(self.tiers.store.forget_messages(user_id, ids))
@@ -326,6 +347,15 @@ class InProcess(Retention):
     def history(self, user_id: str, session_id: str | None) -> list[Message]:
         buffer = self.buffer(user_id, session_id)
         return list(buffer.messages) if buffer is not None else []
+
+    def message(self, user_id: str, message_id: str) -> Message | None:
+        # only what a buffer still holds (older messages were folded into its summary)
+        for key in [k for k in self.tiers.buffers if k[0] == user_id]:
+            buffer = self.tiers.buffers.peek(*key)
+            for message in buffer.messages if buffer is not None else ():
+                if message.message_id == message_id:
+                    return message
+        return None
 
     def forget_messages(self, user_id: str, ids: list[str]) -> int:
         gone = set(ids)

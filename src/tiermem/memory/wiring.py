@@ -21,7 +21,6 @@ from tiermem.access import AccessLog
 from tiermem.buffer import BufferMemory, BufferRegistry
 from tiermem.changes import Changes
 from tiermem.config import TiermemConfig
-from tiermem.embeddings.base import DEFAULT_MAX_CHARS
 from tiermem.errors import (
     ClosedError,
     ConfigError,
@@ -159,9 +158,14 @@ class Tiers:
             return await embedder.aembed(texts)
 
     def max_chars(self) -> int:
-        """The longest line (speaker and text) a message may have: what the embedder takes."""
-        embedder = self._embedder or self._embedder_spec
-        return min(getattr(embedder, "max_chars", DEFAULT_MAX_CHARS), MAX_CONTENT_CHARS)
+        """The longest text a message may have (``memory.max_message_chars``): the
+        transcript keeps it whole; the worker embeds a long one in passages."""
+        return int(self.config.memory.max_message_chars)
+
+    def memory_chars(self) -> int:
+        """The longest content of a memory (``remember``, ``update_memory``): it is
+        embedded whole, so what the embedder takes (at most :data:`MAX_CONTENT_CHARS`)."""
+        return min(getattr(self.embedder, "max_chars", MAX_CONTENT_CHARS), MAX_CONTENT_CHARS)
 
     @property
     def llm(self) -> Any:

@@ -25,7 +25,7 @@ with needs_extra("server", "tiermem.server", "the HTTP server"):
 
 from tiermem._version import __version__
 from tiermem.memory import Memory
-from tiermem.server.body import DEFAULT_MAX_BODY, BodyGuard
+from tiermem.server.body import BodyGuard, body_limit
 from tiermem.server.errors import install
 from tiermem.server.hot import HotRoutes
 from tiermem.server.keys import KeyStore, keys_location
@@ -33,18 +33,22 @@ from tiermem.server.metrics import Metrics
 from tiermem.server.routes import admin, archives, facts, memories, ops, users, work
 from tiermem.server.service import ADMIN_KEY_ENV, Service
 
+RAW_ID_PATHS = ("/v1/users/", "/v1/messages/")
+"""Paths whose next segment is an id of the caller's choosing (any text)."""
 
-class RawUserPaths:
-    """ASGI middleware: ``/v1/users/{user_id}/...`` is routed on the path as sent, so an
-    encoded ``/`` (``%2F``) in a user id stays inside its segment instead of splitting it
-    (servers decode the path before routing); the route decodes the id."""
+
+class RawIdPaths:
+    """ASGI middleware: ``/v1/users/{user_id}/...`` and ``/v1/messages/{message_id}`` are
+    routed on the path as sent, so an encoded ``/`` (``%2F``) in an id stays inside its
+    segment instead of splitting it (servers decode the path before routing); the route
+    decodes the id."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw = scope.get("raw_path") if scope["type"] == "http" else None
-        if raw and scope["path"].startswith("/v1/users/"):
+        if raw and scope["path"].startswith(RAW_ID_PATHS):
             scope = {**scope, "path": raw.decode("latin-1")}
         await self.app(scope, receive, send)
 
@@ -58,7 +62,7 @@ def create_app(
     *,
     keys: KeyStore | str | None = None,
     admin_key: str | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY,
+    max_body_bytes: int | None = None,
     mcp: bool = True,
     own_memory: bool | None = None,
 ) -> FastAPI:
@@ -71,7 +75,9 @@ def create_app(
             default: the store's own database.
         admin_key: the key that manages keys over ``/v1/admin/keys`` (default: the
             ``TIERMEM_ADMIN_KEY`` environment variable).
-        max_body_bytes: larger request bodies are refused with 413.
+        max_body_bytes: larger request bodies are refused with 413 (default: room for
+            one message of ``memory.max_message_chars`` in any UTF-8 text, plus 4 MiB;
+            see :func:`~tiermem.server.body.body_limit`).
         mcp: serve the MCP tools over streamable HTTP at ``/mcp``.
         own_memory: close the Memory at shutdown (default: only one the app built).
     """
@@ -133,8 +139,10 @@ def create_app(
     app.include_router(archives.router(service))
     if endpoint is not None:
         app.router.routes.append(Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]))
-    app.add_middleware(RawUserPaths)
+    app.add_middleware(RawIdPaths)
     app.add_middleware(HotRoutes, routes=memory_routes.routes)
+    if max_body_bytes is None:
+        max_body_bytes = body_limit(memory.config.memory.max_message_chars)
     app.add_middleware(BodyGuard, max_bytes=max_body_bytes)
     app.add_middleware(metrics.middleware)
     return app

@@ -17,6 +17,19 @@ from tiermem.errors import ContentTooLargeError, SerializationError
 from tiermem.server.errors import error_response
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
+"""Bytes of a body besides its messages' text (the rest of a request; any body under it)."""
+BYTES_PER_CHAR = 4
+"""Bytes a character of text may take in a body: UTF-8's most (JSON's ``\\n``, ``\\"``
+take 2)."""
+
+
+def body_limit(max_message_chars: int) -> int:
+    """The largest body a server takes: one message at ``memory.max_message_chars`` in
+    any UTF-8 text, and :data:`DEFAULT_MAX_BODY` for the rest (4,000,000 characters:
+    about 20 MB). A larger body is refused whole before it is read."""
+    return BYTES_PER_CHAR * max_message_chars + DEFAULT_MAX_BODY
+
+
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 

@@ -1,4 +1,4 @@
-"""What the routes share: the caller's tenant, a user id from the path, the error responses."""
+"""What the routes share: the caller's tenant, ids from the path, the error responses."""
 
 from __future__ import annotations
 
@@ -44,8 +44,16 @@ Caller = Annotated[Tenant, Depends(caller)]
 
 
 def _path_user(user_id: Annotated[str, PathParam()]) -> str:
-    """A user id from the path, percent-decoded here (see :class:`RawUserPaths`)."""
+    """A user id from the path, percent-decoded here (see :class:`RawIdPaths`)."""
     return unquote(user_id)
 
 
 PathUser = Annotated[str, Depends(_path_user)]
+
+
+def _path_message(message_id: Annotated[str, PathParam()]) -> str:
+    """A message id from the path, percent-decoded here (see :class:`RawIdPaths`)."""
+    return unquote(message_id)
+
+
+PathMessage = Annotated[str, Depends(_path_message)]

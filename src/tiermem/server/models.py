@@ -207,6 +207,14 @@ class ContextItemOut(BaseModel):
     memory_id: str | None
     similarity: float | None = Field(default=None, description="cosine similarity to the query")
     keywords: float | None = Field(default=None, description="share of the query's keywords")
+    message_id: str | None = Field(
+        default=None,
+        description="the message it is, or shows an excerpt of: "
+        "GET /v1/users/{user_id}/messages/{message_id} gives it whole",
+    )
+    span: list[int] | None = Field(
+        default=None, description="[start, end): the characters of the message's text it shows"
+    )
 
 
 class ContextOut(BaseModel):
@@ -238,6 +246,10 @@ class SessionsOut(BaseModel):
 
 class MessagesOut(BaseModel):
     messages: list[dict[str, Any]] = Field(description="tiermem messages (Message.to_dict())")
+
+
+class MessageOut(BaseModel):
+    message: dict[str, Any] = Field(description="the tiermem message, whole (Message.to_dict())")
 
 
 class RowOut(BaseModel):

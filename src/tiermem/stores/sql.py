@@ -98,6 +98,7 @@ HANDLERS: dict[type, Handler] = {
     # the transcript and summaries
     tr.AppendOp: Handler("_append", "write"),
     tr.RecentOp: Handler("_recent_plan", "read", plan=True),
+    tr.MessageOp: Handler("_message_plan", "read", plan=True),
     tr.TranscriptOp: Handler("_transcript_plan", "read", plan=True),
     tr.SessionsOp: Handler("_sessions_plan", "read", plan=True),
     tr.UsersOp: Handler("_users_plan", "read", plan=True),

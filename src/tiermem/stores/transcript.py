@@ -121,6 +121,13 @@ class RecentOp(NamedTuple):
     limit: int
 
 
+class MessageOp(NamedTuple):
+    """The user's message with this id, whole (None when the user has none)."""
+
+    user_id: str
+    message_id: str
+
+
 class TranscriptOp(NamedTuple):
     """A page of a user's transcript rows after ``after`` (by seq), optionally one
     session's, optionally one state's."""

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, cast
 import tiermem.stores.transcript as tr
 from tiermem.errors import InputError, InvalidTypeError
 from tiermem.stores.validate import (
-    MAX_CONTENT_CHARS,
+    MAX_MESSAGE_CHARS,
     append_op,
     check_limit,
+    check_message_id,
     check_position,
     check_text_id,
     check_user_id,
@@ -105,7 +106,7 @@ class TranscriptAPI(ABC):
         *,
         agent_id: str | None = None,
         previous_id: str | None = None,
-        max_chars: int = MAX_CONTENT_CHARS,
+        max_chars: int = MAX_MESSAGE_CHARS,
     ) -> Steps[int]:
         """Append messages of a (user, session) to the transcript in one transaction.
 
@@ -115,7 +116,7 @@ class TranscriptAPI(ABC):
 
         Args:
             previous_id: the id of the message before the first one (for context).
-            max_chars: the longest line (speaker and text) accepted.
+            max_chars: the longest text of a message accepted.
         """
         return cast(
             int, (yield append_op(user_id, session_id, messages, agent_id, previous_id, max_chars))
@@ -131,6 +132,14 @@ class TranscriptAPI(ABC):
         return cast(builtins.list["Message"], (yield self._recent_op(user_id, session_id, limit)))
 
     arecent = stepped_twin(recent)
+
+    @stepped
+    def message(self, user_id: str, message_id: str) -> Steps[Message | None]:
+        """The user's message with this id, whole; None if the user has none."""
+        op = tr.MessageOp(check_user_id(user_id), check_message_id(message_id))
+        return cast("Message | None", (yield op))
+
+    amessage = stepped_twin(message)
 
     @stepped
     def transcript(

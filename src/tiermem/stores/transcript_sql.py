@@ -43,6 +43,7 @@ from tiermem.stores.transcript import (
     AppendOp,
     ForgetMessagesOp,
     GenerationOp,
+    MessageOp,
     RecentOp,
     RestoreOp,
     SessionInfo,
@@ -173,6 +174,14 @@ class TranscriptSQL:
             (op.user_id, session_key(op.session_id), op.limit),
         )
         return [Message.from_json(r["message"]) for r in reversed(rows)]
+
+    def _message_plan(self, op: MessageOp) -> Plan[Message | None]:
+        p = self.p
+        rows = yield (
+            f"SELECT message FROM {TRANSCRIPT} WHERE user_id = {p} AND message_id = {p}",
+            (op.user_id, op.message_id),
+        )
+        return Message.from_json(rows[0]["message"]) if rows else None
 
     def _transcript_plan(self, op: TranscriptOp) -> Plan[list[TranscriptRow]]:
         p = self.p

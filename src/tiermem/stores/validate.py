@@ -27,8 +27,16 @@ from tiermem.messages import Message, check_fields
 from tiermem.stores.records import MEMORY_TYPES
 from tiermem.stores.transcript import AppendOp, Entry, message_json
 
-#: Largest ``content`` accepted, in characters (about 250 pages of text).
+#: Largest ``content`` of a memory accepted, in characters (about 250 pages of text).
 MAX_CONTENT_CHARS = 1_000_000
+#: Default ceiling of a message's text, in characters (``memory.max_message_chars``):
+#: about a 4 MB pasted document.
+MAX_MESSAGE_CHARS = 4_000_000
+#: The most text any engine stores whole in one transcript row, in characters: the
+#: highest ``memory.max_message_chars`` may be, and what an archive's lines may hold
+#: (a row keeps the message's JSON and its line, each under the engines' 1 GB per value
+#: even at 6 bytes a character, a JSON escape).
+MAX_STORED_CHARS = 100_000_000
 #: Longest ``user_id``, ``agent_id`` and ``session_id`` (the seed's VARCHAR(255)).
 MAX_ID_CHARS = 255
 #: Largest ``limit`` of one search or list call.
@@ -86,17 +94,20 @@ def check_uuids(values: Iterable[object], name: str = "memory_id") -> tuple[uuid
     return tuple(check_uuid(v, name) for v in values)
 
 
-def check_content(content: object, name: str = "content") -> str:
-    """Non-empty text no longer than :data:`MAX_CONTENT_CHARS`, without NUL characters."""
+def check_content(
+    content: object,
+    name: str = "content",
+    max_chars: int = MAX_CONTENT_CHARS,
+    hint: str = "split it or summarize it first",
+) -> str:
+    """Non-empty text of at most ``max_chars`` characters, without NUL characters."""
     if not isinstance(content, str):
         raise InvalidTypeError(name, f"must be a str, got {type(content).__name__}")
     if not content.strip():
         raise InputError(name, "is empty")
-    if len(content) > MAX_CONTENT_CHARS:
+    if len(content) > max_chars:
         raise ContentTooLargeError(
-            name,
-            f"has {len(content)} characters, the maximum is {MAX_CONTENT_CHARS}",
-            "split it or summarize it first",
+            name, f"has {len(content)} characters, the maximum is {max_chars}", hint
         )
     if "\x00" in content:
         raise InputError(name, "contains a NUL character")
@@ -163,13 +174,14 @@ def message_entry(
     previous_id: str | None,
     agent_id: str | None,
     name: str = "message",
-    max_chars: int = MAX_CONTENT_CHARS,
+    max_chars: int = MAX_MESSAGE_CHARS,
 ) -> Entry:
     """Validate a message for the transcript and index: what this accepts, every engine
     stores and reads back (the one validator of the write path).
 
     Refused with a typed error naming the field: empty text without tool calls, images or
-    data; a line over ``max_chars``; NUL characters or lone surrogates anywhere; NaN or
+    data; text over ``max_chars`` (``memory.max_message_chars``; the transcript keeps
+    anything up to it whole); NUL characters or lone surrogates anywhere; NaN or
     infinity in metadata or tool calls; ids over :data:`MAX_ID_CHARS`; a timestamp outside
     :data:`MIN_TIME` .. :data:`MAX_TIME`; data nested too deeply to serialize.
     """
@@ -206,15 +218,21 @@ def message_entry(
             raise InputError(f"{name}.content", "is empty", "add text, or do not add the message")
         line = None
     else:
+        if len(text) > max_chars:
+            raise too_long(f"{name}.content", len(text), max_chars)
         line = transcript_line(message)
-        if len(line) > max_chars:
-            raise ContentTooLargeError(
-                f"{name}.content",
-                f"has {len(line)} characters with its speaker; the most a message can have "
-                f"is {max_chars}",
-                "split it into several messages",
-            )
     return Entry(message, stored, line, agent_id, previous_id)
+
+
+def too_long(field: str, size: int, max_chars: int) -> ContentTooLargeError:
+    """The error of a message's text over the ceiling: its field, size, the ceiling and
+    the setting that raises it."""
+    return ContentTooLargeError(
+        field,
+        f"has {size:,} characters; the most a message may have is {max_chars:,}",
+        f"raise memory.max_message_chars, at most {MAX_STORED_CHARS:,}, or split the text "
+        "into several messages",
+    )
 
 
 def append_op(
@@ -223,7 +241,7 @@ def append_op(
     messages: Sequence[Message],
     agent_id: str | None = None,
     previous_id: str | None = None,
-    max_chars: int = MAX_CONTENT_CHARS,
+    max_chars: int = MAX_MESSAGE_CHARS,
 ) -> AppendOp:
     """The validated op of :meth:`MemoryStore.append` (no I/O: it can be built anywhere
     and run later, with other ops, in one :meth:`MemoryStore.batch`)."""
@@ -369,6 +387,18 @@ def check_list(value: Any, field: str, expected: str, fix: str) -> None:
     str, bytes, a dict or a Message)."""
     if isinstance(value, (str, bytes, Mapping, Message)) or not isinstance(value, Iterable):
         raise InvalidTypeError(field, f"expected {expected}, got {type(value).__name__}", fix)
+
+
+def check_message_id(value: object, name: str = "message_id") -> str:
+    """A message's id: a non-empty text id (see :func:`check_text_id`)."""
+    if not isinstance(value, str):
+        raise InvalidTypeError(
+            name, f"must be a str, got {type(value).__name__}", "pass Message.message_id"
+        )
+    if not value:
+        raise InputError(name, "is empty", "pass the id of one of the user's messages")
+    check_text_id(value, name)
+    return value
 
 
 def check_message_ids(ids: Any) -> list[str]:

@@ -1,4 +1,5 @@
-"""Messages and memories: add, remember, list, get, update, forget, search, context."""
+"""Messages and memories: add, get a message, remember, list, get, update, forget, search,
+context."""
 
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ from tiermem.errors import (
 )
 from tiermem.messages import Message
 from tiermem.server import models
-from tiermem.server.deps import ERROR_RESPONSES, Caller
+from tiermem.server.deps import ERROR_RESPONSES, Caller, PathMessage
 from tiermem.server.metrics import Metrics
 from tiermem.server.service import Service
 from tiermem.stores.validate import MAX_LIMIT, check_text_id
-from tiermem.wire import context_to_json, hit_to_json, record_to_json
+from tiermem.wire import context_to_json, hit_to_json, message_to_json, record_to_json
 
 
 def router(service: Service, metrics: Metrics) -> APIRouter:
@@ -55,6 +56,13 @@ def router(service: Service, metrics: Metrics) -> APIRouter:
 
             added = await anyio.to_thread.run_sync(add)
         return {"ids": [m.message_id for m in added]}
+
+    @router.get("/messages/{message_id}", response_model=models.MessageOut, tags=["messages"])
+    async def get_message(message_id: PathMessage, user_id: str, tenant: Caller) -> dict[str, Any]:
+        """One message of the user, whole (Memory.get_message): a context marks an excerpt
+        of a long message with its id. 404 MessageNotFoundError: the user has none."""
+        message = await memory.aget_message(message_id, user_id=tenant.scope(user_id))
+        return {"message": message_to_json(message, user_id)}
 
     @router.post("/memories", status_code=201, response_model=models.IdOut, tags=["memories"])
     def remember(body: models.MemoryIn, tenant: Caller) -> dict[str, Any]:
