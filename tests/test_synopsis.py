@@ -40,6 +40,7 @@ from tiermem.synopsis import (
     parse_sections,
     redact_url,
 )
+from tiermem.synopsis.generator import gist, near_duplicates
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
 
@@ -168,6 +169,52 @@ def test_offline_dedupes_same_text() -> None:
     memories = [record("Likes tea", "preference", 0.9), record("likes  TEA.", "preference", 0.9)]
     s = SynopsisGenerator().generate("alice", memories)
     assert s.identity.lower().count("likes tea") == 1
+
+
+def test_offline_merges_near_duplicates_into_the_longer_wording() -> None:
+    memories = [
+        record("I prefer tea over coffee", "preference", 0.9, days=2),
+        record("Ana prefers tea to coffee.", "preference", 0.5, days=1),
+        record("Prefers tea over coffee", "preference", 0.4),
+        record("Works as a nurse", "fact", 0.8),
+        record("Works as a nurse in Lyon", "fact", 0.7),  # says more: kept apart
+        record("Does not like green tea", "preference", 0.3),
+        record("Likes green tea", "preference", 0.3),  # the opposite: kept apart
+    ]
+    s = SynopsisGenerator().generate("alice", memories)
+    assert s.identity.splitlines() == [
+        "Preferences: Ana prefers tea to coffee; Does not like green tea; Likes green tea.",
+        "Facts: Works as a nurse; Works as a nurse in Lyon.",
+    ]
+
+
+def test_near_duplicates_need_the_same_content_words() -> None:
+    same = [
+        ("Prefers tea over coffee", "Ana prefers tea to coffee."),
+        ("Is vegetarian", "vegetarian!"),
+        ("Prefers answers in bullet points", "I prefer my answers in bullet points"),
+    ]
+    different = [
+        ("Likes tea", "Does not like tea"),
+        ("I like coffee", "I don't like coffee"),
+        ("Has a dog named Pixel", "Has a cat named Pixel"),
+        ("Flight AF123 on Friday", "Flight AF124 on Friday"),
+        ("Lives in Porto since May", "Lives in Porto since May 2021"),
+        ("Answer in French with metric units", "Answer in German with metric units"),
+        ("Works as a nurse", "Works as a nurse in Lyon"),
+    ]
+    for first, second in same:
+        assert near_duplicates(gist(first), gist(second)), (first, second)
+    for first, second in different:
+        assert not near_duplicates(gist(first), gist(second)), (first, second)
+
+
+def test_render_leaves_the_header_to_the_context() -> None:
+    """The context's synopsis section has one header ("What is known about the user:"),
+    then the identity, then the context tier under its own line."""
+    s = Synopsis("alice", "Facts: Is a nurse.", "Goals: Run in October.", T0)
+    assert s.render() == "Facts: Is a nurse.\n\nCurrent context:\nGoals: Run in October."
+    assert Synopsis("alice", "", "Goals: Run.", T0).render() == "Current context:\nGoals: Run."
 
 
 def test_offline_with_no_memories_is_empty() -> None:

@@ -14,6 +14,7 @@ from tiermem.llm.factory import get_llm
 from tiermem.stores.records import MemoryRecord, calculate_importance
 from tiermem.stores.validate import check_user_id
 from tiermem.synopsis.model import CONTEXT_TYPES, IDENTITY_TYPES, TIERS, Synopsis, utc_now
+from tiermem.text import FILLER_WORDS, STEM_LETTERS, term_set
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,8 @@ class SynopsisGenerator:
         Identity: facts and preferences, name statements first, then by
         :func:`~tiermem.stores.records.calculate_importance` measured at the newest memory's
         time. Context: context memories, then summaries, then messages, newest first.
-        Duplicates (same text ignoring case and spacing) count once.
+        Duplicates (same text ignoring case and spacing) and near-duplicates (the same
+        content words, or one more: :func:`near_duplicates`) count once.
         """
         now = max((m.created_at for m in memories), default=utc_now())
 
@@ -243,16 +245,61 @@ def _blank_unknown(text: str) -> str:
     return "" if text.strip(" .*_()[]").lower() in {"", "unknown", "none", "n/a"} else text
 
 
+_NEGATIONS = frozenset({"no", "not", "nor", "never", "t"})  # "t": the end of "don't"
+"""Words a gist keeps although they are filler: "Likes tea" and "Does not like tea"
+must stay two memories."""
+
+
+def gist(text: str) -> frozenset[str]:
+    """The stems of ``text``'s content words (stop words and filler left out, negations
+    kept): "I prefer tea over coffee" and "Prefers tea to coffee." share theirs."""
+    return frozenset(
+        term[:STEM_LETTERS]
+        for term in term_set(text)
+        if term not in FILLER_WORDS or term in _NEGATIONS
+    )
+
+
+def near_duplicates(first: frozenset[str], second: frozenset[str]) -> bool:
+    """Whether two gists say the same thing: equal, or one is the other plus one word
+    that is neither a negation nor a number ("Ana prefers tea to coffee" and "Prefers tea
+    over coffee"), with at least three words in common."""
+    if not first or not second:
+        return False
+    if first == second:
+        return True
+    small, large = sorted((first, second), key=len)
+    extra = large - small
+    return (
+        small < large
+        and len(small) >= 3
+        and len(extra) == 1
+        and not any(t in _NEGATIONS or t[0].isdigit() for t in extra)
+    )
+
+
 def _unique(memories: list[MemoryRecord], limit: int) -> list[MemoryRecord]:
+    """``memories`` in order, each said once: the same text (ignoring case and spacing)
+    or a near-duplicate (:func:`near_duplicates`) counts once, at the place of the first
+    and in the longer of the two wordings."""
     seen: set[str] = set()
-    out = []
+    out: list[MemoryRecord] = []
+    gists: list[frozenset[str]] = []
     for memory in memories:
         norm = " ".join(memory.content.lower().split()).strip(" .!")
-        if norm and norm not in seen:
-            seen.add(norm)
-            out.append(memory)
+        if not norm or norm in seen:
+            continue
+        seen.add(norm)
+        this = gist(memory.content)
+        twin = next((i for i, g in enumerate(gists) if near_duplicates(g, this)), None)
+        if twin is not None:
+            if len(this) > len(gists[twin]):  # the more specific wording, in the first's place
+                out[twin], gists[twin] = memory, this
+            continue
         if len(out) == limit:
             break
+        out.append(memory)
+        gists.append(this)
     return out
 
 

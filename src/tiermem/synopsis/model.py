@@ -18,6 +18,8 @@ Source = Literal["llm", "offline"]
 #: Memory types that describe who the user is (identity tier) and what they are doing now.
 IDENTITY_TYPES = ("fact", "preference")
 CONTEXT_TYPES = ("context", "summary", "message")
+CONTEXT_HEADER = "Current context:"
+"""The line before the context tier in :meth:`Synopsis.render`."""
 
 
 @dataclass(frozen=True)
@@ -72,12 +74,17 @@ class Synopsis:
     source: Source = "offline"
 
     def render(self) -> str:
-        """The synopsis as text for a prompt; empty when nothing is known about the user."""
+        """The synopsis as text for a prompt; empty when nothing is known about the user.
+
+        The identity tier comes first, as it is (the context's synopsis section puts it
+        under its own header, "What is known about the user:"), then ``Current context:``
+        and the context tier.
+        """
         parts = []
         if self.identity.strip():
-            parts.append(f"About the user:\n{self.identity.strip()}")
+            parts.append(self.identity.strip())
         if self.context.strip():
-            parts.append(f"Current context:\n{self.context.strip()}")
+            parts.append(f"{CONTEXT_HEADER}\n{self.context.strip()}")
         return "\n\n".join(parts)
 
     def tier(self, tier: Tier) -> SynopsisTier:
