@@ -157,6 +157,35 @@ def test_chat_without_a_model_says_what_to_configure(capsys, monkeypatch) -> Non
     assert "chat" in (out + err) and "model" in (out + err)
 
 
+def test_serve_on_a_busy_port_fails_at_once(capsys, tmp_path: Path) -> None:
+    """The port is checked before anything loads: one error line, no uvicorn traceback,
+    and no store opened (the --db file is not created)."""
+    import socket
+    import time
+
+    db = tmp_path / "never.db"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        start = time.monotonic()
+        code, out, err = run(capsys, "serve", "--port", str(port), "--db", str(db))
+        took = time.monotonic() - start
+    text = " ".join(err.split())
+    assert code == 1 and out == "", err
+    assert text == (
+        f"error: --port: 127.0.0.1:{port} is already in use, by another tiermem serve or "
+        f"another program (stop it, or choose another port: --port {port + 1})"
+    )
+    assert not db.exists() and took < 2  # neither the store nor the model was loaded
+
+
+def test_serve_on_an_address_of_another_machine_fails_at_once(capsys, tmp_path: Path) -> None:
+    code, _, err = run(capsys, "serve", "--host", "192.0.2.1", "--db", str(tmp_path / "x.db"))
+    assert code == 1
+    assert " ".join(err.split()).startswith("error: --host: 192.0.2.1 is not an address of")
+
+
 @pytest.mark.slow
 def test_demo_shows_every_tier(capsys) -> None:
     code, out, _ = run(capsys, "demo")

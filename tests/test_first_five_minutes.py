@@ -201,6 +201,23 @@ def test_serve_healthz_and_client(env: dict[str, str]) -> None:
     assert (Path(env["XDG_DATA_HOME"]) / "tiermem" / "memory.db").is_file()
 
 
+def test_second_serve_on_the_same_port(env: dict[str, str]) -> None:
+    """A second `tiermem serve` on a port in use says so at once, in one error line (not
+    uvicorn's [Errno 98] after the model has loaded), and the first keeps serving."""
+    with serving(env) as (url, _):
+        port = url.rpartition(":")[2]
+        start = time.monotonic()
+        code, out, err = tiermem(env, "serve", "--port", port)
+        took = time.monotonic() - start
+        assert code == 1 and out == "" and "Traceback" not in err and "Errno" not in err, err
+        assert flat(err) == (
+            f"error: --port: 127.0.0.1:{port} is already in use, by another tiermem serve or "
+            f"another program (stop it, or choose another port: --port {int(port) + 1})"
+        )
+        assert took < 3, took  # the model and the store were not loaded first
+        assert httpx.get(url + "/healthz").status_code == 200
+
+
 async def test_mcp_over_stdio(env: dict[str, str]) -> None:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters

@@ -7,8 +7,10 @@ create``) or an admin key is configured.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
+import socket
 from typing import Any
 
 from tiermem.errors import ConfigError
@@ -28,6 +30,48 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise ConfigError at once when ``host:port`` cannot be listened on (another server
+    holds it, a privileged port, an address not of this machine), before the model and
+    the store load: uvicorn would say so only after them, with its own traceback.
+
+    The port is bound as uvicorn binds it (``SO_REUSEADDR``: a port left in TIME_WAIT by a
+    server that just stopped is free) and released at once.
+    """
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError("--host", f"cannot resolve {host!r} ({exc.strerror})") from exc
+    for family, kind, proto, _, address in found:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise _unusable(host, port, exc) from exc
+
+
+def _unusable(host: str, port: int, exc: OSError) -> ConfigError:
+    where = f"{host}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        return ConfigError(
+            "--port",
+            f"{where} is already in use, by another tiermem serve or another program",
+            f"stop it, or choose another port: --port {port + 1 if port < 65535 else 8765}",
+        )
+    if exc.errno == errno.EACCES:
+        return ConfigError(
+            "--port", f"may not listen on {where}: permission denied", "use a port above 1023"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return ConfigError(
+            "--host", f"{host} is not an address of this machine", "serve on 127.0.0.1"
+        )
+    return ConfigError("--host", f"cannot listen on {where}: {exc.strerror or exc}")
 
 
 def build_memory(config: str | None, db: str | None) -> Any:
@@ -61,18 +105,20 @@ def serve(
     """Run the server until interrupted.
 
     Raises:
-        ConfigError: a non-loopback ``host`` while no key exists (development mode).
+        ConfigError: a non-loopback ``host`` while no key exists (development mode), or a
+            ``host:port`` that cannot be listened on (:func:`check_port`).
     """
     with needs_extra("server", "tiermem serve", "the HTTP server"):
         import uvicorn
 
+    if workers < 1:
+        raise ConfigError("--workers", f"{workers} is less than 1", "use 1 or more")
+    check_port(host, port)  # before the app, the model and the store load
     from tiermem.server.app import create_app
     from tiermem.server.keys import KeyStore, keys_location
     from tiermem.server.service import ADMIN_KEY_ENV
     from tiermem.server.writes import JoinedWritesProtocol
 
-    if workers < 1:
-        raise ConfigError("--workers", f"{workers} is less than 1", "use 1 or more")
     memory = build_memory(config, db)
     keys = KeyStore(keys_location(memory.config, db))
     try:
