@@ -12,6 +12,7 @@ an interpreter without them would.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -117,6 +118,22 @@ def test_add_search_context(env: dict[str, str]) -> None:
     code, out, err = tiermem(env, "context", "where do I live now?", "--user", "ana")
     assert code == 0 and "Porto" in out, err
     assert (Path(env["XDG_DATA_HOME"]) / "tiermem" / "memory.db").is_file()
+
+
+def test_context_says_what_is_known_once(env: dict[str, str]) -> None:
+    """The synopsis section has one header, and a preference said twice in two wordings
+    is there once."""
+    code, _, err = tiermem(env, "add", "I prefer tea over coffee.", "--user", "ana")
+    assert code == 0, err
+    code, _, err = tiermem(
+        env, "remember", "Ana prefers tea to coffee.", "--user", "ana", "--type", "preference"
+    )
+    assert code == 0, err
+    code, out, err = tiermem(env, "context", "what should I drink?", "--user", "ana", "--json")
+    assert code == 0, err
+    notes = [m["content"] for m in json.loads(out) if m["role"] == "system"]
+    synopsis = [n for n in notes if n.startswith("What is known about the user:")]
+    assert synopsis == ["What is known about the user:\nPreferences: Ana prefers tea to coffee."]
 
 
 def test_import(env: dict[str, str], tmp_path: Path) -> None:
