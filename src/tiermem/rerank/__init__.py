@@ -7,13 +7,13 @@ Off by default (``memory.rerank.provider: null``); the context path calls
 :func:`rerank_scores`, which never raises and never waits past its timeout.
 """
 
+from tiermem.breaker import CircuitBreaker, breaker_for
 from tiermem.rerank.base import BaseReranker, Reranker
-from tiermem.rerank.breaker import CircuitBreaker
 from tiermem.rerank.factory import PROVIDERS, RerankSpec, get_reranker, parse_spec
 from tiermem.rerank.http import APIS, HTTPReranker
 from tiermem.rerank.llm import LLMReranker, parse_scores
 from tiermem.rerank.onnx import OnnxCrossEncoder
-from tiermem.rerank.stage import arerank_scores, blend, breaker_for, rerank_scores
+from tiermem.rerank.stage import arerank_scores, blend, rerank_scores
 
 __all__ = [
     "APIS",

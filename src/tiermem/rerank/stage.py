@@ -3,7 +3,7 @@
 A read never waits on a model that is down (docs/architecture.md): :func:`rerank_scores`
 gives the reranker ``timeout`` seconds and returns None, logged, when it fails or is
 late, so the context keeps its first-stage order. Each reranker sits behind a
-:class:`~tiermem.rerank.breaker.CircuitBreaker` (3 failures in a row: skipped for 30 s,
+:class:`~tiermem.breaker.CircuitBreaker` (3 failures in a row: skipped for 30 s,
 then one probe call decides), so a dead model costs a read nothing at all.
 """
 
@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
+from tiermem.breaker import CircuitBreaker, breaker_for
 from tiermem.errors import InvalidSizeError
 from tiermem.rerank.base import Reranker, check_scores, validate_input
-from tiermem.rerank.breaker import CircuitBreaker
 
 log = logging.getLogger(__name__)
 
@@ -27,23 +26,8 @@ THREADS = 16
 """Threads that run sync rerank calls (a late call keeps its thread until it ends; the
 breaker bounds how many are late)."""
 
-_breakers: weakref.WeakKeyDictionary[object, CircuitBreaker] = weakref.WeakKeyDictionary()
-_unhashable: dict[int, CircuitBreaker] = {}
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
-
-
-def breaker_for(reranker: Reranker) -> CircuitBreaker:
-    """The breaker :func:`rerank_scores` uses for ``reranker`` (one per reranker object:
-    3 failures, 30 s)."""
-    with _lock:
-        try:
-            found = _breakers.get(reranker)
-            if found is None:
-                found = _breakers[reranker] = CircuitBreaker()
-        except TypeError:  # not hashable or not weakly referable
-            found = _unhashable.setdefault(id(reranker), CircuitBreaker())
-        return found
 
 
 def rerank_scores(
@@ -62,7 +46,8 @@ def rerank_scores(
         query: the query the documents are scored against.
         documents: the candidates' texts ([] gives [] without a call).
         timeout: seconds the caller waits; a late call finishes in the background.
-        breaker: default :func:`breaker_for` the reranker.
+        breaker: default :func:`~tiermem.breaker.breaker_for` the reranker (one per
+            reranker object: 3 failures, 30 s).
 
     Raises:
         InputError: a query or documents of the wrong type, or a timeout <= 0 (the
