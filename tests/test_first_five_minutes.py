@@ -250,6 +250,21 @@ async def test_mcp_over_stdio(env: dict[str, str]) -> None:
         assert found.structured_content["results"][0]["id"] == added.structured_content["id"]
 
 
+def test_readme_names_what_the_browser_tests_need() -> None:
+    """The inspector's browser tests launch Debian's chromium through Playwright: the
+    README and .ci/run ask for that browser and nothing else (no chromium-driver)."""
+    root = Path(__file__).parents[1]
+    readme = flat((root / "README.md").read_text())
+    ci = (root / ".ci" / "run").read_text()
+    ui = (root / "tests" / "test_server_ui.py").read_text()
+    assert "sync_playwright" in ui and "executable_path=CHROMIUM" in ui
+    assert not re.search(r"selenium|webdriver|chromedriver|chromium-driver", ui, re.I)
+    for text in (readme, ci):
+        assert not re.search(r"chromedriver|chromium-driver", text), text
+    assert "`apt-get install chromium`" in readme and "Playwright" in readme
+    assert re.search(r"apt-get install -y -q chromium >/dev/null", ci)
+
+
 def test_doctor(env: dict[str, str]) -> None:
     code, out, err = tiermem(env, "doctor")
     assert code == 0, out + err

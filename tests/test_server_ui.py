@@ -28,7 +28,7 @@ FLAGS = [
 SHOTS = Path(__file__).parents[1] / "test-artifacts" / "ui"
 
 pytestmark = pytest.mark.skipif(
-    shutil.which(CHROMIUM) is None, reason="apt-get install -y chromium chromium-driver"
+    shutil.which(CHROMIUM) is None, reason="apt-get install -y chromium"
 )
 
 
