@@ -218,6 +218,17 @@ def test_serve_healthz_and_client(env: dict[str, str]) -> None:
     assert (Path(env["XDG_DATA_HOME"]) / "tiermem" / "memory.db").is_file()
 
 
+def test_inspector_says_what_to_do_first(env: dict[str, str]) -> None:
+    """/ui on a fresh store is not a blank page: it says how to add a memory and that a
+    user is picked on the left (tests/test_server_ui.py runs it in Chromium)."""
+    with serving(env) as (url, _):
+        page = httpx.get(url + "/ui")
+        assert page.status_code == 200 and "Start here" in page.text, page.text
+        assert "No memories here yet" in page.text and "Pick a user on the left" in page.text
+        script = httpx.get(url + "/ui/app.js").text
+        assert "showWelcome" in script and "/v1/messages" in script
+
+
 def test_second_serve_on_the_same_port(env: dict[str, str]) -> None:
     """A second `tiermem serve` on a port in use says so at once, in one error line (not
     uvicorn's [Errno 98] after the model has loaded), and the first keeps serving."""

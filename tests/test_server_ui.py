@@ -4,6 +4,7 @@ deletes that ask first. Screenshots go to test-artifacts/ui/."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -161,6 +162,41 @@ def test_inspector_load_search_context_delete(seeded: tuple[str, Memory], page: 
     page.screenshot(path=str(SHOTS / "5-deleted-user.png"), full_page=True)
 
 
+def test_inspector_says_what_to_do_first(tmp_path: Path, page: Any) -> None:
+    """An empty store: the page says how to add a memory (a curl and a Python snippet
+    for this very server, which run as shown), then to pick the user, who then opens."""
+    import subprocess
+    import sys
+
+    memory = Memory(str(tmp_path / "memory.db"), embedder=HashEmbedder(32))
+    with live_server(create_app(memory)) as url:
+        page.goto(url + "/ui")
+        page.locator("#welcome-empty").wait_for(timeout=10_000)
+        assert "No memories here yet" in page.locator("#welcome").inner_text()
+        assert page.locator("#welcome-pick").is_hidden() and page.locator("#user-view").is_hidden()
+        page.screenshot(path=str(SHOTS / "0-empty.png"), full_page=True)
+
+        curl = page.locator("#welcome-curl").inner_text()
+        assert curl.startswith(f"curl -X POST {url}/v1/messages")
+        done = subprocess.run(["bash", "-c", curl], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0 and '"ids"' in done.stdout, done.stdout + done.stderr
+        snippet = page.locator("#welcome-python").inner_text()
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+        done = subprocess.run(
+            [sys.executable, "-c", snippet], capture_output=True, text=True, timeout=60, env=env
+        )
+        assert done.returncode == 0, done.stderr
+
+        page.click("#refresh-users")
+        page.locator("#users li", has_text="ana").wait_for()
+        page.locator("#welcome-pick").wait_for()
+        assert page.locator("#welcome-empty").is_hidden()
+        page.locator("#users li", has_text="ana").locator("button").click()
+        page.locator("#sessions li", has_text="s1 · 2 messages").wait_for()
+        assert page.locator("#welcome").is_hidden()
+    memory.close()
+
+
 def test_inspector_asks_for_a_key_when_keys_exist(tmp_path: Path, page: Any) -> None:
     memory = Memory(str(tmp_path / "memory.db"), embedder=HashEmbedder(32))
     app = create_app(memory)
@@ -168,9 +204,14 @@ def test_inspector_asks_for_a_key_when_keys_exist(tmp_path: Path, page: Any) -> 
     with live_server(app) as url:
         page.goto(url + "/ui")
         page.locator("#error", has_text="AuthenticationError").wait_for()
+        page.locator("#welcome-key").wait_for()  # says where the key goes
         page.fill("#api-key", key)
         page.click("#key-form button")
         page.locator("#error").wait_for(state="hidden")
+        page.locator("#welcome-empty").wait_for()  # the tenant has no users yet
+        assert (
+            "Authorization: Bearer $TIERMEM_API_KEY" in page.locator("#welcome-curl").inner_text()
+        )
         page.fill("#user-input", "zoe")
         page.click("#user-form button")
         page.locator("#stats", has_text="0 memories").wait_for()

@@ -71,15 +71,40 @@ function messageLine(m) {
 }
 
 async function loadUsers() {
-  const data = await api("GET", "/v1/users?limit=1000");
+  let data;
+  try {
+    data = await api("GET", "/v1/users?limit=1000");
+  } catch (error) {
+    showWelcome(error.message.startsWith("AuthenticationError") ? "key" : null);
+    throw error;
+  }
   const list = $("users");
   list.replaceChildren();
   for (const user of data.users) linkItem(list, user, user === state.user, () => openUser(user));
+  showWelcome(data.users.length ? "pick" : "empty");
+}
+
+// What to do first, while no user is open: give a key, pick a user, or add a memory.
+function showWelcome(step) {
+  $("welcome").hidden = state.user !== null;
+  for (const name of ["key", "pick", "empty"]) $("welcome-" + name).hidden = name !== step;
+  const origin = window.location.origin;
+  const auth = state.key ? ` \\\n  -H "Authorization: Bearer $TIERMEM_API_KEY"` : "";
+  $("welcome-curl").textContent = `curl -X POST ${origin}/v1/messages${auth} \\\n` +
+    `  -H "Content-Type: application/json" \\\n` +
+    `  -d '{"user_id": "ana", "session_id": "s1", "messages": [{"role": "user", "content": "I adopted a greyhound named Pixel."}]}'`;
+  const key = state.key ? `, os.environ["TIERMEM_API_KEY"]` : "";
+  $("welcome-python").textContent = (state.key ? "import os\n" : "") +
+    `from tiermem.client import MemoryClient\n\n` +
+    `with MemoryClient("${origin}"${key}) as client:\n` +
+    `    client.add("user", "I adopted a greyhound named Pixel.", "ana", "s1")`;
 }
 
 async function openUser(user) {
+  if (!user) return;
   state.user = user;
   state.session = undefined;
+  $("welcome").hidden = true;
   $("user-view").hidden = false;
   $("user-name").textContent = user;
   $("transcript").replaceChildren();
@@ -238,6 +263,7 @@ on("search-form", "submit", () => searchMemories($("search-input").value));
 on("list-all", "click", () => { $("search-input").value = ""; return listMemories(); });
 on("context-form", "submit", assembleContext);
 on("delete-user", "click", deleteUser);
+on("refresh-users", "click", loadUsers);
 on("load-synopsis", "click", loadSynopsis);
 on("retry", "click", async () => {
   await api("POST", `/v1/users/${enc(state.user)}/work/retry`);
