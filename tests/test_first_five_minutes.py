@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -259,6 +260,32 @@ async def test_mcp_over_stdio(env: dict[str, str]) -> None:
         found = await carol.call_tool("search_memory", {"query": "name of her child"})
         assert not found.is_error, found.content
         assert found.structured_content["results"][0]["id"] == added.structured_content["id"]
+
+
+def test_postgres_examples_print_no_warning(env: dict[str, str], tmp_path: Path) -> None:
+    """docs/postgres.md's examples, as a user runs them where XDG_RUNTIME_DIR is unset (a
+    container, ssh, cron): their output and nothing else, no RuntimeDirWarning."""
+    from test_docs import python_blocks
+
+    assert "XDG_RUNTIME_DIR" not in env
+    page = Path(__file__).parents[1] / "docs" / "postgres.md"
+    examples = [code for _, code, fragment in python_blocks(page) if not fragment]
+    assert len(examples) >= 2 and all("dev_server()" in code for code in examples)
+    # PostgreSQL runs as its own user, which must reach the data folder: not under pytest's
+    # folders, which any pytest session starting as root makes private again (0700)
+    with tempfile.TemporaryDirectory(prefix="tiermem-ffm-") as tmp:
+        for code in examples:
+            done = subprocess.run(
+                [sys.executable, "-c", code],
+                env={**env, "TMPDIR": tmp},
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
+            assert done.returncode == 0, done.stderr
+            assert done.stderr == "", done.stderr
+    assert "Ana prefers tea to coffee." in done.stdout
 
 
 def test_readme_names_what_the_browser_tests_need() -> None:
