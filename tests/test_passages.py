@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -29,7 +31,7 @@ def texts(text: str, spans: list[tuple[int, int]]) -> list[str]:
 def test_every_non_blank_character_is_in_one_passage_in_order() -> None:
     spans = cut(DOC, max_chars=300, min_chars=80)
     assert spans == sorted(spans)
-    assert all(a < b <= c for (a, b), (c, _) in zip(spans, spans[1:], strict=False))
+    assert all(a < b <= c for (a, b), (c, _) in itertools.pairwise(spans))
     covered = "".join(DOC[a:b] for a, b in spans)
     assert "".join(covered.split()) == "".join(DOC.split())
 
@@ -42,7 +44,7 @@ def test_a_code_block_is_kept_whole_up_to_twice_the_limit() -> None:
 def test_a_longer_code_block_is_cut_between_lines() -> None:
     spans = cut(CODE, max_chars=200, min_chars=0)
     assert len(spans) > 1
-    assert all(CODE[b - 1] in "\n:0123456789`)" or CODE[b:b + 1] == "\n" for _, b in spans[:-1])
+    assert all(CODE[b - 1] in "\n:0123456789`)" or CODE[b : b + 1] == "\n" for _, b in spans[:-1])
     assert all(b - a <= 200 for a, b in spans)
 
 
@@ -82,11 +84,14 @@ def test_only_a_message_over_the_length_has_passages() -> None:
 
 
 def test_a_batch_of_short_and_long_messages_embeds_each_with_its_passages() -> None:
-    from tiermem.message_vectors import embed_with_passages
     from embedders import HashEmbedder
+    from tiermem.message_vectors import embed_with_passages
 
     settings = PassageSettings(over=500, max_chars=300, min_chars=80)
-    messages = [Message("user", "One sentence here. And a second one there."), Message("assistant", DOC)]
+    messages = [
+        Message("user", "One sentence here. And a second one there."),
+        Message("assistant", DOC),
+    ]
     embedded = embed_with_passages(HashEmbedder(), messages, settings)
     assert len(embedded.vectors) == 2 and embedded.passages[0] == []
     spans = [span for span, _ in embedded.passages[1]]

@@ -3,6 +3,7 @@ message; standing instructions offered first; both go when their message goes.""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -74,7 +75,7 @@ def test_adjacent_passages_merge_and_a_gap_is_marked(memory: Memory) -> None:
     assert lines.count("assistant (excerpt of message plan-1):") == 1
     spans = sorted(i.span for i in context.items if i.message_id == "plan-1" and i.span)
     assert len(spans) > 1
-    gaps = sum(1 for (_, b), (c, _) in zip(spans, spans[1:], strict=False) if c > b + 2)
+    gaps = sum(1 for (_, b), (c, _) in itertools.pairwise(spans) if c > b + 2)
     assert lines.count("[...]") <= gaps
 
 
@@ -92,9 +93,13 @@ def test_a_standing_instruction_reaches_a_context_its_question_applies_to(memory
     rule = "Always format code snippets with syntax highlighting when I ask about implementation."
     memory.add("user", rule, user_id="u", session_id="s1", message_id="rule")
     for i in range(40):
-        memory.add("user", f"Weather note {i}: rain in town {i} today.", user_id="u", session_id="s1")
+        memory.add(
+            "user", f"Weather note {i}: rain in town {i} today.", user_id="u", session_id="s1"
+        )
     memory.flush()
-    (stated,) = [r for r in memory.list_memories(user_id="u", limit=500) if r.memory_type == "preference"]
+    (stated,) = [
+        r for r in memory.list_memories(user_id="u", limit=500) if r.memory_type == "preference"
+    ]
     assert stated.content == rule and stated.metadata["excerpt_of"] == "rule"
     context = memory.get_context(
         "Show me code for the implementation of a login form",
@@ -104,7 +109,9 @@ def test_a_standing_instruction_reaches_a_context_its_question_applies_to(memory
     )
     assert rule in context.text()
     memory.forget_messages("u", ["rule"])
-    assert not [r for r in memory.list_memories(user_id="u", limit=500) if r.memory_type == "preference"]
+    assert not [
+        r for r in memory.list_memories(user_id="u", limit=500) if r.memory_type == "preference"
+    ]
 
 
 def test_passages_can_be_turned_off(tmp_path: Path) -> None:

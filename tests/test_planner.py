@@ -16,6 +16,7 @@ from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message
 from tiermem.planner import (
+    NEWEST_FIRST_HEADER,
     RETRIEVED_HEADER,
     SECTIONS,
     SYNOPSIS_HEADER,
@@ -99,7 +100,9 @@ def test_default_order_and_rendering() -> None:
         "role": "system",
         "content": "Previous conversation summary: we talked about pets",
     }
-    assert ctx.messages[2]["content"] == f"{RETRIEVED_HEADER}\n[8 May 2023]\nthe cat is called Tom"
+    assert (
+        ctx.messages[2]["content"] == f"{NEWEST_FIRST_HEADER}\n[8 May 2023]\nthe cat is called Tom"
+    )
     assert ctx.messages[3:] == [
         {"role": "user", "content": "hello there"},
         {"role": "assistant", "content": "hi, how can I help?"},
@@ -187,7 +190,9 @@ def test_retrieved_memories_are_rendered_in_time_order_under_their_dates() -> No
         cand("same day thing", 0.7, timestamp=DAY + timedelta(hours=2)),
         cand("undated thing", 0.6),
     ]
-    ctx = planner().plan("thing", max_tokens=1000, candidates=candidates)
+    ctx = planner().plan(
+        "in what order did each thing happen", max_tokens=1000, candidates=candidates
+    )
     assert ctx.messages[0]["content"].splitlines() == [
         RETRIEVED_HEADER,
         "[undated]",
@@ -197,6 +202,17 @@ def test_retrieved_memories_are_rendered_in_time_order_under_their_dates() -> No
         "same day thing",
         "[7 June 2023]",
         "later thing",
+    ]
+    ctx = planner().plan("thing", max_tokens=1000, candidates=candidates)
+    assert ctx.messages[0]["content"].splitlines() == [
+        NEWEST_FIRST_HEADER,  # a statement that updates an earlier one comes before it
+        "[7 June 2023]",
+        "later thing",
+        "[8 May 2023]",
+        "same day thing",
+        "earlier thing",
+        "[undated]",
+        "undated thing",
     ]
     scores = [i.score for i in ctx.items]
     assert scores == sorted(scores, reverse=True)  # items list the best first

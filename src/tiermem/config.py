@@ -269,7 +269,8 @@ class WeightsConfig(Section):
     ``speaker`` (the share of its relevance a message loses when the query names some of
     the pool's speakers but not the one who said it); ``generic`` (how much of a
     memory's similarity to the whole pool is taken from its similarity to the query: a
-    line like every other line is no evidence).
+    line like every other line is no evidence); ``assistant`` (the share of its relevance
+    a line of the assistant keeps: what the user said is what a memory is for).
     """
 
     similarity: float = Field(default=0.9, ge=0)
@@ -284,6 +285,7 @@ class WeightsConfig(Section):
     when: float = Field(default=0.5, ge=0)
     speaker: float = Field(default=0.2, ge=0, le=1)
     generic: float = Field(default=0.2, ge=0)
+    assistant: float = Field(default=0.5, ge=0, le=1)
 
     @model_validator(mode="after")
     def _some_weight(self) -> WeightsConfig:
@@ -331,12 +333,9 @@ class PlannerConfig(Section):
     recent_messages: int = Field(default=6, ge=0, description="Newest messages always offered.")
     k: int = Field(default=200, gt=0, description="Candidates per search before ranking.")
     follow_up: int = Field(
-        default=0,
-        ge=0,
-        le=50,
-        description="How many of the best first hits of each search lend their names and "
-        "numbers to a second keyword search (0: none).",
-    )
+        default=0, ge=0, le=50, description="How many of the best first hits of each search "
+        "lend their names and numbers to a second keyword search (0: none).",
+    )  # fmt: skip
     pending_vectors: int = Field(
         default=32,
         ge=0,

@@ -118,18 +118,21 @@ def embed_with_passages(
     mine: list[list[np.ndarray]] = [[] for _ in texts]
     for i, (row, _) in enumerate(parts_text):
         mine[row].append(extra[i])
-    for row, parts in enumerate(mine):
-        if parts:
-            result[row] = _with_parts(result[row], parts)
+    for row, own in enumerate(mine):
+        if own:
+            result[row] = _with_parts(result[row], own)
     lean = passages.lean if passages is not None else 0.0
     leaned = [
-        [(span, _leaned(own, result[row], lean)) for span, own in zip(spans, mine[row], strict=True)]
+        [
+            (span, _leaned(own, result[row], lean))
+            for span, own in zip(spans, mine[row], strict=True)
+        ]
         if spans
         else []
         for row, spans in enumerate(found)
     ]
-    own = [[(span, next(said_vectors)) for span in spans] for spans in stated]
-    return Embedded(result, leaned, own)
+    instructed = [[(span, next(said_vectors)) for span in spans] for spans in stated]
+    return Embedded(result, leaned, instructed)
 
 
 def _leaned(own: np.ndarray, whole: np.ndarray, lean: float) -> np.ndarray:

@@ -127,7 +127,9 @@ def _lines(text: str, start: int, end: int, max_chars: int | None) -> list[Span]
     return pieces
 
 
-def _split(text: str, start: int, end: int, seam: re.Pattern[str], keep: bool = False) -> list[Span]:
+def _split(
+    text: str, start: int, end: int, seam: re.Pattern[str], keep: bool = False
+) -> list[Span]:
     """``text[start:end]`` split at ``seam`` (the seam's characters between the pieces,
     or, with ``keep``, at the end of the piece before it)."""
     pieces: list[Span] = []

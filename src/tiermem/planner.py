@@ -48,7 +48,7 @@ from tiermem.ranking import (
     specific,
     windows_named,
 )
-from tiermem.temporal import asks_about_past, asks_when, within
+from tiermem.temporal import asks_about_past, asks_order, asks_when, within
 from tiermem.text import folded, keyword_counts, query_stems, term_set
 
 __all__ = ["SECTIONS", "Candidate", "Context", "ContextItem", "QueryPlanner"]
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 Section = Literal["synopsis", "summary", "retrieved", "recent"]
 SECTIONS: tuple[Section, ...] = ("synopsis", "summary", "retrieved", "recent")
 RETRIEVED_HEADER = "Relevant memories from earlier conversations:"
+NEWEST_FIRST_HEADER = "Relevant memories from earlier conversations (newest first):"
 SYNOPSIS_HEADER = "What is known about the user:"
 
 
@@ -149,8 +150,9 @@ class _Part:
 class _Selection:
     """The memories taken so far and what a new one is checked against."""
 
-    def __init__(self, planner: QueryPlanner) -> None:
+    def __init__(self, planner: QueryPlanner, newest_first: bool = False) -> None:
         self.planner = planner
+        self.newest_first = newest_first
         self.chosen: list[Candidate] = []
         self.costs: dict[int, int] = {}
         self._keys: set[str] = set()
@@ -216,7 +218,9 @@ class QueryPlanner:
         5. each message then gets at least ``neighbour_weight`` x the relevance of the
            message before or after it (answers often sit next to the matching line), and
            at least ``reply_weight`` x the relevance of the question it follows;
-        6. a superseded fact keeps ``SUPERSEDED`` of its relevance unless the query asks
+        6. a line the assistant said keeps ``assistant`` of its relevance (what the user
+           said is what a memory is for; the assistant's answers follow from it), and
+           a superseded fact keeps ``SUPERSEDED`` of its relevance unless the query asks
            about the past (the current version answers "where does Ana live?"); when the
            query names some of the pool's speakers but not all, a message said by one it
            does not name loses ``speaker_weight`` of its relevance ("What does Melanie do
@@ -268,6 +272,11 @@ class QueryPlanner:
                 carried = neighbour * own[i]
                 if carried > final[j]:
                     final[j] = carried
+        if w.assistant < 1.0:
+            final = [
+                v * w.assistant if _by_assistant(c, line[1]) else v
+                for c, line, v in zip(candidates, lines, final, strict=True)
+            ]
         if not asks_about_past(query):
             final = [
                 v if c.current else v * SUPERSEDED for c, v in zip(candidates, final, strict=True)
@@ -409,7 +418,7 @@ class QueryPlanner:
         self.rank_relevance(query, fresh)
         cap = min(left, int(budget * shares.get("retrieved", 1.0)))
         parts["retrieved"] = self._retrieved(
-            self.above_floor(query, fresh, cap), cap, self._standing(fresh)
+            self.above_floor(query, fresh, cap), cap, self._standing(fresh), not asks_order(query)
         )
         ordered = [parts[section] for section in self.settings.order if section in parts]
         messages = [m for part in ordered for m in part.messages]
@@ -451,10 +460,15 @@ class QueryPlanner:
         return found[: self.settings.standing]
 
     def _retrieved(
-        self, candidates: Sequence[Candidate], cap: int, first: Sequence[Candidate] = ()
+        self,
+        candidates: Sequence[Candidate],
+        cap: int,
+        first: Sequence[Candidate] = (),
+        newest_first: bool = False,
     ) -> _Part:
-        """The best memories within ``cap``, rendered as one message; ``first`` (the
-        standing instructions that apply) are offered before the others.
+        """The best memories within ``cap``, rendered as one message (newest date first
+        unless the query asks about order or time); ``first`` (the standing
+        instructions that apply) are offered before the others.
 
         Lines are first counted one by one, each with its newline; tokens can still merge
         across lines, so the exact count of what was taken decides whether more lines fit,
@@ -464,8 +478,8 @@ class QueryPlanner:
         for candidate in (*candidates, *first):
             candidate.score = self.score(candidate, newest)
         ranked = sorted(candidates, key=lambda c: -c.score)
-        selection = _Selection(self)
-        header = used = self._tokens({"role": "system", "content": RETRIEVED_HEADER})
+        selection = _Selection(self, newest_first)
+        header = used = self._tokens({"role": "system", "content": NEWEST_FIRST_HEADER})
         for candidate in first:
             used += selection.offer(candidate, cap - used) or 0
         offered: set[int] = set()
@@ -500,7 +514,7 @@ class QueryPlanner:
         in the rare case that token merges at line joins push it over)."""
         chosen = selection.chosen
         while chosen:
-            lines = _render(chosen)
+            lines = _render(chosen, selection.newest_first)
             message = {"role": "system", "content": "\n".join(lines)}
             tokens = self._lines_tokens(lines, message)
             if tokens <= cap:
@@ -567,6 +581,13 @@ _MIN_LINE_TOKENS = 4  # no memory line is cheaper: stop filling below this
 _COUNT_CACHE = 100_000
 
 
+def _by_assistant(candidate: Candidate, speaker: str | None) -> bool:
+    """Whether the assistant said ``candidate`` (a passage names its message's speaker;
+    a message line starts with it, ``speaker``)."""
+    said = candidate.excerpt.speaker if candidate.excerpt is not None else speaker
+    return said == "assistant"
+
+
 def _preview(text: str, limit: int = 70) -> str:
     text = text.replace("\n", " ")
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -591,21 +612,29 @@ EXCERPT_GAP = "[...]"
 """The line between two passages of one message that are not next to each other."""
 
 
-def _render(chosen: list[Candidate]) -> list[str]:
-    """The lines of the retrieved section: the header, then the memories in time order
-    under their dates; the passages of one long message together, in their order, under
-    one :func:`excerpt_header` (:data:`EXCERPT_GAP` where passages between them are left
-    out)."""
+def _render(chosen: list[Candidate], newest_first: bool = False) -> list[str]:
+    """The lines of the retrieved section: the header, then the memories under their
+    dates, oldest first (or, with ``newest_first``, the newest first: a statement that
+    updates an earlier one comes before it); the passages of one long message
+    together, in their order, under one :func:`excerpt_header` (:data:`EXCERPT_GAP`
+    where passages between them are left out)."""
     epoch = datetime.min.replace(tzinfo=timezone.utc)
 
     def order(c: Candidate) -> tuple[datetime, str, int]:
         at = _aware(c.timestamp) or epoch
         return (at, c.excerpt.message_id, c.excerpt.part) if c.excerpt else (at, c.key, 0)
 
-    lines = [RETRIEVED_HEADER]
+    ranked = sorted(chosen, key=order)
+    if newest_first:  # the newest message first; a message's passages in their order
+        said: dict[tuple[datetime, str], list[Candidate]] = {}
+        for candidate in ranked:
+            key = order(candidate)
+            said.setdefault((key[0], key[1] if candidate.excerpt else ""), []).append(candidate)
+        ranked = [c for lines in reversed(said.values()) for c in lines]
+    lines = [NEWEST_FIRST_HEADER if newest_first else RETRIEVED_HEADER]
     last = None
     shown: Excerpt | None = None  # the passage just rendered
-    for candidate in sorted(chosen, key=order):
+    for candidate in ranked:
         date = _date_label(candidate.timestamp)
         if date != last:
             lines.append(date)

@@ -232,8 +232,14 @@ def named_speakers(query: str, speakers: Sequence[str | None]) -> set[str]:
 
 
 def asks_question(content: str) -> bool:
-    """Whether a memory's line is a question (ends with "?")."""
-    return content.rstrip().endswith("?")
+    """Whether a memory's line is a question: it ends with "?" and is no longer than
+    :data:`QUESTION_CHARS` (a long request that ends by asking, "I moved the deadline to
+    April 15 and ... can you help?", states what it asks about)."""
+    return len(content) <= QUESTION_CHARS and content.rstrip().endswith("?")
+
+
+QUESTION_CHARS = 500
+"""The longest line read as a question (every LoCoMo turn is shorter)."""
 
 
 def rescale(values: list[float | None]) -> list[float]:

@@ -152,6 +152,20 @@ def says_when(text: str) -> bool:
     return False
 
 
+_ORDER = re.compile(
+    r"\b(?:order|sequence|chronolog\w*|timeline|first|last|before|after|earlier|later"
+    r"|progress\w*|evolv\w*|over time|history|since|until|then)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_order(query: str) -> bool:
+    """Whether ``query`` asks about the order of things or about time ("in what order",
+    "what did I do first", "how has it progressed", "when", a date): then memories read
+    best oldest first."""
+    return bool(_ORDER.search(query)) or asks_when(query) or asks_about_past(query)
+
+
 def asks_when(query: str) -> bool:
     """Whether ``query`` asks when, or for how long, something happened."""
     return bool(_ASKS_WHEN.search(query))

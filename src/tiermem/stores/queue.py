@@ -294,7 +294,7 @@ class WorkQueue(ABC):
     ) -> int:
         """Index the claimed rows ``(seq, index row[, its passages' rows])`` of ``user_id``
         that ``owner`` still holds and mark them done; how many were."""
-        full = tuple((i[0], i[1], i[2] if len(i) > 2 else ()) for i in items)  # type: ignore[misc]
+        full = tuple((i[0], i[1], i[2] if len(i) > 2 else ()) for i in items)
         return cast(int, self.batch([CompleteOp(owner, user_id, full)])[0])
 
     def fail(
