@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from conformance.conftest import _server_url
 from embedders import HashEmbedder, wait_until
 from fakeserver import FakeServer, Refusal
+from tiermem.breaker import CircuitBreaker
+from tiermem.clock import ManualClock
 from tiermem.embeddings.openai import OpenAIEmbedder
 from tiermem.errors import InputError, MissingUserError, StoreUnavailableError
 from tiermem.memory import Memory
@@ -345,11 +347,19 @@ def test_an_embedder_outage_fails_no_message_and_a_refused_one_fails_alone(
     """An OpenAI-protocol embedding service goes down (connection refused, then 503)
     while messages arrive: none is marked failed, all are embedded once it is back; a
     message its model refuses (400) is the only one failed. The worker's rounds run here,
-    each claiming every row, so each row meets the outage more often than max_attempts."""
+    each claiming every row, so each row meets the outage more often than max_attempts.
+    The embedder's circuit breaker opens after 3 failed calls: rounds then ask the service
+    nothing until its cool-down ends (a clock the test moves), when one probe decides."""
     worker = {"background": False, "retry_backoff": 0, "max_attempts": 2}
+    clock = ManualClock()
     with FakeServer(embed=refuse_poison) as service:
         embedder = OpenAIEmbedder(
-            "m", base_url=service.openai_url, dimensions=32, max_retries=1, backoff=0.01
+            "m",
+            base_url=service.openai_url,
+            dimensions=32,
+            max_retries=1,
+            backoff=0.01,
+            breaker=CircuitBreaker(failures=3, cooldown=30, clock=clock),
         )
         memory = Memory(
             str(tmp_path / "m.db"), config={"memory": {"worker": worker}}, embedder=embedder
@@ -363,15 +373,22 @@ def test_an_embedder_outage_fails_no_message_and_a_refused_one_fails_alone(
             ]
             for _ in range(3):
                 memory.worker.run_once()
+            assert str(embedder.breaker.state) == "open"
             service.outage_status = 503
             service.start()
             asked = len(service.requests)
             for _ in range(3):
                 memory.worker.run_once()
-            assert len(service.requests) > asked and memory.work_stats().failed == 0
+            assert len(service.requests) == asked  # the breaker is open: nothing asked
+            clock.advance(30)
+            for _ in range(3):
+                memory.worker.run_once()
+            assert len(service.requests) > asked and memory.work_stats().failed == 0  # a probe
             service.outage_status = None  # back
+            clock.advance(30)
             memory.add("user", "this one is POISON for the model", "ana", "s")
             assert memory.flush(60)
+            assert embedder.breaker.state == "closed"
             stats = memory.work_stats()
             assert stats.failed == 1 and stats.pending == 0
             (failed,) = memory.failed("ana")

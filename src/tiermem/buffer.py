@@ -88,9 +88,12 @@ class BufferMemory(RingBuffer[Message]):
 
     @property
     def summary(self) -> str | None:
-        """The running summary of what left the window; waits for queued batches first."""
-        if self.summarization is not None:
-            self.summarization.flush(include_partial=False)
+        """The running summary of what left the window, as it stands now.
+
+        A read never waits on the summarizer (a model that is down would hold it up):
+        evicted messages not summarized yet are counted in :attr:`pending_messages` and
+        join the summary in the background; :meth:`flush` waits for them.
+        """
         return self._summary
 
     @summary.setter
@@ -100,6 +103,11 @@ class BufferMemory(RingBuffer[Message]):
     def _apply_summary(self, entry: str, running: str) -> None:
         self.summaries.append(entry)
         self._summary = running
+
+    @property
+    def pending_messages(self) -> int:
+        """Evicted messages not in :attr:`summary` yet (0 without a summarizer)."""
+        return 0 if self.summarization is None else self.summarization.pending_messages
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every evicted message is in the summary; False on timeout."""

@@ -9,6 +9,9 @@ number, a date or a preference, deterministically and without a key. The LLM ext
 provider takes one (OpenAI-compatible servers), in the prompt otherwise; the answer is
 parsed tolerantly (code fences, prose around the JSON, a bare list, numeric labels) and
 an answer with no usable JSON raises :class:`~tiermem.errors.MalformedAnswerError`.
+Its calls go through the model's circuit breaker (:mod:`tiermem.breaker`): while the
+model rests, :class:`~tiermem.breaker.CircuitOpenError` is raised at once and the fact
+worker waits and retries the batch later.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from tiermem.breaker import guarded
 from tiermem.errors import InputError, MalformedAnswerError, ProviderError
 from tiermem.temporal import MONTHS
 from tiermem.text import folded, sentences, term_set
@@ -348,8 +352,9 @@ class LLMExtractor:
                 "type": "json_schema",
                 "json_schema": {"name": "facts", "strict": True, "schema": SCHEMA},
             }
+        llm = self.llm
         try:
-            completion = self.llm.complete(prompt, **options)
+            completion = guarded(llm, lambda: llm.complete(prompt, **options))
         except ProviderError as exc:
             if "response_format" not in options or "HTTP 400" not in str(exc):
                 raise
@@ -357,7 +362,7 @@ class LLMExtractor:
             self.structured = "prompt"
             self.calls += 1
             options.pop("response_format")
-            completion = self.llm.complete(prompt, **options)
+            completion = guarded(llm, lambda: llm.complete(prompt, **options))
         self.calls += 1
         usage = getattr(completion, "usage", None)
         self.prompt_tokens += int(getattr(usage, "prompt_tokens", 0))

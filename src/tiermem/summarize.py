@@ -3,7 +3,10 @@
 Two implementations of one :class:`Summarizer` protocol:
 
 * :class:`MemorySummarizer` asks an LLM, with the seed's prompt by default, and
-  merges new messages into the previous summary when one is given.
+  merges new messages into the previous summary when one is given. Its calls go
+  through the model's circuit breaker (:func:`tiermem.breaker.breaker_for`): while it
+  is open they raise :class:`~tiermem.breaker.CircuitOpenError` at once, and the
+  buffer's pipeline and the store worker summarize with the offline summarizer instead.
 * :class:`ExtractiveSummarizer` needs no model: it keeps the most informative
   sentences (names, numbers, dates, preferences, first-person facts) within a
   token or character budget. Deterministic, offline, and the fallback when an
@@ -20,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from tiermem.breaker import CircuitBreaker, aguarded, breaker_for, guarded
 from tiermem.errors import ConfigError, InvalidSizeError, InvalidTypeError
 from tiermem.llm.base import LLM
 from tiermem.llm.factory import get_llm
@@ -147,6 +151,11 @@ class MemorySummarizer:
         self.merge_template = merge_template
         self.options = options
 
+    @property
+    def breaker(self) -> CircuitBreaker:
+        """The model's circuit breaker (shared with every other use of the model)."""
+        return breaker_for(self.model)
+
     def prompt(self, messages: Sequence[MessageLike], previous_summary: str | None = None) -> str:
         """The prompt sent to the model (useful to inspect or log)."""
         conversation = render_conversation(messages)
@@ -157,21 +166,29 @@ class MemorySummarizer:
     def summarize(
         self, messages: Sequence[MessageLike], previous_summary: str | None = None
     ) -> str:
-        """Summarize ``messages``, merged into ``previous_summary`` when given."""
+        """Summarize ``messages``, merged into ``previous_summary`` when given.
+
+        Raises:
+            CircuitOpenError: the model failed several times in a row and rests (no call
+                was made); the model's own error otherwise.
+        """
         if not messages:
             return previous_summary or ""
         prompt = self.prompt(messages, previous_summary)
-        if isinstance(self.model, LLM):
-            return self.model.complete(prompt, **self.options).text.strip()
-        return str(self.model.generate(prompt)).strip()
+        model = self.model
+        if isinstance(model, LLM):
+            return guarded(model, lambda: model.complete(prompt, **self.options)).text.strip()
+        return str(guarded(model, lambda: model.generate(prompt))).strip()
 
     async def asummarize(
         self, messages: Sequence[MessageLike], previous_summary: str | None = None
     ) -> str:
         """Async twin of :meth:`summarize` (a sync-only model runs in a thread)."""
-        if messages and isinstance(self.model, LLM):
+        model = self.model
+        if messages and isinstance(model, LLM):
             prompt = self.prompt(messages, previous_summary)
-            return (await self.model.acomplete(prompt, **self.options)).text.strip()
+            answer = await aguarded(model, lambda: model.acomplete(prompt, **self.options))
+            return answer.text.strip()
         return await asyncio.to_thread(self.summarize, messages, previous_summary)
 
 

@@ -149,7 +149,7 @@ class BufferSummaryChatMemory:
 
     @property
     def summary(self) -> str | None:
-        """The running summary (waits for batches already queued)."""
+        """The running summary as it stands (never waits on the LLM; :meth:`prune` does)."""
         return self.buffer.summary
 
     def clear(self) -> None:

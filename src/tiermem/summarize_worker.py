@@ -11,8 +11,14 @@ thread, so it is not a :class:`~tiermem.runner.Runner`: many buffers share four 
 A batch whose summarizer fails (provider error, timeout) stays pending: it is
 visible in :attr:`SummaryPipeline.pending`, counted in :attr:`SummaryPipeline.stats`,
 retried with exponential backoff, and after ``max_failures`` failures summarized
-by the offline fallback (:class:`~tiermem.summarize.ExtractiveSummarizer`).
-:meth:`SummaryPipeline.to_dict` includes pending batches so a restart loses nothing.
+by the offline fallback (:class:`~tiermem.summarize.ExtractiveSummarizer`). While the
+model's circuit breaker is open (it failed several times in a row:
+:mod:`tiermem.breaker`) the summarizer raises
+:class:`~tiermem.breaker.CircuitOpenError` at once and the batch goes to the fallback
+straight away, with no retry and no wait; the probe after the cool-down brings the model
+back. Nothing waits for the pipeline but :meth:`SummaryPipeline.flush`: a buffer's
+summary is read as it stands. :meth:`SummaryPipeline.to_dict` includes pending batches
+so a restart loses nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tiermem.breaker import CircuitOpenError
 from tiermem.clock import SYSTEM_CLOCK, Clock
 from tiermem.errors import InvalidSizeError, InvalidTypeError, SerializationError
 from tiermem.messages import Message, messages_from_dicts
@@ -118,7 +125,8 @@ class SummaryStats:
     failures: int = 0
     """Failed summarization attempts (each is retried or falls back)."""
     fallbacks: int = 0
-    """Batches the fallback summarized after ``max_failures`` failures or an overload."""
+    """Batches the fallback summarized: after ``max_failures`` failures, an overload, or
+    while the model's circuit breaker was open."""
 
 
 Apply = Callable[[str, str], None]
@@ -274,7 +282,14 @@ class SummaryPipeline:
             use_fallback = overloaded or batch.failures >= self.policy.max_failures
             summarizer = self.fallback if use_fallback else self.summarizer
             try:
-                entry, running = self._summarize(summarizer, batch)
+                try:
+                    entry, running = self._summarize(summarizer, batch)
+                except CircuitOpenError as exc:
+                    if use_fallback:
+                        raise
+                    log.debug("summarizer skipped (%s); the fallback summarizes the batch", exc)
+                    summarizer, use_fallback = self.fallback, True
+                    entry, running = self._summarize(summarizer, batch)
             except Exception as exc:
                 self._failed(batch, summarizer, exc)
                 continue

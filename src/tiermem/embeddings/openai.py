@@ -1,7 +1,11 @@
 """``openai/<name>``: any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint.
 
 OpenAI itself, Azure-style proxies, vLLM, LiteLLM, llama.cpp server, Ollama's ``/v1``.
-HTTP, retries and error mapping come from :class:`tiermem._http.HttpClient`.
+HTTP, retries and error mapping come from :class:`tiermem._http.HttpClient`. Each
+request goes through the embedder's circuit breaker (:attr:`OpenAIEmbedder.breaker`):
+after a few failed requests in a row the service is left alone for a cool-down and a
+call raises :class:`~tiermem.breaker.CircuitOpenError` at once (the worker gives its
+rows back; a read does not wait), then one probe request decides.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from tiermem._http import HttpClient, require_api_key
+from tiermem.breaker import CircuitBreaker, aguarded, guarded
 from tiermem.embeddings.base import BaseEmbedder
 from tiermem.errors import ConfigError, ProviderResponseError
 
@@ -39,6 +44,7 @@ class OpenAIEmbedder(BaseEmbedder):
             required unless the model is a known OpenAI one.
         encoding_format: ``"float"`` (every server) or ``"base64"`` (smaller, faster).
         timeout, max_retries, backoff: per attempt, see :class:`tiermem._http.HttpClient`.
+        breaker: the circuit breaker of the service (default: 3 failures, 30 s).
         **base: ``batch_size`` (inputs per request, default 256), ``cache_size``, ``cache``,
             ``max_chars`` (see BaseEmbedder).
     """
@@ -55,6 +61,7 @@ class OpenAIEmbedder(BaseEmbedder):
         max_retries: int = 3,
         backoff: float = 0.5,
         batch_size: int = 256,
+        breaker: CircuitBreaker | None = None,
         **base: Any,
     ) -> None:
         super().__init__(f"openai/{model}", batch_size=batch_size, **base)
@@ -84,6 +91,9 @@ class OpenAIEmbedder(BaseEmbedder):
             provider="openai",
             auth_hint="check OPENAI_API_KEY or api_key=",
         )
+        self.breaker = breaker if breaker is not None else CircuitBreaker()
+        """Opens after failed requests in a row (unreachable, timeouts, 429, 5xx, rejected
+        credentials); a refused input (4xx) counts as an answer."""
 
     @property
     def dimension(self) -> int:
@@ -100,10 +110,13 @@ class OpenAIEmbedder(BaseEmbedder):
         return body
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        return self._parse(self.http.post_json("/embeddings", self._body(texts)), len(texts))
+        body = self._body(texts)
+        data = guarded(self, lambda: self.http.post_json("/embeddings", body), self.breaker)
+        return self._parse(data, len(texts))
 
     async def _aembed_batch(self, texts: list[str]) -> np.ndarray:
-        data = await self.http.apost_json("/embeddings", self._body(texts))
+        body = self._body(texts)
+        data = await aguarded(self, lambda: self.http.apost_json("/embeddings", body), self.breaker)
         return self._parse(data, len(texts))
 
     def _parse(self, data: dict[str, Any], count: int) -> np.ndarray:

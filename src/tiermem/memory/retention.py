@@ -367,6 +367,7 @@ class InProcess(Retention):
             kept = [m for m in buffer.messages if m.message_id not in gone]
             deleted += len(buffer) - len(kept)
             if len(kept) < len(buffer):
+                buffer.flush()  # what left the window is in the summary before it is rebuilt
                 summary = buffer.summary
                 buffer.clear()
                 buffer.extend(kept)

@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from tiermem.breaker import aguarded, guarded
 from tiermem.errors import InvalidSizeError, InvalidTypeError
 from tiermem.llm.base import LLM
 from tiermem.llm.factory import get_llm
@@ -80,12 +81,18 @@ class SynopsisGenerator:
         self.options = options
 
     def generate(self, user_id: str, memories: Sequence[MemoryRecord]) -> Synopsis:
-        """The user's synopsis; never raises because of the LLM (falls back offline)."""
+        """The user's synopsis; never raises because of the LLM (falls back offline).
+
+        The LLM is called behind its circuit breaker (:func:`tiermem.breaker.breaker_for`):
+        after a few failures in a row it is skipped for a cool-down, so the synopsis is
+        offline at once (and cached briefly: the service asks the LLM again later).
+        """
         user_id, records = self._inputs(user_id, memories)
         if self.llm is None or not records:
             return self.offline(user_id, records)
-        try:
-            answer = self.llm.complete(self.messages(records), **self.options).text
+        llm, messages = self.llm, self.messages(records)
+        try:  # behind the model's breaker: while it is open, offline at once
+            answer = guarded(llm, lambda: llm.complete(messages, **self.options)).text
         except Exception as exc:  # any provider failure degrades to offline
             return self._fallback(user_id, records, _failure(exc))
         return self._from_answer(user_id, records, answer)
@@ -95,8 +102,9 @@ class SynopsisGenerator:
         user_id, records = self._inputs(user_id, memories)
         if self.llm is None or not records:
             return self.offline(user_id, records)
+        llm, messages = self.llm, self.messages(records)
         try:
-            answer = (await self.llm.acomplete(self.messages(records), **self.options)).text
+            answer = (await aguarded(llm, lambda: llm.acomplete(messages, **self.options))).text
         except Exception as exc:
             return self._fallback(user_id, records, _failure(exc))
         return self._from_answer(user_id, records, answer)
@@ -181,7 +189,9 @@ class SynopsisGenerator:
         )
 
     def _fallback(self, user_id: str, records: list[MemoryRecord], why: str) -> Synopsis:
-        log.warning("synopsis for a user falls back to offline: %s", why)
+        # while the model's breaker is open, each synopsis says so at debug level only
+        level = logging.DEBUG if "CircuitOpenError" in why else logging.WARNING
+        log.log(level, "synopsis for a user falls back to offline: %s", why)
         return self.offline(user_id, records)
 
     def _bounded(self, text: str) -> str:
