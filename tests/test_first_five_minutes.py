@@ -95,6 +95,26 @@ def without(env: dict[str, str], tmp_path: Path, *packages: str) -> dict[str, st
     return {**env, "PYTHONPATH": f"{blocker}{os.pathsep}{SRC}", "UNINSTALLED": ",".join(packages)}
 
 
+def test_install_docs_name_the_ways_that_work() -> None:
+    """tiermem is on no package index: the README and docs/install.md say how to install it
+    from the source tree and from a wheel (tests/test_wheel.py runs the wheel's way), and
+    no page tells a user to `pip install tiermem` by name as if it were on PyPI."""
+    import tomllib
+
+    root = Path(__file__).parents[1]
+    version = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    readme = flat((root / "README.md").read_text())
+    install = (root / "docs" / "install.md").read_text()
+    assert "[docs/install.md](docs/install.md)" in readme and "python -m build" in readme
+    for way in ("pip install -e .", "pip install -e '.[server]'", "python -m build"):
+        assert way in install, way
+    assert f"pip install 'tiermem-{version}-py3-none-any.whl[server]'" in install
+    assert f"pip install 'tiermem-{version}.tar.gz[server]'" in install
+    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    bare = [p.name for p in pages if re.search(r"pip install tiermem\b(?![-\[])", p.read_text())]
+    assert bare == ["install.md"], bare  # only where it says that this finds nothing
+
+
 def test_demo(env: dict[str, str]) -> None:
     code, out, err = tiermem(env, "demo")
     assert code == 0, err
