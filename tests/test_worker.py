@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from embedders import HashEmbedder
+from tiermem.errors import ProviderUnavailableError
+from tiermem.memory import Memory
 from tiermem.messages import Message
 from tiermem.stores.sqlite import SQLiteStore
 from tiermem.worker import StoreWorker
@@ -59,3 +63,58 @@ def test_end_session_waits_for_another_process_folding_the_session(tmp_path: Pat
         assert memory.store.summary_due("another-process", "u", "s", 0, 1, 1.0) is not None
         summary = memory.end_session("u", "s")
         assert summary is not None and "tomato" in summary
+
+
+class FlakyEmbedder:
+    """A user's own embedder class (not a tiermem base class): it raises Python's
+    ConnectionError while its service is down, as a client of one's own would."""
+
+    model_id = "mine/flaky"
+    dimension = DIM
+
+    def __init__(self) -> None:
+        self.inner = HashEmbedder(DIM)
+        self.down_until = 0.0
+        self.refused = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if time.monotonic() < self.down_until:
+            self.refused += 1
+            raise ConnectionError("[Errno 111] Connection refused")
+        return self.inner.embed(texts)
+
+    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)
+
+
+def test_an_embedder_of_ones_own_raising_connection_errors_fails_no_message(
+    tmp_path: Path,
+) -> None:
+    """Messages keep arriving while a user's embedder raises ConnectionError for 2.5 s:
+    the worker takes it for the embedder being down (as a timeout, 429 or 5xx): it gives
+    the rows back with backoff, marks none failed, and indexes every one once it is back.
+    A read meanwhile gets a typed ProviderUnavailableError."""
+    embedder = FlakyEmbedder()
+    # the worker's outage backoff doubles per round given back (up to 30 s): rounds that
+    # gather 0.25 s of adds, from 10 ms, keep the last wait short and the test quick
+    config = {"memory": {"worker": {"delay": 0.25, "retry_backoff": 0.01}}}
+    with Memory(str(tmp_path / "m.db"), config=config, embedder=embedder) as memory:
+        said = [memory.add("user", f"before the outage {i}", "ana", "s") for i in range(20)]
+        assert memory.flush(30) and memory.work_stats().done == 20
+        embedder.down_until = time.monotonic() + 2.5
+        with pytest.raises(ProviderUnavailableError, match="ConnectionError"):
+            memory.search("what was said before the outage", "ana")
+        end = time.monotonic() + 3.5
+        i = 0
+        while time.monotonic() < end:  # real adds, before, during and after the outage
+            said.append(memory.add("user", f"line {i} said meanwhile", "ana", "s"))
+            i += 1
+            time.sleep(0.005)
+        assert embedder.refused > 0 and memory.worker.outages > 0
+        assert memory.work_stats().failed == 0  # none failed during the outage
+        assert memory.flush(60)
+        stats = memory.work_stats()
+        assert (stats.failed, stats.pending, stats.done) == (0, 0, len(said))
+        assert memory.failed("ana") == [] and memory.worker.failures == 0
+        indexed = {r.content for r in memory.store.list("ana", limit=10_000)}
+        assert {f"user: {m.text}" for m in said} <= indexed

@@ -13,9 +13,11 @@ A batch whose embedding fails is retried row by row, so one bad row (a text the
 embedder rejects) never holds up another; a row that keeps failing is retried with
 backoff, then marked ``failed`` with its reason (``Memory.failed``), where it can be
 retried or erased. An embedder that is down rather than refusing a row (unreachable, a
-timeout, 429, 5xx, rejected credentials: :func:`embedder_down`) fails no row: the claimed
-rows go back uncounted and are claimed again after a backoff that doubles while the
-outage lasts (up to :data:`MAX_OUTAGE_WAIT`).
+timeout, 429, 5xx, rejected credentials, its circuit breaker open, or a connection-level
+error of a user's own embedder class: Python's ``ConnectionError``, ``TimeoutError`` or
+another ``OSError``; :func:`embedder_down`) fails no row: the claimed rows go back
+uncounted and are claimed again after a backoff that doubles while the outage lasts (up
+to :data:`MAX_OUTAGE_WAIT`).
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tiermem.breaker import model_unavailable
 from tiermem.embeddings.cache import content_hash
-from tiermem.errors import AuthenticationError, ProviderUnavailableError, StoreError
+from tiermem.errors import StoreError
 from tiermem.message_vectors import ContextVectors, PassageSettings, embed_with_passages
 from tiermem.runner import Backoff, Runner, backoff_delay
 from tiermem.stores.queue import WorkItem
@@ -55,8 +58,11 @@ MAX_OUTAGE_WAIT = 30.0
 
 def embedder_down(exc: BaseException) -> bool:
     """Whether an embedding error is the embedder's state rather than the row's: it would
-    fail any row alike, so no row is marked failed for it."""
-    return isinstance(exc, (ProviderUnavailableError, AuthenticationError))
+    fail any row alike, so no row is marked failed for it
+    (:func:`tiermem.breaker.model_unavailable`: a provider's outage, timeout, 429, 5xx,
+    rejected credentials or open breaker, or a ``ConnectionError`` / other ``OSError``
+    that an embedder of one's own raises)."""
+    return model_unavailable(exc)
 
 
 class StoreWorker:

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from tiermem.access import AccessLog
+from tiermem.breaker import model_unavailable
 from tiermem.buffer import BufferMemory, BufferRegistry
 from tiermem.changes import Changes
 from tiermem.config import TiermemConfig
@@ -27,6 +28,7 @@ from tiermem.errors import (
     DimensionMismatchError,
     InvalidTypeError,
     ProviderError,
+    ProviderUnavailableError,
     TiermemError,
 )
 from tiermem.paths import sqlite_file
@@ -454,10 +456,13 @@ def _current(records: list[Any]) -> list[Any]:
 
 @contextmanager
 def _provider_errors() -> Iterator[None]:
-    """An embedder's own exception becomes a ProviderError (ours pass as they are)."""
+    """An embedder's own exception becomes a ProviderError (ours pass as they are): a
+    ProviderUnavailableError when it says the embedder is down (a ``ConnectionError`` or
+    another ``OSError``: :func:`tiermem.breaker.model_unavailable`)."""
     try:
         yield
     except TiermemError:
         raise
     except Exception as exc:
-        raise ProviderError(f"the embedder failed: {type(exc).__name__}: {exc}") from exc
+        kind = ProviderUnavailableError if model_unavailable(exc) else ProviderError
+        raise kind(f"the embedder failed: {type(exc).__name__}: {exc}") from exc
