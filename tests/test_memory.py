@@ -47,6 +47,7 @@ from tiermem.stores.validate import MAX_MESSAGE_CHARS
 
 SMALL_BUFFER = {"memory": {"buffer": {"size": 8, "summary_batch": 4}}}
 NO_FLOOR = {"memory": {**SMALL_BUFFER["memory"], "planner": {"floor": {"enabled": False}}}}
+FLOOR = {"memory": {**SMALL_BUFFER["memory"], "planner": {"floor": {"enabled": True}}}}
 THREAD_PREFIXES = (
     "tiermem-archiver",
     "tiermem-worker",
@@ -408,7 +409,7 @@ def test_synopsis_disabled(tmp_path: Path) -> None:
 
 
 def test_get_context_sections_items_and_explain(tmp_path: Path) -> None:
-    floored = make_memory(tmp_path / "floored")
+    floored = make_memory(tmp_path / "floored", FLOOR)
     memory = make_memory(tmp_path, NO_FLOOR)  # every section, relevant or not
     u = user()
     for m in (floored, memory):

@@ -32,6 +32,10 @@ COUNTER = get_token_counter()
 DAY = datetime(2023, 5, 8, 12, tzinfo=timezone.utc)
 
 
+FLOOR = {"enabled": True}
+"""The relevance floor on (it is off by default)."""
+
+
 def planner(**settings_: object) -> QueryPlanner:
     return QueryPlanner(PlannerConfig(**settings_), counter=COUNTER)  # type: ignore[arg-type]
 
@@ -597,7 +601,9 @@ def test_plan_never_exceeds_the_budget(
 def test_the_floor_leaves_out_memories_without_evidence_so_the_budget_is_a_cap() -> None:
     relevant = [cand(f"Ana bakes with rye flour, batch {i}.", 0.6) for i in range(3)]
     unrelated = [cand(f"The bus to the office left late on day {i}.", 0.1) for i in range(30)]
-    ctx = planner().plan("which flour?", max_tokens=2000, candidates=relevant + unrelated)
+    ctx = planner(floor=FLOOR).plan(
+        "which flour?", max_tokens=2000, candidates=relevant + unrelated
+    )
     assert {i.content for i in ctx.items} == {c.content for c in relevant}
     assert ctx.total_tokens < 100  # far under the budget: nothing else was relevant
     off = planner(floor={"enabled": False}).plan(
@@ -608,7 +614,7 @@ def test_the_floor_leaves_out_memories_without_evidence_so_the_budget_is_a_cap()
 
 def test_the_floor_is_absolute_not_relative_to_the_pool() -> None:
     weak = [cand(f"Weak line {i} about nothing much.", 0.2 + i / 100) for i in range(5)]
-    ctx = planner().plan("flour", max_tokens=2000, candidates=weak)
+    ctx = planner(floor=FLOOR).plan("flour", max_tokens=2000, candidates=weak)
     assert ctx.items == []  # the best of a weak pool is still weak
     relevance = sorted(c.relevance for c in weak)
     assert relevance[-1] == 1.0  # though its relative relevance is the top one
@@ -617,10 +623,10 @@ def test_the_floor_is_absolute_not_relative_to_the_pool() -> None:
 def test_the_drop_off_ends_a_context_where_the_evidence_falls_away_from_the_best() -> None:
     strong = [cand(f"Ana bakes rye loaves at the fair, stall {i}.", 0.8) for i in range(4)]
     weak = [cand(f"Bo mentioned the weather on walk {i}.", 0.3 + i / 1000) for i in range(80)]
-    ctx = planner().plan("what does Ana bake?", max_tokens=500, candidates=strong + weak)
+    ctx = planner(floor=FLOOR).plan("what does Ana bake?", max_tokens=500, candidates=strong + weak)
     assert {i.content for i in ctx.items} == {c.content for c in strong}
     assert all(c.relevance < 0.25 for c in weak)  # relevance is relative: the best is 1
-    filled = planner(floor={"relevance": 0.0}).plan(
+    filled = planner(floor={**FLOOR, "relevance": 0.0}).plan(
         "what does Ana bake?", max_tokens=500, candidates=strong + weak
     )
     assert len(filled.items) > 30 and filled.total_tokens > 450  # absolute evidence only
@@ -636,10 +642,12 @@ def test_the_drop_off_leaves_a_pool_that_fits_whole() -> None:
 def test_all_the_query_keywords_let_a_dissimilar_memory_in() -> None:
     found = cand("Moinho Velho supplies the rye.", 0.05)
     half = cand("Moinho is a word for mill.", 0.05)
-    ctx = planner().plan("Who is Moinho Velho?", max_tokens=500, candidates=[found, half])
+    ctx = planner(floor=FLOOR).plan(
+        "Who is Moinho Velho?", max_tokens=500, candidates=[found, half]
+    )
     assert [i.content for i in ctx.items] == [found.content]
     assert ctx.items[0].keywords == 1.0 and ctx.items[0].similarity == 0.05
-    loose = planner(floor={"keywords": 0.5}).plan(
+    loose = planner(floor={**FLOOR, "keywords": 0.5}).plan(
         "Who is Moinho Velho?", max_tokens=500, candidates=[found, half]
     )
     assert len(loose.items) == 2
@@ -655,11 +663,11 @@ def test_the_neighbours_of_a_relevant_message_pass_the_floor() -> None:
     question = cand("Ana: What did you bake for the fair?", 0.7, message_id="m1", session_id="s")
     answer = cand("Bo: Mostly rye loaves.", 0.2, message_id="m2", previous_id="m1", session_id="s")
     far = cand("Bo: It rained all day.", 0.2, message_id="m9", previous_id="m8", session_id="s")
-    ctx = planner(floor={"neighbours": True}).plan(
+    ctx = planner(floor={**FLOOR, "neighbours": True}).plan(
         "what was baked for the fair", max_tokens=500, candidates=[question, answer, far]
     )
     assert {i.content for i in ctx.items} == {question.content, answer.content}
-    alone = planner().plan(
+    alone = planner(floor=FLOOR).plan(
         "what was baked for the fair", max_tokens=500, candidates=[question, answer, far]
     )
     assert [i.content for i in alone.items] == [question.content]
@@ -670,7 +678,7 @@ def test_a_memory_in_the_time_the_query_names_passes_the_floor() -> None:
     outside = cand(
         "We closed for holidays.", 0.1, timestamp=datetime(2025, 8, 1, tzinfo=timezone.utc)
     )
-    ctx = planner().plan(
+    ctx = planner(floor=FLOOR).plan(
         "What happened in March 2025?", max_tokens=500, candidates=[inside, outside]
     )
     assert [i.content for i in ctx.items] == [inside.content]

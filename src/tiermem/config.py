@@ -305,11 +305,12 @@ class FloorConfig(Section):
     it in its session passes on similarity or keywords; so a pool of unrelated memories
     gives nothing. The drop-off: its relevance (vector, keyword, session, time and
     neighbour evidence fused, the query's best memory being 1) is at least ``relevance``;
-    so the context ends where the evidence falls away from the best match. Off
-    (``enabled: false``), every candidate may fill the budget.
-    """
+    so the context ends where the evidence falls away from the best match. Off (the
+    default), every candidate may fill the budget: on long histories an abstract question
+    is barely similar to its evidence and the floor left out 0.06-0.09 of it (BEAM); on
+    short chit-chat it saves tokens (LoCoMo: 11 % at 2,000 for no recall)."""
 
-    enabled: bool = True
+    enabled: bool = False
     neighbours: bool = False
     similarity: float = Field(default=0.25, ge=-1, le=1, description="Least cosine similarity.")
     keywords: float = Field(

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from tiermem.buffer import newest_within, summary_message
 from tiermem.config import PlannerConfig
@@ -51,7 +51,7 @@ from tiermem.ranking import (
 from tiermem.temporal import asks_about_past, asks_order, asks_when, within
 from tiermem.text import folded, keyword_counts, query_stems, term_set
 
-__all__ = ["SECTIONS", "Candidate", "Context", "ContextItem", "QueryPlanner"]
+__all__ = ["SECTIONS", "Candidate", "Context", "ContextItem", "QueryPlanner", "Rerank"]
 
 if TYPE_CHECKING:
     from tiermem.tokens import TokenCounter
@@ -145,6 +145,15 @@ class _Part:
     messages: list[dict[str, Any]] = field(default_factory=list)
     items: list[ContextItem] = field(default_factory=list)
     tokens: int = 0
+
+
+class Rerank(NamedTuple):
+    """An optional second stage (``memory.rerank``): ``rescore(query, documents,
+    relevance)`` gives the best ``top_n`` candidates' new relevance (the reranker's
+    scores blended in; their relevance unchanged when it fails or is late)."""
+
+    rescore: Callable[[str, list[str], list[float]], list[float]]
+    top_n: int
 
 
 class _Selection:
@@ -382,8 +391,10 @@ class QueryPlanner:
         candidates: Sequence[Candidate] = (),
         summary: str | None = None,
         synopsis: str | None = None,
+        rerank: Rerank | None = None,
     ) -> Context:
-        """Build the context: sections in the configured order, within ``max_tokens``."""
+        """Build the context: sections in the configured order, within ``max_tokens``
+        (``rerank``: a second stage that rescores the best candidates)."""
         budget = self.settings.max_tokens if max_tokens is None else max_tokens
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise InvalidSizeError("max_tokens", f"must be an int >= 1, got {budget!r}")
@@ -416,6 +427,8 @@ class QueryPlanner:
             and not notes_shown.hold(c.content.strip(" ."))
         ]
         self.rank_relevance(query, fresh)
+        if rerank is not None:
+            _rescore(query, fresh, rerank)
         cap = min(left, int(budget * shares.get("retrieved", 1.0)))
         parts["retrieved"] = self._retrieved(
             self.above_floor(query, fresh, cap), cap, self._standing(fresh), not asks_order(query)
@@ -579,6 +592,16 @@ SUPERSEDED = 0.5
 """The share of its relevance a superseded fact keeps when the query is not about the past."""
 _MIN_LINE_TOKENS = 4  # no memory line is cheaper: stop filling below this
 _COUNT_CACHE = 100_000
+
+
+def _rescore(query: str, candidates: Sequence[Candidate], rerank: Rerank) -> None:
+    """The best ``rerank.top_n`` candidates' relevance from the second stage."""
+    best = sorted(candidates, key=lambda c: -c.relevance)[: rerank.top_n]
+    if best:
+        relevance = [c.relevance for c in best]
+        new = rerank.rescore(query, [c.content for c in best], relevance)
+        for candidate, value in zip(best, new, strict=True):
+            candidate.relevance = value
 
 
 def _by_assistant(candidate: Candidate, speaker: str | None) -> bool:

@@ -116,6 +116,7 @@ class Reading(Operations):
             candidates=found.candidates,
             summary=found.summary,
             synopsis=found.synopsis,
+            rerank=self._tiers.rerank,
         )
         used = [i.memory_id for i in context.items if i.memory_id is not None]
         if used and not self._tiers.closed:

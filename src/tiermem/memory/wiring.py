@@ -75,6 +75,7 @@ class Tiers:
         self._embedder: Any = None
         self._llm_spec = llm
         self._llm: Any = None
+        self._rerank: Any = None
         self._summarizer = summarizer
         self._working: Any = None
         self._synopsis = synopsis
@@ -183,6 +184,29 @@ class Tiers:
             return get_llm(spec, **options) if isinstance(spec, str) else spec
 
         return self._once("_llm", build)
+
+    @property
+    def rerank(self) -> Any:
+        """The second stage of a context (``memory.rerank``: a
+        :class:`~tiermem.planner.Rerank`), or None when off. Built on first use; a read
+        waits at most ``timeout`` for it, and its breaker skips it while it keeps failing."""
+        settings = self.config.memory.rerank
+        if not settings.enabled:
+            return None
+
+        def build() -> Any:
+            from tiermem.planner import Rerank
+            from tiermem.rerank import blend, get_reranker, rerank_scores
+
+            reranker = get_reranker(settings.provider, llm=self.llm, **settings.provider_options())
+
+            def rescore(query: str, documents: list[str], relevance: list[float]) -> list[float]:
+                scores = rerank_scores(reranker, query, documents, settings.timeout)
+                return blend(relevance, scores, settings.weight)
+
+            return Rerank(rescore, settings.top_n)
+
+        return self._once("_rerank", build)
 
     def uses_llm(self, choice: str, key: str, offline: str) -> bool:
         """Whether a ``llm`` / ``auto`` / offline setting means the chat model (auto: when
