@@ -191,14 +191,15 @@ class Tiers:
         :class:`~tiermem.planner.Rerank`), or None when off. Built on first use; a read
         waits at most ``timeout`` for it, and its breaker skips it while it keeps failing."""
         settings = self.config.memory.rerank
-        if not settings.enabled:
+        provider = settings.provider
+        if provider is None:
             return None
 
         def build() -> Any:
             from tiermem.planner import Rerank
             from tiermem.rerank import blend, get_reranker, rerank_scores
 
-            reranker = get_reranker(settings.provider, llm=self.llm, **settings.provider_options())
+            reranker = get_reranker(provider, llm=self.llm, **settings.provider_options())
 
             def rescore(query: str, documents: list[str], relevance: list[float]) -> list[float]:
                 scores = rerank_scores(reranker, query, documents, settings.timeout)
