@@ -169,14 +169,20 @@ class _Selection:
         self._seen: dict[int, list[frozenset[str]]] = {}
         self._said: set[str] = set()
         self._excerpted: set[str] = set()
+        self._excerpts: list[Excerpt] = []
+        self._lines: dict[int, int] = {}  # each offered candidate's line, in tokens
 
     def offer(self, candidate: Candidate, room: int) -> int | None:
         """Take ``candidate`` if it is new and its line fits ``room``: its token cost, or
         None (already taken, a near duplicate, or too long)."""
-        if candidate.key in self._keys or self._restates_taken(candidate):
+        cost = self._lines.get(id(candidate))
+        if cost is None:  # "!\n" is often one token
+            cost = self._lines[id(candidate)] = self.planner._count(candidate.content + "\n")
+        if cost > room or candidate.key in self._keys or self._restates_taken(candidate):
+            return None  # most of a pool fails the first test: it comes first
+        if candidate.excerpt is not None and self._covered(candidate.excerpt):
             return None
         date = _date_label(candidate.timestamp)
-        cost = self.planner._count(candidate.content + "\n")  # "!\n" is often one token
         if date not in self._dates:
             cost += self.planner._count(date + "\n")
         excerpt = candidate.excerpt
@@ -194,10 +200,30 @@ class _Selection:
         self._keys.add(candidate.key)
         if candidate.message_id:
             self._said.add(candidate.message_id)
+        if excerpt is not None:
+            self._excerpts.append(excerpt)
         self._seen.setdefault(len(words), []).append(words)
         self.chosen.append(candidate)
         self.costs[id(candidate)] = cost
         return cost
+
+    def _covered(self, excerpt: Excerpt) -> bool:
+        """Whether ``excerpt``'s text is shown already: its message whole, or a chosen
+        excerpt of it that holds its span."""
+        return excerpt.message_id in self._said or any(
+            excerpt.within(other) for other in self._excerpts
+        )
+
+    def shown(self) -> list[Candidate]:
+        """The chosen memories but the excerpts a later choice shows already (a standing
+        instruction offered first, then its message whole or a passage holding it):
+        never the same text twice."""
+        return [c for c in self.chosen if c.excerpt is None or not self._hidden(c.excerpt)]
+
+    def _hidden(self, excerpt: Excerpt) -> bool:
+        return excerpt.message_id in self._said or any(
+            excerpt.within(other) and excerpt != other for other in self._excerpts
+        )
 
     def _restates_taken(self, candidate: Candidate) -> bool:
         """A fact whose source messages are all taken adds nothing beside them."""
@@ -525,8 +551,8 @@ class QueryPlanner:
     def _fit_rendered(self, selection: _Selection, cap: int) -> _Part:
         """The chosen memories as one message within ``cap`` (dropping the lowest scored
         in the rare case that token merges at line joins push it over)."""
-        chosen = selection.chosen
-        while chosen:
+        while selection.chosen:
+            chosen = selection.shown()
             lines = _render(chosen, selection.newest_first)
             message = {"role": "system", "content": "\n".join(lines)}
             tokens = self._lines_tokens(lines, message)
@@ -549,7 +575,7 @@ class QueryPlanner:
                     for c in chosen
                 ]
                 return _Part([message], items, tokens)
-            chosen.remove(min(chosen, key=lambda c: c.score))
+            selection.chosen.remove(min(chosen, key=lambda c: c.score))
         return _Part()
 
     def _near_duplicate(self, words: frozenset[str], seen: dict[int, list[frozenset[str]]]) -> bool:
@@ -631,6 +657,8 @@ def excerpt_header(excerpt: Excerpt) -> str:
     return f"{excerpt.speaker} (excerpt of message {excerpt.message_id}):"
 
 
+EXCERPT_JOIN = 4
+"""Characters (whitespace) between two shown spans of a message read as no gap."""
 EXCERPT_GAP = "[...]"
 """The line between two passages of one message that are not next to each other."""
 
@@ -645,7 +673,7 @@ def _render(chosen: list[Candidate], newest_first: bool = False) -> list[str]:
 
     def order(c: Candidate) -> tuple[datetime, str, int]:
         at = _aware(c.timestamp) or epoch
-        return (at, c.excerpt.message_id, c.excerpt.part) if c.excerpt else (at, c.key, 0)
+        return (at, c.excerpt.message_id, c.excerpt.start) if c.excerpt else (at, c.key, 0)
 
     ranked = sorted(chosen, key=order)
     if newest_first:  # the newest message first; a message's passages in their order
@@ -666,7 +694,7 @@ def _render(chosen: list[Candidate], newest_first: bool = False) -> list[str]:
         if excerpt is not None:
             if shown is None or shown.message_id != excerpt.message_id:
                 lines.append(excerpt_header(excerpt))
-            elif excerpt.part > shown.part + 1:
+            elif excerpt.start > shown.end + EXCERPT_JOIN:
                 lines.append(EXCERPT_GAP)
         shown = excerpt
         lines.append(candidate.content)

@@ -69,14 +69,21 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class Excerpt:
-    """Where a passage sits in its message: the message's id, who said it, the passage's
-    number among the message's passages and its span of the message's text."""
+    """Where a passage (or a standing instruction) sits in its message: the message's id,
+    who said it and its span of the message's text."""
 
     message_id: str
     speaker: str
-    part: int
     start: int
     end: int
+
+    def within(self, other: Excerpt) -> bool:
+        """Whether this span lies inside ``other`` (of the same message)."""
+        return (
+            self.message_id == other.message_id
+            and other.start <= self.start
+            and self.end <= other.end
+        )
 
 
 class Substrings:

@@ -491,13 +491,14 @@ def _record_fields(record: Any) -> _Fields:
 
 
 def _excerpt(memory_type: str, metadata: dict[str, Any]) -> Excerpt | None:
-    """Where a passage sits in its message (None for any other memory)."""
-    if memory_type != "passage":
+    """Where a passage or a standing instruction sits in its message (None for any
+    other memory)."""
+    message = metadata.get("excerpt_of")
+    if memory_type not in ("passage", "preference") or not message:
         return None
     return Excerpt(
-        str(metadata.get("excerpt_of") or ""),
+        str(message),
         str(metadata.get("speaker") or ""),
-        int(metadata.get("part") or 0),
         int(metadata.get("start") or 0),
         int(metadata.get("end") or 0),
     )
