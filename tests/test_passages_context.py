@@ -121,3 +121,20 @@ def test_passages_can_be_turned_off(tmp_path: Path) -> None:
     m.flush()
     assert {r.memory_type for r in m.list_memories(user_id="u", limit=500)} == {"message"}
     m.close()
+
+
+def test_a_question_that_asks_for_a_summary_gets_the_session_summaries(memory: Memory) -> None:
+    summary = "Session on the budget app: login done, charts next, deadline April 15."
+    memory.remember(summary, user_id="u", memory_type="summary", session_id="s1")
+    for i in range(40):
+        memory.add("user", f"My budget app note {i}: fixed bug {i}.", user_id="u", session_id="s1")
+    memory.flush()
+    asked = memory.get_context(
+        "Can you summarize how my budget app has progressed?",
+        user_id="u",
+        session_id="s2",
+        max_tokens=120,
+    )
+    assert summary in asked.text()
+    plain = memory.get_context("Which bug did I fix?", user_id="u", session_id="s2", max_tokens=120)
+    assert summary not in plain.text()

@@ -19,12 +19,12 @@ from typing import Any, Protocol, runtime_checkable
 from typing_extensions import Unpack
 
 from tiermem.messages import Content, Message
-from tiermem.planner import Context, ContextItem
 from tiermem.stores.ops import Filters
 from tiermem.stores.queue import WorkStats
 from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
 from tiermem.stores.transcript import SessionInfo, TranscriptRow
 from tiermem.synopsis import Synopsis
+from tiermem.types import Context, ContextItem
 
 MEMORY_TYPES: tuple[str, ...] = (
     "message",

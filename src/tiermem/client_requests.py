@@ -18,7 +18,6 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 from tiermem.api import MemoryAPI
 from tiermem.errors import InputError, InvalidTypeError
 from tiermem.messages import Message
-from tiermem.planner import Context
 from tiermem.stores.ops import make_filter
 from tiermem.stores.queue import WorkStats
 from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
@@ -31,6 +30,7 @@ from tiermem.stores.validate import (
     check_user_id,
 )
 from tiermem.synopsis import Synopsis
+from tiermem.types import Context
 from tiermem.wire import (
     context_from_json,
     hit_from_json,

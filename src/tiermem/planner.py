@@ -26,21 +26,21 @@ its tokens (:meth:`Context.explain`).
 from __future__ import annotations
 
 import math
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tiermem.buffer import newest_within, summary_message
 from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
-from tiermem.messages import Message, to_anthropic_messages, transcript_line
+from tiermem.messages import Message, transcript_line
 from tiermem.ranking import (
     LINES,
     Candidate,
     Excerpt,
     Substrings,
+    asks_summary,
     by_marginal_relevance,
     line_facts,
     named_speakers,
@@ -50,92 +50,16 @@ from tiermem.ranking import (
 )
 from tiermem.temporal import asks_about_past, asks_order, asks_when, within
 from tiermem.text import folded, keyword_counts, query_stems, term_set
+from tiermem.types import SECTIONS, Context, ContextItem, Section
 
 __all__ = ["SECTIONS", "Candidate", "Context", "ContextItem", "QueryPlanner", "Rerank"]
 
 if TYPE_CHECKING:
     from tiermem.tokens import TokenCounter
 
-Section = Literal["synopsis", "summary", "retrieved", "recent"]
-SECTIONS: tuple[Section, ...] = ("synopsis", "summary", "retrieved", "recent")
 RETRIEVED_HEADER = "Relevant memories from earlier conversations:"
 NEWEST_FIRST_HEADER = "Relevant memories from earlier conversations (newest first):"
 SYNOPSIS_HEADER = "What is known about the user:"
-
-
-@dataclass(frozen=True)
-class ContextItem:
-    """One item of a context: what tier it came from, its score and its tokens
-    (``memory_id``: the long-term memory it is, for items from the store; ``message_id``:
-    the message it is, or, with ``span``, the characters of that message's text it shows
-    as an excerpt: ``Memory.get_message`` returns the whole message).
-
-    ``score`` is relative to the other candidates of the same query (the best has
-    relevance 1); ``similarity`` (cosine to the query) and ``keywords`` (share of the
-    query's keywords it holds) are the absolute evidence the relevance floor checks.
-    """
-
-    section: Section
-    source: str
-    content: str
-    score: float
-    tokens: int
-    timestamp: datetime | None = None
-    memory_id: uuid.UUID | None = None
-    similarity: float | None = None
-    keywords: float | None = None
-    sources: tuple[str, ...] = ()
-    message_id: str | None = None
-    span: tuple[int, int] | None = None
-
-
-@dataclass
-class Context:
-    """The context for one prompt: OpenAI-format messages and why each part is there."""
-
-    messages: list[dict[str, Any]]
-    items: list[ContextItem]
-    total_tokens: int
-    max_tokens: int
-    query: str = ""
-
-    @property
-    def tokens(self) -> int:
-        """Alias of ``total_tokens``."""
-        return self.total_tokens
-
-    def to_openai(self) -> list[dict[str, Any]]:
-        """The messages in OpenAI chat format (copies)."""
-        return [dict(m) for m in self.messages]
-
-    def to_anthropic(self) -> tuple[str | None, list[dict[str, Any]]]:
-        """``(system, messages)`` for the Anthropic Messages API."""
-        return to_anthropic_messages(Message.from_openai(m) for m in self.messages)
-
-    def text(self) -> str:
-        """The whole context as plain text (what the model reads)."""
-        return "\n".join(str(m.get("content") or "") for m in self.messages)
-
-    def explain(self) -> str:
-        """A table of every item: section, source tier, score (relative to the other
-        candidates), the absolute evidence (cosine similarity ``sim``, share of the
-        query's keywords ``kw``), tokens and a preview."""
-        lines = [f"context for {self.query!r}: {self.total_tokens}/{self.max_tokens} tokens"]
-        header = f"{'section':<10} {'source':<9} {'score':>6} {'sim':>6} {'kw':>5} {'tokens':>6}"
-        lines.append(header + "  content")
-        for item in self.items:
-            preview = _preview(item.content)
-            sim = "-" if item.similarity is None else f"{item.similarity:.3f}"
-            kw = "-" if item.keywords is None else f"{item.keywords:.2f}"
-            lines.append(
-                f"{item.section:<10} {item.source:<9} {item.score:>6.3f} {sim:>6} {kw:>5}"
-                f" {item.tokens:>6}  {preview}"
-            )
-            lines += [f"{'':<49}from: {_preview(line)}" for line in item.sources]
-        return "\n".join(lines)
-
-    def __len__(self) -> int:
-        return len(self.messages)
 
 
 @dataclass
@@ -457,7 +381,10 @@ class QueryPlanner:
             _rescore(query, fresh, rerank)
         cap = min(left, int(budget * shares.get("retrieved", 1.0)))
         parts["retrieved"] = self._retrieved(
-            self.above_floor(query, fresh, cap), cap, self._standing(fresh), not asks_order(query)
+            self.above_floor(query, fresh, cap),
+            cap,
+            self._standing(query, fresh),
+            not asks_order(query),
         )
         ordered = [parts[section] for section in self.settings.order if section in parts]
         messages = [m for part in ordered for m in part.messages]
@@ -486,17 +413,18 @@ class QueryPlanner:
         ]
         return _Part([m.to_openai() for m in kept], items, sum(i.tokens for i in items))
 
-    def _standing(self, candidates: Sequence[Candidate]) -> list[Candidate]:
-        """The user's standing instructions and preferences to offer first: the nearest
-        ``standing`` whose similarity reaches ``standing_similarity``."""
+    def _standing(self, query: str, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """What to offer first: the user's standing instructions and preferences, the
+        nearest ``standing`` whose similarity reaches ``standing_similarity``; and, when
+        the query asks for a summary, the session summaries found for it."""
         least = self.settings.standing_similarity
-        found = [
-            c
-            for c in candidates
-            if c.standing and c.similarity is not None and c.similarity >= least
-        ]
-        found.sort(key=lambda c: -(c.similarity or 0.0))
-        return found[: self.settings.standing]
+        pinned = sorted(
+            (c for c in candidates if c.standing and c.similarity is not None),
+            key=lambda c: -(c.similarity or 0.0),
+        )
+        found = [c for c in pinned if c.kind != "summary" and (c.similarity or 0.0) >= least]
+        summaries = [c for c in pinned if c.kind == "summary"] if asks_summary(query) else []
+        return found[: self.settings.standing] + summaries
 
     def _retrieved(
         self,
@@ -635,11 +563,6 @@ def _by_assistant(candidate: Candidate, speaker: str | None) -> bool:
     a message line starts with it, ``speaker``)."""
     said = candidate.excerpt.speaker if candidate.excerpt is not None else speaker
     return said == "assistant"
-
-
-def _preview(text: str, limit: int = 70) -> str:
-    text = text.replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 _MONTHS = tuple(datetime(2000, month, 1).strftime("%B") for month in range(1, 13))

@@ -8,6 +8,7 @@ what depends on a line alone is kept by line (:data:`LINES`).
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -37,7 +38,8 @@ class Candidate:
     when they are all taken). ``excerpt`` places a passage in its long message;
     ``passages`` is how many passages a long message has (they stand for it in a context);
     ``standing`` marks one of the user's standing instructions or preferences nearest the
-    query (offered first).
+    query, or a session summary nearest a query that asks for a summary (offered first);
+    ``kind`` is a stored memory's type.
 
     Slotted: a prompt's 300 candidates are read a dozen times each after the query's
     forward pass has pushed them out of the CPU's caches; without a dict each is 176
@@ -65,6 +67,7 @@ class Candidate:
     excerpt: Excerpt | None = None
     passages: int = 0
     standing: bool = False
+    kind: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +239,19 @@ def named_speakers(query: str, speakers: Sequence[str | None]) -> set[str]:
     asked = term_set(query)
     named = {s for s in pool if (parts := terms(s)) and asked.issuperset(parts)}
     return named if named != pool else set()
+
+
+_SUMMARY = re.compile(
+    r"\b(?:summar\w*|overview|recap|outline|overall|so far|progress\w*|walk me through"
+    r"|how (?:has|have|did|does|do) .{0,60}\b(?:go|gone|going|progress\w*|evolv\w*|develop\w*))",
+    re.IGNORECASE,
+)
+
+
+def asks_summary(query: str) -> bool:
+    """Whether ``query`` asks for a summary of a theme or a period ("summarize", "how has
+    my project progressed", "give me an overview"): session summaries answer it."""
+    return bool(_SUMMARY.search(query))
 
 
 def asks_question(content: str) -> bool:

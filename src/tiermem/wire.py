@@ -17,10 +17,10 @@ from typing import Any
 from tiermem import errors
 from tiermem.errors import InputError, TiermemError
 from tiermem.messages import Message
-from tiermem.planner import Context, ContextItem
 from tiermem.stores.queue import WorkStats
 from tiermem.stores.records import MemoryRecord, SearchEvidence, SearchResult
 from tiermem.stores.transcript import SessionInfo, TranscriptRow
+from tiermem.types import Context, ContextItem
 
 
 def record_to_json(record: MemoryRecord, user_id: str | None = None) -> dict[str, Any]:

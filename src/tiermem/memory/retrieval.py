@@ -27,7 +27,7 @@ from tiermem.memory.retention import Retention
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message, transcript_line
 from tiermem.planner import Candidate
-from tiermem.ranking import Excerpt
+from tiermem.ranking import Excerpt, asks_summary
 from tiermem.stores.ops import MemoryFilter, Op, SearchOp
 from tiermem.stores.transcript import GenerationOp
 from tiermem.text import (
@@ -86,13 +86,13 @@ class Retriever:
             searches = self.tiers.search_pool()
             keyword = searches.submit(self._keyword_search, query, user_id)
             vector, pending = self._embed_with_pending(query, read.unindexed)
-            vector_hits, standing_hits = store.batch(self._vector_ops(vector, user_id))
+            vector_hits, *pinned = store.batch(self._vector_ops(vector, user_id, query))
             if keyword.cancel():  # no thread was free to start it (a busy machine): here
                 keyword_hits, by_keyword = self._keyword_search(query, user_id)
             else:
                 keyword_hits, by_keyword = keyword.result()
             inputs.candidates = self._candidates(
-                query, read, vector, pending, vector_hits, keyword_hits, standing_hits, by_keyword
+                query, read, vector, pending, vector_hits, keyword_hits, pinned, by_keyword
             )
         inputs.synopsis = self._synopsis(user_id, read.generation)
         return inputs
@@ -130,7 +130,7 @@ class Retriever:
             if not embedding.done():  # the reads and keyword search while it is embedded
                 found, batch = await store.abatch(batch), []
             vector = (await embedding)[0]
-            batch += self._vector_ops(vector, user_id)
+            batch += self._vector_ops(vector, user_id, query)
 
             def search_then_finish(hits: list[Any]) -> T:
                 return finish(read([*found, *hits], vector))
@@ -155,10 +155,10 @@ class Retriever:
         read = _Read(self, user_id, session_id, reads, found[: len(reads)])
         inputs = read.inputs()
         if vector is not None:
-            keyword_hits, vector_hits, standing_hits = found[len(reads) :]
+            keyword_hits, vector_hits, *pinned = found[len(reads) :]
             own = self._embed_pending(read.unindexed)
             inputs.candidates = self._candidates(
-                query, read, vector, own, vector_hits, keyword_hits, standing_hits
+                query, read, vector, own, vector_hits, keyword_hits, pinned
             )
         inputs.synopsis = self._synopsis(user_id, read.generation)
         return inputs
@@ -175,19 +175,34 @@ class Retriever:
     def _keyword_op(self, query: str, user_id: str) -> SearchOp:
         return SearchOp(user_id, "keyword", None, query, self.pool, count_access=False, shared=True)
 
-    def _vector_ops(self, vector: Any, user_id: str) -> list[Op]:
-        """The vector search, and the search among the user's standing instructions and
+    def _vector_ops(self, vector: Any, user_id: str, query: str) -> list[Op]:
+        """The vector search; the search among the user's standing instructions and
         preferences (``planner.standing``: the nearest few reach the context whatever
-        the other memories' ranks)."""
+        the other memories' ranks); and, for a query that asks for a summary, among the
+        session summaries (:data:`SUMMARIES`)."""
         # after the unindexed rows were read: a row the worker indexes in between is in
         # the index, or in both (the planner keeps one)
-        return [
+        ops: list[Op] = [
             SearchOp(user_id, "vector", vector, None, self.pool, count_access=False, shared=True),
             SearchOp(
                 user_id, "vector", vector, None, max(self.standing, 1), STANDING_FILTER,
                 count_access=False, shared=True,
             ),
         ]  # fmt: skip
+        if asks_summary(query):
+            ops.append(
+                SearchOp(
+                    user_id,
+                    "vector",
+                    vector,
+                    None,
+                    SUMMARIES,
+                    SUMMARY_FILTER,
+                    count_access=False,
+                    shared=True,
+                )
+            )
+        return ops
 
     def _synopsis(self, user_id: str, generation: int | None) -> str | None:
         """The synopsis for a context (None when synopses are disabled)."""
@@ -210,14 +225,14 @@ class Retriever:
         pending: dict[int, Any],
         vector_hits: list[Any],
         keyword_hits: list[Any],
-        standing_hits: list[Any],
+        pinned: list[list[Any]],
         by_keyword: dict[int, Candidate] | None = None,
     ) -> list[Candidate]:
         """The searches' hits, the unindexed rows, the working memory's and the session
         buffer's nearest, as the planner's candidates; ``by_keyword``: the keyword hits'
         candidates when made beforehand (:meth:`_keyword_search`; taken over: they get
-        their similarity here). The standing instructions' hits are marked
-        ``standing``."""
+        their similarity here). The hits of the searches among standing instructions and
+        summaries (``pinned``) are marked ``standing``."""
         if by_keyword is None:
             by_keyword = _by_keyword(keyword_hits)
         pool, user_id = self.pool, read.user_id
@@ -234,7 +249,7 @@ class Retriever:
             embedding = found.vector
             found.similarity = float(embedding @ vector) if embedding is not None else None
             by_id[key] = found
-        for hit in standing_hits[: self.standing]:
+        for hit in (hit for hits in pinned for hit in hits):
             key = hit.record.id.int
             found = by_id.get(key) or _from_record(hit.record, similarity=hit.score)
             found.standing = True
@@ -379,6 +394,10 @@ class _Read:
 
 STANDING_FILTER = MemoryFilter(memory_types=("preference",))
 """What the search among standing instructions and preferences looks at."""
+SUMMARY_FILTER = MemoryFilter(memory_types=("summary",))
+"""What the search among session summaries looks at."""
+SUMMARIES = 2
+"""Session summaries nearest a query that asks for a summary, offered first."""
 FOLLOW_SHARE = 0.5
 """The share of the first keyword search's best score a follow-up hit can reach."""
 
@@ -462,11 +481,12 @@ def _from_record(record: Any, similarity: float | None, keyword: float | None = 
         ids,
         excerpt,
         passages,
+        kind,
     ) = kept[1]
     return Candidate(  # positional, in field order: a third of the time of keywords
         line, "store", similarity, keyword, created, importance, folded_key, session,
         message, previous, memory, record.embedding, 0.0, 0.0, 0.0, current, sources, ids,
-        excerpt, passages,
+        excerpt, passages, False, kind,
     )  # fmt: skip
 
 
@@ -487,6 +507,7 @@ def _record_fields(record: Any) -> _Fields:
         source_ids,
         _excerpt(record.memory_type, metadata),
         int(metadata.get("passages") or 0),
+        record.memory_type,
     )
 
 
@@ -506,12 +527,12 @@ def _excerpt(memory_type: str, metadata: dict[str, Any]) -> Excerpt | None:
 
 _Fields = tuple[
     str, datetime, float, str, "str | None", "str | None", "str | None", uuid.UUID, bool,
-    tuple[str, ...], tuple[str, ...], "Excerpt | None", int,
+    tuple[str, ...], tuple[str, ...], "Excerpt | None", int, str,
 ]  # fmt: skip
 """A stored memory's candidate fields but the scores and vector, in :class:`Candidate`'s
 order: line, time, importance, dedup key, session, message, previous message, memory id,
-current, sources and their message ids, where a passage sits, and how many passages a
-long message has."""
+current, sources and their message ids, where a passage sits, how many passages a long
+message has, and the memory's type."""
 _FIELDS: dict[int, tuple[weakref.ref[Any], _Fields]] = {}
 """Each stored record's candidate fields (:data:`_Fields`), by the memory id's
 integer, with the record they were made of: a search that shares its records (SQLite's
