@@ -219,8 +219,8 @@ def beam_folders(path: Path) -> list[Path]:
     """The conversation folders (each with chat.json and probing_questions.json) of a BEAM
     folder: its own subfolders, else those of its ``100K`` folder; numbered ones in order."""
     for base in (path, path / "100K"):
-        found = [p.parent for p in base.glob("*/chat.json") if (p.parent / "chat.json").exists()]
-        found = [f for f in found if (f / "probing_questions.json").exists()]
+        found = [p.parent for p in base.glob("*/probing_questions.json")]
+        found = [f for f in found if (f / "chat.json").exists()]
         if found:
             return sorted(
                 found,
@@ -568,7 +568,7 @@ class Pool:
     passage_vectors: np.ndarray
 
 
-def embed_all(embedder: Any, texts: list[str], label: str, batch: int = 128) -> np.ndarray:
+def embed_all(embedder: Any, texts: list[str], label: str, batch: int = 256) -> np.ndarray:
     """``texts`` embedded in batches, a count on stderr; a text over the embedder's
     ``max_chars`` is cut there (the model reads only its first 256 tokens anyway)."""
     limit = getattr(embedder, "max_chars", 200_000)
@@ -808,15 +808,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for q in questions
         ],
     }
+    seconds: dict[str, float] = {}
+    result["seconds"] = seconds
+    clock = time.perf_counter()
+
+    def lap(phase: str) -> None:
+        nonlocal clock
+        seconds[phase] = time.perf_counter() - clock
+        clock = time.perf_counter()
+
     try:
         opened, ingests = build(stores, "apart", conversations, False, embedder, counter)
         result["ingest"] = {n: vars(i) for n, i in ingests.items()}
+        lap("ingest")
         memory = opened.memory
         default = memory.config.memory.planner
         judged: dict[str, Judgements] = {}
         judged["tiermem"], result["latency"] = ask_tiermem(
             memory, conversations, budgets, False, "tiermem (per user)", timed=True
         )
+        lap("tiermem")
         scores: GridScores = {"default": grid_rows(judged["tiermem"], conversations, budgets)}
         grid_tokens: dict[str, dict[int, float]] = {
             "default": {b: statistics.mean(j.tokens for j in judged["tiermem"][b]) for b in budgets}
@@ -829,6 +840,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             scores[name] = grid_rows(point, conversations, budgets)
             grid_tokens[name] = {b: statistics.mean(j.tokens for j in point[b]) for b in budgets}
         opened.memory.close()
+        lap("grid")
         result["grid"] = {
             "touched": {
                 n: {
@@ -848,6 +860,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for name, per in got.items():
                 for b in budgets:
                     judged.setdefault(name, {x: [] for x in budgets})[b] += per[b]
+        lap("baselines")
         result["systems"] = {s: figures(judged[s], questions) for s in SYSTEMS}
         result["per_question"] = {
             s: {b: [j.touched for j in judged[s][b]] for b in budgets} for s in SYSTEMS
@@ -856,6 +869,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             result["one_user"] = run_one_user(
                 stores, conversations, pools, budgets, embedder, counter
             )
+            lap("one user")
             apart, one = (
                 result["latency"]["get_context_ms"],
                 result["one_user"]["latency"]["get_context_ms"],
@@ -943,6 +957,10 @@ def report(result: dict[str, Any], command: str) -> None:
     report_grid(console, result)
     if result.get("one_user"):
         report_one_user(console, result)
+    print(
+        "time of each part: "
+        + ", ".join(f"{phase} {s:.0f} s" for phase, s in result["seconds"].items())
+    )
     print(f"reproduce: {command}")
 
 
