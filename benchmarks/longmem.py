@@ -99,9 +99,10 @@ SHORT_ANSWER_WORDS = 8
 APART, ONE_USER = "beam-", "beam-all"
 GRID: dict[str, dict[str, Any]] = {
     "default": {},
-    "no-floor": {"floor": {"enabled": False}},
-    "no-diversity": {"diversity": 0.0},
-    "keyword-0.5": {"weights": {"keyword": 0.5}},
+    "floor-on": {"floor": {"enabled": True}},
+    "assistant-1": {"weights": {"assistant": 1.0}},
+    "assistant-0.3": {"weights": {"assistant": 0.3}},
+    "no-standing": {"standing": 0},
     "pool-400": {"k": 400},
 }
 """Named planner settings: overrides of ``memory.planner`` (nested dicts), default first."""
@@ -423,6 +424,33 @@ def build(
         for r in info.refused:
             print(f"  refused message {r['id']} ({r['chars']} characters): {r['error']}")
     return opened, ingests
+
+
+def ingest_ratio(conv: Conversation, rounds: int = 2) -> dict[str, Any]:
+    """The ingest of ``conv`` into a new store with ``memory.passages`` off (each message
+    one unit, as before passages) and on, in turn, ``rounds`` times each (a new embedder
+    each time: nothing cached); the median seconds of each and their ratio."""
+    from tiermem import Memory
+    from tiermem.embeddings import get_embedder
+
+    seconds: dict[str, list[float]] = {"off": [], "on": []}
+    for _ in range(rounds):
+        for mode in seconds:
+            folder = Path(tempfile.mkdtemp(prefix="tiermem-ingest-"))
+            config = {"memory": {"passages": {"enabled": mode == "on"}}}
+            memory = Memory(str(folder / "m.db"), config=config, embedder=get_embedder(MODEL))
+            try:
+                seconds[mode].append(ingest(memory, conv, "ingest", "").seconds)
+            finally:
+                memory.close()
+                shutil.rmtree(folder, ignore_errors=True)
+    off, on = (statistics.median(seconds[m]) for m in ("off", "on"))
+    print(
+        f"ingest of conversation {conv.name}: passages off {off:.1f} s, on {on:.1f} s "
+        f"(median of {rounds}, in turn): {on / off:.2f}x",
+        flush=True,
+    )
+    return {"conversation": conv.name, "seconds": seconds, "ratio": on / off}
 
 
 def user_of(conv: Conversation, one_user: bool) -> tuple[str, str]:
@@ -1090,6 +1118,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="2 conversations, 2000 4000")
     parser.add_argument("--grid", nargs="+", help=f"grid points to run (built in: {list(GRID)})")
     parser.add_argument("--grid-json", help="a JSON file of name -> planner overrides")
+    parser.add_argument(
+        "--ingest-ratio",
+        action="store_true",
+        help="also time the first conversation's ingest with passages off and on, side by side",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "longmem.json")
     args = parser.parse_args(argv)
     folders = beam_folders(args.data_dir)
@@ -1107,6 +1140,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--budgets must be positive")
     args.grid_points = load_grid(args, parser)
     result = run(args)
+    if args.ingest_ratio:
+        result["ingest_ratio"] = ingest_ratio(load(folders[0]))
     write_json(args.out, json.loads(json.dumps(result, default=str)))
     report(result, reproduce_command(__file__, argv))
     return 0

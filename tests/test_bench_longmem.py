@@ -89,7 +89,7 @@ def test_longmem_run_on_two_tiny_conversations(tmp_path: Path) -> None:
     write_beam(data / "100K", "2", ("Pixel", "Rex"))
     store = tmp_path / "store"
     args = [str(data), "--budgets", "60", "4000", "--store", str(store), "--one-user"]
-    args += ["--grid", "default", "no-floor", "pool-400"]
+    args += ["--grid", "default", "floor-on", "pool-400"]
     proc, result = run_benchmark("longmem", *args, out=tmp_path / "longmem.json")
     assert result["conversations"] == ["1", "2"] and result["questions"] == 6  # abstention out
     assert all(i["messages"] == 8 and not i["refused"] for i in result["ingest"].values())
@@ -115,7 +115,7 @@ def test_longmem_run_on_two_tiny_conversations(tmp_path: Path) -> None:
     for figures in result["systems"].values():
         assert figures["60"]["tokens"] <= 60 and figures["4000"]["tokens"] <= 4000
     grid = result["grid"]
-    assert list(grid["touched"]) == ["default", "no-floor", "pool-400"]
+    assert list(grid["touched"]) == ["default", "floor-on", "pool-400"]
     assert set(grid["cv"]["fold_choices"]) == {"1", "2"}
     latency = result["latency"]
     assert latency["embed_ms"]["p50"] > 0 and set(latency["ratio"]) == {"60", "4000"}
