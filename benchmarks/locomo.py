@@ -330,7 +330,7 @@ def run(
     no_floor = default.floor.model_copy(update={"enabled": False})
     variants = {"tiermem, no floor": default.model_copy(update={"floor": no_floor})}
     for name, value in [("absolute only", 0.0), *((f"drop-off {v:g}", v) for v in floors)]:
-        floor = default.floor.model_copy(update={"relevance": value})
+        floor = default.floor.model_copy(update={"enabled": True, "relevance": value})
         variants[f"tiermem, {name}"] = default.model_copy(update={"floor": floor})
     try:
         for conv in conversations:

@@ -58,7 +58,6 @@ if TYPE_CHECKING:
     from tiermem.tokens import TokenCounter
 
 RETRIEVED_HEADER = "Relevant memories from earlier conversations:"
-NEWEST_FIRST_HEADER = "Relevant memories from earlier conversations (newest first):"
 SYNOPSIS_HEADER = "What is known about the user:"
 
 
@@ -446,7 +445,7 @@ class QueryPlanner:
             candidate.score = self.score(candidate, newest)
         ranked = sorted(candidates, key=lambda c: -c.score)
         selection = _Selection(self, newest_first)
-        header = used = self._tokens({"role": "system", "content": NEWEST_FIRST_HEADER})
+        header = used = self._tokens({"role": "system", "content": RETRIEVED_HEADER})
         for candidate in first:
             used += selection.offer(candidate, cap - used) or 0
         offered: set[int] = set()
@@ -605,7 +604,7 @@ def _render(chosen: list[Candidate], newest_first: bool = False) -> list[str]:
             key = order(candidate)
             said.setdefault((key[0], key[1] if candidate.excerpt else ""), []).append(candidate)
         ranked = [c for lines in reversed(said.values()) for c in lines]
-    lines = [NEWEST_FIRST_HEADER if newest_first else RETRIEVED_HEADER]
+    lines = [RETRIEVED_HEADER]
     last = None
     shown: Excerpt | None = None  # the passage just rendered
     for candidate in ranked:
