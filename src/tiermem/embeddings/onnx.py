@@ -105,6 +105,35 @@ def load_onnx(
         return _models[key]
 
 
+def onnxruntime(needs: str) -> Any:
+    """The onnxruntime module, its telemetry off (``needs``: who asks, for the error).
+
+    onnxruntime 1.29+ sends usage telemetry on Linux and macOS too, and writes a device id
+    under ~/.cache/Microsoft; a library that runs offline keeps it off unless the process
+    chose otherwise (the variable is read once, when onnxruntime starts)."""
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise ModelLoadError(f"{needs} onnxruntime: pip install tiermem ({exc})") from exc
+    return ort
+
+
+def cpu_session(ort: Any, graph: Path, threads: int | None) -> Any:
+    """An inference session for ``graph`` on the CPU, as a library shares it: its idle
+    worker threads sleep instead of spinning (on 2 busy cores this halves a query's
+    median time, docs/embeddings.md) and warnings about unused initializers, which are
+    not the user's, stay quiet."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(
+        str(graph), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+
+
 def _load(graph: Path, tokenizer_file: Path, max_length: int, threads: int | None) -> OnnxModel:
     for what, path in (("graph", graph), ("tokenizer", tokenizer_file)):
         if not path.is_file():
@@ -112,27 +141,9 @@ def _load(graph: Path, tokenizer_file: Path, max_length: int, threads: int | Non
                 f"embedding model {what} {path} does not exist; pass model_path= an .onnx "
                 "file with tokenizer.json beside it"
             )
-    # onnxruntime 1.29+ sends usage telemetry on Linux and macOS too, and writes a device
-    # id under ~/.cache/Microsoft; a library that runs offline keeps it off unless the
-    # process chose otherwise (the variable is read once, when onnxruntime starts).
-    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    ort = onnxruntime("local embeddings need")
     try:
-        import onnxruntime as ort
-    except ImportError as exc:
-        raise ModelLoadError(
-            f"local embeddings need onnxruntime: pip install tiermem ({exc})"
-        ) from exc
-    options = ort.SessionOptions()
-    options.log_severity_level = 3  # warnings about unused initializers are not the user's
-    # Idle worker threads sleep instead of spinning: a library shares the CPU with its
-    # application (on 2 busy cores this halves a query's median time, docs/embeddings.md).
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    if threads is not None:
-        options.intra_op_num_threads = threads
-    try:
-        session = ort.InferenceSession(
-            str(graph), sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        session = cpu_session(ort, graph, threads)
         tokenizer = WordPieceTokenizer.from_file(tokenizer_file, max_length)
     except Exception as exc:  # a corrupt or foreign file: say which
         raise ModelLoadError(

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.embeddings.onnx import forward_passes
+from tiermem.embeddings.onnx import cpu_session, forward_passes, onnxruntime
 from tiermem.embeddings.wordpiece import WordPieceTokenizer
 from tiermem.errors import InvalidSizeError, ModelLoadError, ProviderResponseError
 from tiermem.rerank.base import BaseReranker
@@ -110,22 +110,9 @@ def load_cross_encoder(
 def _load(
     graph: Path, tokenizer_file: Path, max_length: int, threads: int | None
 ) -> CrossEncoderModel:
-    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # as the ONNX embedder does
+    ort = onnxruntime("the ONNX reranker needs")
     try:
-        import onnxruntime as ort
-    except ImportError as exc:
-        raise ModelLoadError(
-            f"the ONNX reranker needs onnxruntime: pip install tiermem ({exc})"
-        ) from exc
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    if threads is not None:
-        options.intra_op_num_threads = threads
-    try:
-        session = ort.InferenceSession(
-            str(graph), sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        session = cpu_session(ort, graph, threads)
         tokenizer = load_tokenizer(tokenizer_file, max_length)
     except Exception as exc:  # a corrupt graph, a SentencePiece tokenizer, a vocab without [CLS]
         raise ModelLoadError(
