@@ -327,7 +327,8 @@ def ingest(memory: Any, conv: Conversation, user: str, prefix: str) -> Ingest:
                     memory.add(user_id=user, session_id=session, **entry(m))
                 except ContentTooLargeError as exc:
                     refused.append({"id": m.id, "chars": len(m.text), "error": str(exc)})
-    memory.flush()
+    if not memory.flush():
+        print(f"conversation {conv.name}: the worker's flush did not finish", file=sys.stderr)
     return Ingest(time.perf_counter() - start, len(conv.messages) - len(refused), refused)
 
 

@@ -215,3 +215,47 @@ def test_cross_validation_picks_on_the_other_conversations() -> None:
     assert cv["default"]["mean"] == pytest.approx(0.4)
     tie = {"default": {"c1": [[0.5]], "c2": [[0.5]]}, "x": {"c1": [[0.5]], "c2": [[0.5]]}}
     assert cross_validate(tie, [1])["fold_choices"] == {"c1": "default", "c2": "default"}
+
+
+def test_ingest_adds_a_refusing_batch_one_message_at_a_time() -> None:
+    from datetime import datetime, timezone
+
+    from longmem import Conversation, Said, ingest
+    from tiermem.errors import ContentTooLargeError
+
+    class Refusing:
+        """What the benchmark calls of a Memory; refuses messages over 20 characters."""
+
+        def __init__(self) -> None:
+            self.added: list[tuple[str, str]] = []
+
+        def check(self, content: str) -> None:
+            if len(content) > 20:
+                raise ContentTooLargeError("content", f"has {len(content)} characters")
+
+        def add_messages(
+            self, messages: list[dict[str, Any]], user_id: str, session_id: str
+        ) -> None:
+            for m in messages:
+                self.check(m["content"])
+            self.added += [(session_id, m["content"]) for m in messages]
+
+        def add(self, *, user_id: str, session_id: str, content: str, **fields: Any) -> None:
+            self.check(content)
+            self.added.append((session_id, content))
+
+        def flush(self) -> bool:
+            return True
+
+    when = datetime(2024, 3, 15, tzinfo=timezone.utc)
+    texts = [(1, "short one"), (1, "x" * 30), (1, "short two"), (2, "short three")]
+    said = [Said(i, "user", t, b, when) for i, (b, t) in enumerate(texts)]
+    memory = Refusing()
+    got = ingest(memory, Conversation("c", said, []), "u", "p-")
+    assert memory.added == [
+        ("p-batch-1", "short one"),
+        ("p-batch-1", "short two"),
+        ("p-batch-2", "short three"),
+    ]
+    assert got.messages == 3 and [r["id"] for r in got.refused] == [1]
+    assert got.refused[0]["chars"] == 30
