@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import inspect
 import json
+import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -18,15 +19,19 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 from tiermem.api import MemoryAPI
 from tiermem.errors import InputError, InvalidTypeError
 from tiermem.messages import Message
-from tiermem.stores.ops import make_filter
+from tiermem.stores.ops import check_search_filters, make_filter
 from tiermem.stores.queue import WorkStats
 from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
 from tiermem.stores.transcript import SessionInfo, TranscriptRow
 from tiermem.stores.validate import (
     build_message,
     build_messages,
+    check_flag,
+    check_importance,
+    check_limit,
     check_message_id,
     check_message_ids,
+    check_timeout,
     check_user_id,
 )
 from tiermem.synopsis import Synopsis
@@ -59,13 +64,19 @@ class Call(Generic[T]):
     ndjson: bytes | None = None
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: Any, field: str | None = None) -> Any:
+    """``value`` as JSON takes it (times as ISO text); ``field``: the top-level key it is
+    under, which an error names."""
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v, field or str(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [_jsonable(v, field) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(
+            field or "body", f"holds {value}, which JSON cannot carry", "use finite numbers"
+        )
     return value
 
 
@@ -148,6 +159,7 @@ def _append(
 
 @request(MemoryAPI.remember)
 def remember(a: Arguments) -> Call[str]:
+    _sendable_importance(a.importance)
     return Call("POST", "/v1/memories", lambda data: str(data["id"]), json=a)
 
 
@@ -165,6 +177,7 @@ def remember_many(a: Arguments) -> Call[builtins.list[str]]:
 def update_memory(a: Arguments) -> Call[MemoryRecord]:
     fields = ("content", "memory_type", "importance", "metadata")
     body = {k: a[k] for k in fields if a[k] is not None}
+    _sendable_importance(a.importance)
     path = f"/v1/memories/{_segment(a.memory_id, 'memory_id')}"
     return Call("PATCH", path, record_from_json, json=body, params={"user_id": a.user_id})
 
@@ -176,15 +189,19 @@ def get_context(a: Arguments) -> Call[Context]:
 
 @request(MemoryAPI.search)
 def search(a: Arguments) -> Call[builtins.list[SearchResult]]:
+    """Search the user's memories (see :meth:`tiermem.Memory.search`); the filters are
+    checked here as Memory checks them (a NaN or a key that is not a str cannot be sent)."""
+    if a.filters is not None:
+        check_user_id(a.user_id)
+        make_filter(**check_search_filters(a.filters))
     return Call("POST", "/v1/search", lambda d: [hit_from_json(h) for h in d["results"]], json=a)
 
 
 @request(MemoryAPI.list_memories)
 def list_memories(a: Arguments) -> Call[builtins.list[MemoryRecord]]:
     """A page of the user's memories, newest first (``metadata`` is sent as JSON)."""
-    offset, filters = a.offset, a.filters
-    if isinstance(offset, int) and not isinstance(offset, bool) and offset < 0:
-        raise InputError("offset", f"{offset} is negative", "use 0 or more")
+    check_user_id(a.user_id)
+    offset, filters = check_limit(a.offset, "offset", 0), a.filters  # sent as a cursor
     make_filter(**filters)  # the store's checks, before anything is sent
     metadata, memory_type = filters.get("metadata"), filters.get("memory_type")
     try:
@@ -247,8 +264,9 @@ def generate_synopsis(a: Arguments) -> Call[Synopsis]:
 
 @request(MemoryAPI.facts)
 def facts(a: Arguments) -> Call[builtins.list[MemoryRecord]]:
-    params = {"current": a.current, "limit": a.limit}
-    return Call("GET", _user_path(a.user_id, "facts"), _records("facts"), params=params)
+    path = _user_path(a.user_id, "facts")
+    params = {"current": check_flag(a.current, "current"), "limit": a.limit}
+    return Call("GET", path, _records("facts"), params=params)
 
 
 @request(MemoryAPI.fact_history)
@@ -363,11 +381,15 @@ def export_path(user_id: str, include_vectors: bool) -> tuple[str, dict[str, str
 @request(MemoryAPI.flush)
 def flush(a: Arguments) -> Call[bool]:
     """Wait until the server's pending work is done (at most 60 s); False on timeout."""
-    timeout = a.timeout
-    if not isinstance(timeout, (int, float, type(None))) or isinstance(timeout, bool):
-        raise InvalidTypeError("timeout", f"must be seconds or None, got {timeout!r}")
+    timeout = check_timeout(a.timeout)  # as Memory checks it: JSON has no NaN to send
     body = {"timeout": 60.0 if timeout is None else min(timeout, 60.0)}
     return Call("POST", "/v1/flush", lambda d: bool(d["done"]), json=body)
+
+
+def _sendable_importance(importance: Any) -> None:
+    """An importance JSON cannot carry (NaN, infinity) refused here, as Memory refuses it."""
+    if isinstance(importance, float) and not math.isfinite(importance):
+        check_importance(importance)
 
 
 def _user_path(user_id: str, rest: str = "") -> str:

@@ -183,6 +183,15 @@ class CacheError(TiermemError):
     """The synopsis or shared cache backend failed."""
 
 
+def shown(value: int) -> str:
+    """An int as an error shows it: whole while short, else its size (Python refuses to
+    print an int of over 4,300 digits, and nobody reads one of 400)."""
+    if -(10**18) < value < 10**18:
+        return str(value)
+    digits = int(value.bit_length() * 0.30103) + 1
+    return f"{'-' if value < 0 else ''}an int of about {digits} digits"
+
+
 def refuse_unknown(
     given: Iterable[str],
     known: Iterable[str],

@@ -32,6 +32,7 @@ with needs_extra("server", "tiermem.mcp", "the MCP server"):
 
 from tiermem._version import __version__
 from tiermem.errors import InputError, TiermemError, refuse_unknown
+from tiermem.stores.validate import MAX_CONTEXT_TOKENS
 from tiermem.wire import problem_to_error
 
 if TYPE_CHECKING:
@@ -56,9 +57,11 @@ When the context shows an excerpt of a long message (it names the message's id) 
 need the rest, call get_message with that id."""
 
 MemoryType = Literal["fact", "preference", "context", "summary", "tool"]
-SearchK = Annotated[int, Field(ge=1, le=50)]
-ListLimit = Annotated[int, Field(ge=1, le=200)]
-Importance = Annotated[float, Field(ge=0, le=1)]
+# strict: true is not 1, and "5" or 5.0 is not an int (as the library and REST refuse them)
+SearchK = Annotated[int, Field(strict=True, ge=1, le=50)]
+ListLimit = Annotated[int, Field(strict=True, ge=1, le=200)]
+Importance = Annotated[float, Field(strict=True, ge=0, le=1)]
+MaxTokens = Annotated[int, Field(strict=True, ge=1, le=MAX_CONTEXT_TOKENS)]
 Resolver = Callable[[Any], tuple[Any, str]]
 """(the HTTP request, or None over stdio) -> (a Memory or MemoryClient, the store's user id)"""
 
@@ -188,7 +191,7 @@ def build_server(resolve: Resolver) -> MCPServer:
 
     @server.tool()
     async def get_context(
-        query: str, ctx: Context, max_tokens: int = 1000, session_id: str | None = None
+        query: str, ctx: Context, max_tokens: MaxTokens = 1000, session_id: str | None = None
     ) -> dict[str, Any]:
         """Recall what matters for a request: recent messages, relevant memories and what
         is known about the user, fitted to a token budget.

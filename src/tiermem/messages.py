@@ -23,6 +23,7 @@ from tiermem.errors import (
     InvalidTypeError,
     SerializationError,
     refuse_unknown,
+    shown,
 )
 
 ROLES = frozenset({"user", "assistant", "system", "tool", "agent_call", "agent_response"})
@@ -115,7 +116,8 @@ def _parse_timestamp(value: Any) -> datetime:
         except (OverflowError, ValueError, OSError):
             raise InvalidSizeError(
                 "timestamp",
-                f"{value!r} epoch seconds is not a time Python can represent",
+                f"{shown(value) if isinstance(value, int) else repr(value)} epoch seconds is "
+                "not a time Python can represent",
                 "pass seconds since 1970 within years 1000 to 9998",
             ) from None
     if isinstance(value, str):

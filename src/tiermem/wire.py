@@ -259,7 +259,15 @@ def problem_to_error(problem: Mapping[str, Any], where: str) -> InputError:
         return InputError(field, f"must be one of {expected}, got {got!r}", f"see {where}")
     if kind.endswith(("_type", "_parsing")):
         return errors.InvalidTypeError(field, message, f"see {where} for the types")
+    if kind == "extra_forbidden":  # as the library refuses an argument it does not take
+        return errors.InvalidTypeError(field, "is not a field of this request", f"see {where}")
+    if kind in RANGE_ERRORS:  # as the library refuses a number out of its range
+        return errors.InvalidSizeError(field, message, f"see {where}")
     return InputError(field, message, f"see {where}")
+
+
+RANGE_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+"""pydantic's kinds of a number out of its field's range."""
 
 
 def _readable(message: str) -> str:

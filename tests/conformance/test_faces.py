@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -259,7 +260,7 @@ def test_forget_user_erases_everything(memory: Any, user: str) -> None:
         (lambda m, u: m.remember("x", u, importance=2.0), InvalidSizeError, "importance"),
         (lambda m, u: m.remember("x", u, memory_type="gossip"), InputError, "memory_type"),
         (lambda m, u: m.remember("   ", u), InputError, "content"),
-        (lambda m, u: m.search("tea", u, k=0), InvalidSizeError, "limit"),
+        (lambda m, u: m.search("tea", u, k=0), InvalidSizeError, "k"),
         (lambda m, u: m.get_context("tea", u, max_tokens=0), InvalidSizeError, "max_tokens"),
         (lambda m, u: m.forget("not-a-uuid", u), InputError, "memory_id"),
     ],
@@ -267,7 +268,215 @@ def test_forget_user_erases_everything(memory: Any, user: str) -> None:
 def test_typed_errors(memory: Any, user: str, call: Any, error: type, field: str) -> None:
     with pytest.raises(error) as raised:
         call(memory, user)
-    assert raised.value.field.endswith(field)  # the store names memories[0].importance
+    assert raised.value.field.endswith(field)
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "field"),
+    [
+        # issue 35, item 3: a budget past any model's window was a 500 over REST
+        (lambda m, u: m.get_context("tea", u, max_tokens=10**18), InvalidSizeError, "max_tokens"),
+        (lambda m, u: m.get_context("tea", u, max_tokens=10**400), InvalidSizeError, "max_tokens"),
+        (lambda m, u: m.get_context("tea", u, max_tokens=True), InvalidTypeError, "max_tokens"),
+        (lambda m, u: m.get_context("tea", u, max_tokens=2.0), InvalidTypeError, "max_tokens"),
+        # the user is an argument, never a filter (it was a bare TypeError); nor are the
+        # search's own arguments, which a filter silently overrode
+        (
+            lambda m, u: m.search("tea", u, filters={"user_id": "other"}),
+            InvalidTypeError,
+            "filters.user_id",
+        ),
+        (
+            lambda m, u: m.search("tea", u, filters={"query": "x"}),
+            InvalidTypeError,
+            "filters.query",
+        ),
+        (lambda m, u: m.search("tea", u, filters={"limit": 50}), InvalidTypeError, "filters.limit"),
+        (
+            lambda m, u: m.search("tea", u, filters={"mode": "vector"}),
+            InvalidTypeError,
+            "filters.mode",
+        ),
+        (lambda m, u: m.search("tea", u, filters={"bogus": 1}), InvalidTypeError, "filters.bogus"),
+        (lambda m, u: m.search("tea", u, k=True), InvalidTypeError, "k"),
+        (lambda m, u: m.search("tea", u, k=10**18), InvalidSizeError, "k"),
+        (lambda m, u: m.search("tea", u, k=10**400), InvalidSizeError, "k"),
+        (
+            lambda m, u: m.search("tea", u, filters={"metadata": {"n": 2**63}}),
+            InvalidSizeError,
+            "metadata.n",
+        ),
+        (
+            lambda m, u: m.search("tea", u, filters={"metadata": {"n": NAN}}),
+            InputError,
+            "metadata.n",
+        ),
+        (lambda m, u: m.list_memories(u, metadata={"n": 10**30}), InvalidSizeError, "metadata.n"),
+        (lambda m, u: m.list_memories(u, metadata={"n": NAN}), InputError, "metadata.n"),
+        (lambda m, u: m.list_memories(u, limit=10**18), InvalidSizeError, "limit"),
+        (lambda m, u: m.list_memories(u, limit=True), InvalidTypeError, "limit"),
+        (lambda m, u: m.list_memories(u, offset=10**18), InvalidSizeError, "offset"),
+        (lambda m, u: m.list_memories(u, offset=True), InvalidTypeError, "offset"),
+        (lambda m, u: m.list_memories(u, offset=-1), InvalidSizeError, "offset"),
+        (lambda m, u: m.recent(u, "s", limit=10**18), InvalidSizeError, "limit"),
+        (lambda m, u: m.recent(u, "s", limit=True), InvalidTypeError, "limit"),
+        (lambda m, u: m.failed(u, limit=0), InvalidSizeError, "limit"),
+        (lambda m, u: m.failed(u, limit=10**18), InvalidSizeError, "limit"),
+        (lambda m, u: m.facts(u, limit=10**18), InvalidSizeError, "limit"),
+        (lambda m, u: m.facts(u, current=1), InvalidTypeError, "current"),
+        (lambda m, u: m.facts(u, current="no"), InvalidTypeError, "current"),
+        (lambda m, u: m.remember("x", u, importance=True), InvalidTypeError, "importance"),
+        (lambda m, u: m.remember("x", u, importance=10**30), InvalidSizeError, "importance"),
+        (lambda m, u: m.remember("x", u, importance=NAN), InvalidSizeError, "importance"),
+        (lambda m, u: m.flush(-1), InvalidSizeError, "timeout"),
+        (lambda m, u: m.flush(NAN), InvalidSizeError, "timeout"),
+        (lambda m, u: m.flush(True), InvalidTypeError, "timeout"),
+    ],
+)
+def test_bad_numbers_and_filters_are_typed(
+    memory: Any, user: str, call: Any, error: type, field: str
+) -> None:
+    """Issue 35, item 3: every integer parameter (huge, a bool, out of range) and every
+    filter key is the same typed error naming the same field on every face."""
+    with pytest.raises(error) as raised:
+        call(memory, user)
+    assert type(raised.value) is error
+    assert raised.value.field == field or raised.value.field.endswith(f".{field}")
+
+
+MCP_FACES = ["mcp-embedded", "mcp-client", "mcp-http"]
+"""The MCP tools over the embedded Memory (``tiermem mcp``), over a MemoryClient
+(``tiermem mcp --url``) and at ``/mcp`` of a server."""
+TOOL_ERROR = re.compile(r"^(\w+): ([\w.\[\]]+): ")
+
+
+@contextmanager
+def mcp_face(face: str, tmp_path: Path, url: str, user: str) -> Iterator[Any]:
+    """An MCP client session of ``user`` on ``face``."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tiermem.mcp import build_server
+
+    with ExitStack() as stack:
+        if face == "mcp-http":
+            import httpx2
+
+            headers = {"X-Tiermem-User": user}
+            http = httpx2.AsyncClient(headers=headers)
+            yield Client(streamable_http_client(url + "/mcp", http_client=http))
+            return
+        if face == "mcp-client":
+            memory: Any = stack.enter_context(MemoryClient(url))
+        else:
+            memory = stack.enter_context(embedded("sqlite", tmp_path))
+        yield Client(build_server(lambda request: (memory, user)))
+
+
+@pytest.mark.parametrize("face", MCP_FACES)
+@pytest.mark.parametrize(
+    ("tool", "arguments", "call", "error", "field"),
+    [
+        (
+            "search_memory",
+            {"query": "tea", "k": 10**18},
+            lambda m, u: m.search("tea", u, k=10**18),
+            InvalidSizeError,
+            "k",
+        ),
+        (
+            "search_memory",
+            {"query": "tea", "k": True},
+            lambda m, u: m.search("tea", u, k=True),
+            InvalidTypeError,
+            "k",
+        ),
+        (
+            "search_memory",
+            {"query": "tea", "k": 2.0},
+            lambda m, u: m.search("tea", u, k=2.0),
+            InvalidTypeError,
+            "k",
+        ),
+        (
+            "get_context",
+            {"query": "tea", "max_tokens": 10**18},
+            lambda m, u: m.get_context("tea", u, max_tokens=10**18),
+            InvalidSizeError,
+            "max_tokens",
+        ),
+        (
+            "get_context",
+            {"query": "tea", "max_tokens": True},
+            lambda m, u: m.get_context("tea", u, max_tokens=True),
+            InvalidTypeError,
+            "max_tokens",
+        ),
+        (
+            "list_memories",
+            {"limit": True},
+            lambda m, u: m.list_memories(u, limit=True),
+            InvalidTypeError,
+            "limit",
+        ),
+        (
+            "list_memories",
+            {"limit": 0},
+            lambda m, u: m.list_memories(u, limit=0),
+            InvalidSizeError,
+            "limit",
+        ),
+        (
+            "list_facts",
+            {"limit": False},
+            lambda m, u: m.facts(u, limit=False),
+            InvalidTypeError,
+            "limit",
+        ),
+        (
+            "add_memory",
+            {"content": "x", "importance": True},
+            lambda m, u: m.remember("x", u, importance=True),
+            InvalidTypeError,
+            "importance",
+        ),
+        (
+            "add_memory",
+            {"content": "x", "importance": 10**30},
+            lambda m, u: m.remember("x", u, importance=10**30),
+            InvalidSizeError,
+            "importance",
+        ),
+    ],
+)
+async def test_mcp_tools_refuse_what_the_library_refuses(
+    face: str,
+    tool: str,
+    arguments: dict[str, Any],
+    call: Any,
+    error: type,
+    field: str,
+    tmp_path: Path,
+    servers: Callable[[str], str],
+) -> None:
+    """Issue 35, item 3, on the MCP face: a huge number, a bool or a float where a tool
+    takes an int is the error class the library raises for the same call, naming the same
+    field (MCP's own bounds are tighter: k and limit are for a model's context)."""
+    user = f"mcp-{uuid.uuid4().hex[:8]}"
+    (tmp_path / "library").mkdir()
+    with embedded("sqlite", tmp_path / "library") as library, pytest.raises(error) as raised:
+        call(library, user)
+    assert raised.value.field == field
+    with mcp_face(face, tmp_path, servers("sqlite"), user) as client:
+        async with client:
+            refused = await client.call_tool(tool, arguments)
+    assert refused.is_error
+    text = refused.content[0].text
+    found = TOOL_ERROR.match(text)
+    assert found and (found.group(1), found.group(2)) == (error.__name__, field), text
 
 
 def _structured(size: int) -> str:

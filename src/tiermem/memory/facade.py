@@ -41,8 +41,11 @@ from tiermem.stores.validate import (
     append_op,
     build_message,
     build_messages,
+    check_flag,
+    check_importance,
     check_limit,
     check_list,
+    check_memory_type,
     check_message_ids,
     check_text_id,
     check_user_id,
@@ -286,7 +289,10 @@ class Memory(Reading):
     ) -> str:
         """Store a fact, preference or other memory now; returns its id."""
         self._open(user_id)
-        vector = self._embed(inputs.memory_content(content, self._tiers.memory_chars()))
+        inputs.memory_content(content, self._tiers.memory_chars())
+        check_memory_type(memory_type)  # named as the arguments, before the embedder runs
+        check_importance(importance)
+        vector = self._embed(content)
         memory_id = self.store.add(
             user_id,
             content,
@@ -486,8 +492,8 @@ class Memory(Reading):
         version with ``current=False``), newest first."""
         from tiermem.facts import CURRENT
 
-        flt = CURRENT if current else CURRENT._replace(metadata=None)
         user_id = self._open(user_id)
+        flt = CURRENT if check_flag(current, "current") else CURRENT._replace(metadata=None)
         records = self.store.batch([ListOp(user_id, flt, check_limit(limit))])[0]
         return [r for r in records if current or "claim" in (r.metadata or {})]
 
@@ -508,8 +514,8 @@ class Memory(Reading):
     def recent(self, user_id: str, session_id: str | None = None, limit: int = 20) -> list[Message]:
         """The newest ``limit`` messages of a session, oldest first (from the store with
         persistent retention, so every process sharing it sees the same)."""
-        self._open(user_id)
-        return self._keep.recent(user_id, session_id, limit)
+        self._check_session(user_id, session_id)
+        return self._keep.recent(user_id, session_id, check_limit(limit))
 
     def session_summary(self, user_id: str, session_id: str | None = None) -> str | None:
         """The running summary of the session's messages older than the recent window
@@ -547,7 +553,8 @@ class Memory(Reading):
         self, user_id: str, session_id: str | None = None, limit: int = 20
     ) -> list[Message]:
         """Async twin of :meth:`recent` (no thread on PostgreSQL)."""
-        self._open(user_id)
+        self._check_session(user_id, session_id)
+        check_limit(limit)
         if not self._tiers.native_async:
             return await asyncio.to_thread(self.recent, user_id, session_id, limit)
         return await self._keep.arecent(user_id, session_id, limit)

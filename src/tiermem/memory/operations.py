@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiermem.errors import InvalidTypeError, StoreUnavailableError
+from tiermem.errors import StoreUnavailableError
 from tiermem.memory.retention import Retention
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message
 from tiermem.stores.queue import WorkStats
 from tiermem.stores.records import ReplicaStatus
 from tiermem.stores.transcript import TranscriptRow
-from tiermem.stores.validate import check_user_id
+from tiermem.stores.validate import check_timeout, check_user_id
 from tiermem.twins import twin
 
 
@@ -118,8 +118,7 @@ class Operations:
         """Wait until queued messages are written, the store's pending work (embedding,
         summaries) is done and access counts are written; False on timeout (or when the
         store refused the counts)."""
-        _check_timeout(timeout)
-        return self._keep.flush(timeout)
+        return self._keep.flush(check_timeout(timeout))
 
     def close(self, timeout: float | None = 30.0) -> None:
         """Write what is queued, index the store's pending messages (each up to
@@ -130,7 +129,7 @@ class Operations:
             StoreUnavailableError: the store never accepted some messages; they are in
                 :attr:`unarchived`, to add again later. Everything else is released.
         """
-        _check_timeout(timeout)
+        timeout = check_timeout(timeout)
         with self._tiers.lock:  # tiers built lazily check it under the same lock
             if self._tiers.closed:
                 return
@@ -153,11 +152,6 @@ class Operations:
     aretry_failed = twin(retry_failed)
     aflush = twin(flush)
     aclose = twin(close)
-
-
-def _check_timeout(timeout: Any) -> None:
-    if not isinstance(timeout, (int, float, type(None))) or isinstance(timeout, bool):
-        raise InvalidTypeError("timeout", f"must be seconds or None, got {timeout!r}")
 
 
 def _probe(check: Any) -> str:

@@ -23,10 +23,12 @@ from tiermem.memory.operations import Operations
 from tiermem.memory.retrieval import PlannerInputs, Retriever
 from tiermem.messages import Message
 from tiermem.planner import Context, QueryPlanner
-from tiermem.stores.ops import Filters
+from tiermem.stores.ops import Filters, check_search_filters
 from tiermem.stores.records import MemoryRecord, SearchResult
 from tiermem.stores.validate import (
     check_encodable,
+    check_limit,
+    check_max_tokens,
     check_message_id,
     check_text_id,
     check_user_id,
@@ -61,7 +63,7 @@ class Reading(Operations):
         """Search the user's long-term memories (hybrid by default), best first (async: on
         PostgreSQL only the query's embedding takes a thread; each hit is counted as an
         access in the same transaction)."""
-        self._check_search(query, user_id, filters)
+        self._check_search(query, user_id, k, filters)
         vector = (yield _cpu(self._embed, query)) if mode != "keyword" and query.strip() else None
         store = self._tiers.store
         options = {"vector": vector, "mode": mode, "limit": k, **(filters or {})}
@@ -69,10 +71,11 @@ class Reading(Operations):
 
     asearch = stepped_twin(search, threads_unless=_native)
 
-    def _check_search(self, query: str, user_id: str, filters: Any) -> None:
+    def _check_search(self, query: str, user_id: str, k: Any, filters: Any) -> None:
         self._check_query(query, user_id)
-        if filters is not None and not isinstance(filters, Mapping):
-            raise InvalidTypeError("filters", f"expected a dict, got {type(filters).__name__}")
+        check_limit(k, "k")
+        if filters is not None:
+            check_search_filters(filters)
 
     # -- context -----------------------------------------------------------------------------
 
@@ -91,6 +94,7 @@ class Reading(Operations):
         :meth:`~tiermem.memory.retrieval.Retriever.agather`)."""
         self._check_query(query, user_id)
         check_text_id(session_id, "session_id")
+        check_max_tokens(max_tokens)
         retriever = self._retriever
         # planning is CPU (ranking, token counts): an async read runs it in the thread
         # that makes the candidates, so the loop answers other requests' statements meanwhile

@@ -40,12 +40,13 @@ def _date_time_text(value: object) -> object:
 # ISO 8601 text in JSON and in query strings
 Timestamp = Annotated[datetime, BeforeValidator(_date_time_text), Field(strict=False)]
 
-_INTEGER = re.compile(r"-?\d{1,18}")
+_INTEGER = re.compile(r"-?[0-9]+")
 
 
 def _integer_text(value: object) -> object:
     """Refuse query text the schema's ``integer`` does not allow but pydantic would read
-    as one (``"+0.0"``, ``"1e2"``)."""
+    as one (``"+0.0"``, ``"1e2"``, other scripts' digits). Any number of digits is an
+    integer: one out of range is the library's InvalidSizeError naming the parameter."""
     if isinstance(value, str) and not _INTEGER.fullmatch(value):
         raise PydanticCustomError("int_parsing", "Input should be a valid integer")
     return value

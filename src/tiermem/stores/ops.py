@@ -6,6 +6,7 @@ the work queue's in :mod:`tiermem.stores.queue` and the facts' in :mod:`tiermem.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -14,7 +15,7 @@ from typing import Any, Literal, NamedTuple, TypeAlias, TypedDict, get_args
 import numpy as np
 from typing_extensions import Unpack
 
-from tiermem.errors import InputError, InvalidTypeError, refuse_unknown
+from tiermem.errors import InputError, InvalidSizeError, InvalidTypeError, refuse_unknown
 from tiermem.stores.records import MemoryRecord, NewMemory
 from tiermem.stores.validate import check_aware, check_memory_type, check_text_id
 
@@ -181,6 +182,39 @@ class Filters(TypedDict, total=False):
 SEARCH_FILTERS = frozenset(Filters.__annotations__)
 """The names of the keyword filters."""
 
+INT64 = (-(2**63), 2**63 - 1)
+"""The ints a metadata filter compares: what every engine holds as a JSON number."""
+
+
+def _check_number(value: object, name: str) -> None:
+    """A filter's number: finite, and an int within 64 bits (the engines compare no other)."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
+        raise InvalidSizeError(
+            name, "is an int outside 64 bits", "compare numbers from -2**63 to 2**63 - 1"
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(name, f"is {value}, which no stored value equals", "use a finite number")
+
+
+def check_search_filters(filters: object) -> Mapping[str, Any]:
+    """``search``'s ``filters``: a dict whose keys are :data:`SEARCH_FILTERS` (the user, the
+    query, the limit and the mode are arguments of their own, never filters)."""
+    if not isinstance(filters, Mapping):
+        raise InvalidTypeError("filters", f"expected a dict, got {type(filters).__name__}")
+    for key in filters:
+        if not isinstance(key, str):
+            raise InvalidTypeError("filters", f"has a key of type {type(key).__name__}, not str")
+    if "user_id" in filters:
+        raise InvalidTypeError(
+            "filters.user_id",
+            "is not a filter",
+            "a search reads the memories of its user_id argument only; pass the user there",
+        )
+    refuse_unknown(filters, SEARCH_FILTERS, "filters", "a filter")
+    return filters
+
 
 def make_filter(**filters: Unpack[Filters]) -> MemoryFilter:
     """Validate the keyword filters of the derived methods into a :class:`MemoryFilter`."""
@@ -207,6 +241,7 @@ def make_filter(**filters: Unpack[Filters]) -> MemoryFilter:
                 )
             if isinstance(val, str) and "\x00" in val:
                 raise InputError(f"metadata.{key}", "contains a NUL character")
+            _check_number(val, f"metadata.{key}")
     return MemoryFilter(
         memory_types=types,
         session_id=check_text_id(filters.get("session_id"), "session_id"),

@@ -7,6 +7,8 @@ Each ``check_*`` returns the value in its stored form or raises a typed error fr
 
 from __future__ import annotations
 
+import math
+import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -22,6 +24,7 @@ from tiermem.errors import (
     InvalidSizeError,
     InvalidTypeError,
     MissingUserError,
+    shown,
 )
 from tiermem.messages import Message, check_fields
 from tiermem.stores.records import MEMORY_TYPES
@@ -41,6 +44,9 @@ MAX_STORED_CHARS = 100_000_000
 MAX_ID_CHARS = 255
 #: Largest ``limit`` of one search or list call.
 MAX_LIMIT = 10_000
+#: Largest ``max_tokens`` of a context: far beyond any model's window, and what the
+#: planner's arithmetic (shares of the budget, as floats) holds exactly.
+MAX_CONTEXT_TOKENS = 100_000_000
 
 
 def check_user_id(user_id: object, name: str = "user_id") -> str:
@@ -123,6 +129,8 @@ def check_memory_type(value: object, name: str = "memory_type") -> str:
 def check_importance(value: object, name: str = "importance") -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidTypeError(name, f"must be a number, got {type(value).__name__}")
+    if isinstance(value, int) and not -1 <= value <= 1:  # an int past float's range too
+        raise InvalidSizeError(name, f"{shown(value)} is outside [0, 1]")
     if not 0.0 <= float(value) <= 1.0:
         raise InvalidSizeError(name, f"{value} is outside [0, 1]")
     return float(value)
@@ -260,7 +268,7 @@ def check_position(value: object, name: str = "after") -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidTypeError(name, f"must be an int, got {type(value).__name__}")
     if value < 0:
-        raise InvalidSizeError(name, f"{value} is negative")
+        raise InvalidSizeError(name, f"{shown(value)} is negative")
     return value
 
 
@@ -311,10 +319,49 @@ def check_aware(value: object, name: str) -> datetime | None:
 
 
 def check_limit(value: object, name: str = "limit", minimum: int = 1) -> int:
+    """An int in ``[minimum, MAX_LIMIT]`` (a bool is not an int here)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidTypeError(name, f"must be an int, got {type(value).__name__}")
     if not minimum <= value <= MAX_LIMIT:
-        raise InvalidSizeError(name, f"{value} is outside [{minimum}, {MAX_LIMIT}]")
+        raise InvalidSizeError(name, f"{shown(value)} is outside [{minimum}, {MAX_LIMIT}]")
+    return value
+
+
+def check_max_tokens(value: object, name: str = "max_tokens") -> int | None:
+    """A context's token budget: None (the configured one) or an int in
+    ``[1, MAX_CONTEXT_TOKENS]``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(name, f"must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise InvalidSizeError(name, f"must be an int >= 1, got {shown(value)}")
+    if value > MAX_CONTEXT_TOKENS:
+        raise InvalidSizeError(
+            name,
+            f"{shown(value)} is over {MAX_CONTEXT_TOKENS:,}, the most a context may take",
+            "pass the model's context budget, e.g. 2000",
+        )
+    return value
+
+
+def check_timeout(timeout: object, name: str = "timeout") -> float | None:
+    """Seconds to wait: None (no limit) for None or a time past what a thread can wait
+    (infinity included); a negative time or NaN is refused."""
+    if not isinstance(timeout, (int, float, type(None))) or isinstance(timeout, bool):
+        raise InvalidTypeError(name, f"must be seconds or None, got {type(timeout).__name__}")
+    if timeout is None or (isinstance(timeout, int) and timeout > threading.TIMEOUT_MAX):
+        return None
+    if math.isnan(timeout) or timeout < 0:
+        shown_time = shown(timeout) if isinstance(timeout, int) else repr(timeout)
+        raise InvalidSizeError(name, f"must be seconds >= 0 or None, got {shown_time}")
+    return None if timeout > threading.TIMEOUT_MAX else float(timeout)
+
+
+def check_flag(value: object, name: str) -> bool:
+    """A bool (1, 0 or "no" are refused: each would read as another answer somewhere)."""
+    if not isinstance(value, bool):
+        raise InvalidTypeError(name, f"must be a bool, got {type(value).__name__}")
     return value
 
 

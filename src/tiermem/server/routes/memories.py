@@ -190,7 +190,7 @@ def _metadata_filter(text: str | None) -> dict[str, Any] | None:
 def _offset(cursor: str | None) -> int:
     if cursor is None or cursor == "":
         return 0
-    if not cursor.isdigit() or int(cursor) >= MAX_LIMIT:
+    if not (cursor.isascii() and cursor.isdigit()) or int(cursor) >= MAX_LIMIT:
         raise InputError("cursor", f"{cursor!r} is not a cursor", "pass next_cursor as it came")
     return int(cursor)
 

@@ -6,10 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from tiermem.errors import InputError
 from tiermem.server import models
 from tiermem.server.deps import ERROR_RESPONSES, Caller, PathUser
 from tiermem.server.service import Service
+from tiermem.stores.validate import check_limit
 from tiermem.synopsis import Synopsis
 from tiermem.wire import message_to_json, session_to_json
 
@@ -26,12 +26,10 @@ def router(service: Service) -> APIRouter:
         """The users, by id: in development mode every user of the store (written by
         the library, the CLI or this server); with keys, the tenant's users that wrote
         through this server."""
-        if not 1 <= limit <= 1000:
-            raise InputError("limit", f"{limit} is outside [1, 1000]")
         if tenant.name is None:
             users = memory.users(limit, cursor)
-        else:
-            users = service.keys.users(tenant.name, limit, cursor)
+        else:  # checked as Memory.users checks it
+            users = service.keys.users(tenant.name, check_limit(limit), cursor)
         return {"users": users, "next_cursor": users[-1] if len(users) == limit else None}
 
     @router.get("/users/{user_id}/synopsis", response_model=models.SynopsisOut, tags=["users"])

@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from tiermem.server import models
 from tiermem.server.deps import ERROR_RESPONSES, Caller, PathUser
 from tiermem.server.service import Service
+from tiermem.stores.validate import check_limit
 from tiermem.wire import row_to_json, work_to_json
 
 
@@ -23,6 +24,7 @@ def router(service: Service) -> APIRouter:
     ) -> dict[str, Any]:
         """The user's messages waiting to be indexed, done, and failed with their error."""
         user = tenant.scope(user_id)
+        check_limit(limit)  # checked as Memory.failed checks it, even when none failed
         stats = memory.work_stats(user)
         rows = memory.failed(user, limit) if stats.failed else []
         return {**work_to_json(stats), "rows": [row_to_json(r, user_id) for r in rows]}
