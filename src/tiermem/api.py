@@ -46,11 +46,13 @@ class MemoryAPI(Protocol):
     :meth:`update_memory`.
     Reads: :meth:`get_context`, :meth:`search`, :meth:`list_memories`, :meth:`get_memory`,
     :meth:`get_message`, :meth:`history`, :meth:`recent`, :meth:`sessions`,
-    :meth:`synopsis`, :meth:`facts`, :meth:`fact_history`, :meth:`stats`. Forgetting:
+    :meth:`session_summary`, :meth:`users`, :meth:`synopsis`, :meth:`facts`,
+    :meth:`fact_history`, :meth:`stats`. Forgetting:
     :meth:`forget`, :meth:`forget_messages`, :meth:`forget_session`, :meth:`forget_user`.
     Moving data: :meth:`export`, :meth:`import_archive`. Lifecycle and work:
     :meth:`end_session`, :meth:`extract_facts`, :meth:`generate_synopsis`,
-    :meth:`work_stats`, :meth:`failed`, :meth:`retry_failed`, :meth:`flush`, :meth:`close`.
+    :meth:`work_stats`, :meth:`failed`, :meth:`retry_failed`, :meth:`queue_status`,
+    :meth:`health`, :meth:`flush`, :meth:`close`.
     """
 
     # -- writing --
@@ -171,6 +173,16 @@ class MemoryAPI(Protocol):
         """The user's sessions, most recently active first."""
         ...
 
+    def session_summary(self, user_id: str, session_id: str | None = None) -> str | None:
+        """The running summary of the session's messages older than the recent window
+        (what a context offers as its summary); None while there is none."""
+        ...
+
+    def users(self, limit: int = 100, after: str = "") -> list[str]:
+        """The users by id, in order, ``limit`` of them after ``after`` (the last id of
+        the page before): every user of the store; with a tenant's key, the tenant's."""
+        ...
+
     def synopsis(self, user_id: str) -> Synopsis:
         """The user's synopsis (cached; generated on a miss)."""
         ...
@@ -229,6 +241,16 @@ class MemoryAPI(Protocol):
 
     def retry_failed(self, user_id: str) -> int:
         """Queue the user's failed messages again; how many."""
+        ...
+
+    def queue_status(self) -> dict[str, Any]:
+        """Messages queued in the serving process and not yet in the store (``memory``
+        durability): ``pending``, ``failures`` (batches retried) and ``last_error``."""
+        ...
+
+    def health(self) -> dict[str, str]:
+        """Whether each part (store, embedding model, cache) answers: ``"ok"`` or what
+        failed, by part. Never raises (a readiness probe's view)."""
         ...
 
     # -- moving a user's data --
@@ -345,6 +367,10 @@ class AsyncMemoryAPI(Protocol):
 
     async def asessions(self, user_id: str) -> list[SessionInfo]: ...
 
+    async def asession_summary(self, user_id: str, session_id: str | None = None) -> str | None: ...
+
+    async def ausers(self, limit: int = 100, after: str = "") -> list[str]: ...
+
     async def asynopsis(self, user_id: str) -> Synopsis: ...
 
     async def agenerate_synopsis(self, user_id: str) -> Synopsis: ...
@@ -374,6 +400,10 @@ class AsyncMemoryAPI(Protocol):
     async def afailed(self, user_id: str, limit: int = 100) -> list[TranscriptRow]: ...
 
     async def aretry_failed(self, user_id: str) -> int: ...
+
+    async def aqueue_status(self) -> dict[str, Any]: ...
+
+    async def ahealth(self) -> dict[str, str]: ...
 
     def aexport(
         self, user_id: str, *, include_vectors: bool = False

@@ -47,6 +47,11 @@ def _answer(response: httpx.Response) -> Any:
     raise TiermemError(f"the server answered {response.status_code}: {response.text[:200]}")
 
 
+def _down(exc: TiermemError) -> dict[str, str]:
+    """A health answer when the server's own could not be had."""
+    return {"server": f"{type(exc).__name__}: {exc}"[:300]}
+
+
 def _unreachable(url: str, exc: Exception) -> StoreUnavailableError:
     return StoreUnavailableError(f"cannot reach the tiermem server at {url}: {exc}")
 
@@ -149,8 +154,19 @@ class MemoryClient:
     work_stats = _sends(calls.work_stats)
     failed = _sends(calls.failed)
     retry_failed = _sends(calls.retry_failed)
+    session_summary = _sends(calls.session_summary)
+    users = _sends(calls.users)
+    queue_status = _sends(calls.queue_status)
     import_archive = _sends(calls.import_archive)
     flush = _sends(calls.flush)
+
+    def health(self) -> dict[str, str]:
+        """The server's readiness by part (``/readyz``); never raises: a server that
+        cannot be reached is ``{"server": "StoreUnavailableError: ..."}``."""
+        try:
+            return self.call(calls.health())
+        except TiermemError as exc:
+            return _down(exc)
 
     def export(self, user_id: str, *, include_vectors: bool = False) -> Iterator[dict[str, Any]]:
         """The user's archive (see :meth:`tiermem.Memory.export`), streamed line by line."""
@@ -231,8 +247,19 @@ class AsyncMemoryClient:
     awork_stats = _asends(calls.work_stats)
     afailed = _asends(calls.failed)
     aretry_failed = _asends(calls.retry_failed)
+    asession_summary = _asends(calls.session_summary)
+    ausers = _asends(calls.users)
+    aqueue_status = _asends(calls.queue_status)
     aimport_archive = _asends(calls.import_archive)
     aflush = _asends(calls.flush)
+
+    async def ahealth(self) -> dict[str, str]:
+        """The server's readiness by part (``/readyz``); never raises (see
+        :meth:`MemoryClient.health`)."""
+        try:
+            return await self.call(calls.health())
+        except TiermemError as exc:
+            return _down(exc)
 
     async def aexport(
         self, user_id: str, *, include_vectors: bool = False
@@ -262,6 +289,8 @@ class AsyncMemoryClient:
 
 
 def _read(call: Call[T], response: httpx.Response) -> T:
+    if response.status_code in call.accept:
+        return call.read(response.json())
     if call.missing_ok and response.status_code == 404:
         body = (
             response.json()

@@ -62,6 +62,8 @@ class Call(Generic[T]):
     params: Mapping[str, Any] | None = None
     missing_ok: bool = False
     ndjson: bytes | None = None
+    accept: tuple[int, ...] = ()
+    """Error statuses whose body is the answer (``/readyz``'s 503 says what is down)."""
 
 
 def _jsonable(value: Any, field: str | None = None) -> Any:
@@ -252,6 +254,24 @@ def sessions(a: Arguments) -> Call[builtins.list[SessionInfo]]:
     return Call("GET", _user_path(a.user_id, "sessions"), read)
 
 
+@request(MemoryAPI.session_summary)
+def session_summary(a: Arguments) -> Call[str | None]:
+    params = {"session_id": a.session_id}
+    path = _user_path(a.user_id, "sessions/summary")
+    return Call("GET", path, lambda d: d["summary"], params=params)
+
+
+@request(MemoryAPI.users)
+def users(a: Arguments) -> Call[builtins.list[str]]:
+    """The users by id (see :meth:`tiermem.Memory.users`): in development mode every user
+    of the served store; with a tenant's key, the tenant's users."""
+    after = a.after
+    if not isinstance(after, str):  # as the store checks it: a query string takes any text
+        raise InvalidTypeError("after", f"must be a str, got {type(after).__name__}")
+    params = {"limit": a.limit, "cursor": after or None}
+    return Call("GET", "/v1/users", lambda d: [str(u) for u in d["users"]], params=params)
+
+
 @request(MemoryAPI.synopsis)
 def synopsis(a: Arguments) -> Call[Synopsis]:
     return Call("GET", _user_path(a.user_id, "synopsis"), Synopsis.from_dict)
@@ -332,6 +352,21 @@ def failed(a: Arguments) -> Call[builtins.list[TranscriptRow]]:
 @request(MemoryAPI.retry_failed)
 def retry_failed(a: Arguments) -> Call[int]:
     return Call("POST", _user_path(a.user_id, "work/retry"), lambda d: int(d["retried"]))
+
+
+@request(MemoryAPI.queue_status)
+def queue_status(a: Arguments) -> Call[dict[str, Any]]:
+    """The answering server process's queue of messages not yet in its store."""
+    keys = ("pending", "failures", "last_error")
+    return Call("GET", "/v1/work", lambda d: {k: d[k] for k in keys})
+
+
+@request(MemoryAPI.health)
+def health(a: Arguments) -> Call[dict[str, str]]:
+    """The server's readiness by part (``/readyz``: store, model, cache and its keys);
+    answered 503 while a part is down, which is read, not raised."""
+    read = lambda d: {str(k): str(v) for k, v in d["checks"].items()}  # noqa: E731
+    return Call("GET", "/readyz", read, accept=(503,))
 
 
 @request(MemoryAPI.import_archive)

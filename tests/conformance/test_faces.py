@@ -571,6 +571,76 @@ def test_every_operation_of_the_contract_is_on_every_face() -> None:
     assert {f"a{name}" for name in operations(MemoryAPI)} == set(operations(AsyncMemoryAPI))
 
 
+def test_users_and_the_running_summary_of_a_session(memory: Any, user: str) -> None:
+    """Issue 35, item 5: ``users`` and ``session_summary`` on every face (the server's
+    /v1/users and /v1/users/{u}/sessions/summary)."""
+    assert memory.session_summary(user, "s") is None
+    for i in range(12):
+        memory.add("user", f"Line {i} mentions the lighthouse keeper", user, "s")
+    assert memory.flush(30)
+    summary = memory.session_summary(user, "s")
+    assert isinstance(summary, str) and "lighthouse" in summary
+    assert memory.session_summary(user, "another") is None
+    everyone: list[str] = []
+    while page := memory.users(limit=500, after=everyone[-1] if everyone else ""):
+        assert all(isinstance(u, str) for u in page)
+        everyone += page
+    assert user in everyone and len(everyone) == len(set(everyone))
+    at = everyone.index(user)
+    assert memory.users(limit=1, after=everyone[at - 1] if at else "") == [user]
+
+
+def test_health_and_the_queue(memory: Any) -> None:
+    """Issue 35, item 5: ``health`` and ``queue_status`` on every face (over HTTP: the
+    server's /readyz, its key table included, and the answering process's queue)."""
+    health = memory.health()
+    assert {"store", "model", "cache"} <= set(health) and set(health.values()) == {"ok"}
+    assert memory.queue_status() == {"pending": 0, "failures": 0, "last_error": None}
+
+
+def test_a_client_health_says_the_server_is_unreachable() -> None:
+    """``health`` never raises, as Memory's: a server that cannot be reached is a part
+    that fails."""
+    from liveserver import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    with MemoryClient(url, timeout=2) as client:
+        assert client.health()["server"].startswith("StoreUnavailableError: ")
+    blocking = _Blocking(AsyncMemoryClient(url, timeout=2))
+    assert blocking.health()["server"].startswith("StoreUnavailableError: ")
+    blocking.close()
+
+
+PROCESS_ONLY = (
+    "from_config",
+    "stage_messages",
+    "commit_staged",
+    "end_run",
+    "size",
+    "replica_status",
+)
+"""Memory's public methods outside the contract: docs/api.md says why each belongs to
+the embedded process alone."""
+
+
+def test_every_public_method_of_memory_is_in_the_contract_or_said_to_be_the_process() -> None:
+    """Issue 35, item 5: a public method the clients lack is one docs/api.md explains."""
+    contract = set(operations(MemoryAPI)) | set(operations(AsyncMemoryAPI))
+    methods = {
+        name
+        for name in dir(Memory)
+        if not name.startswith("_")
+        and callable(getattr(Memory, name))
+        and not isinstance(inspect.getattr_static(Memory, name), property)
+    }
+    twins = {f"a{name}" for name in PROCESS_ONLY}
+    assert methods - contract - twins == set(PROCESS_ONLY)
+    page = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
+    section = page.split("## Only in the embedded process", 1)[1].split("\n## ", 1)[0]
+    for name in PROCESS_ONLY:
+        assert f"{name}(" in section, name
+
+
 def test_recent_and_sessions_end_and_forget(memory: Any, user: str) -> None:
     for i in range(5):
         memory.add("user" if i % 2 == 0 else "assistant", f"line {i} about sailing", user, "s")
@@ -685,6 +755,12 @@ def test_users_are_isolated_on_every_operation(memory: Any, user: str) -> None:
         (lambda m, u: m.fact_history("nope", u), InputError, "memory_id"),
         (lambda m, u: m.facts(u, limit=0), InvalidSizeError, "limit"),
         (lambda m, u: m.history(u, "x" * 300), InputError, "session_id"),
+        (lambda m, u: m.session_summary("", "s"), MissingUserError, "user_id"),
+        (lambda m, u: m.session_summary(u, "x" * 300), InputError, "session_id"),
+        (lambda m, u: m.users(limit=0), InvalidSizeError, "limit"),
+        (lambda m, u: m.users(limit=10**18), InvalidSizeError, "limit"),
+        (lambda m, u: m.users(limit=True), InvalidTypeError, "limit"),
+        (lambda m, u: m.users(after=5), InvalidTypeError, "after"),
     ],
 )
 def test_typed_errors_of_the_new_operations(

@@ -13,7 +13,7 @@ from tiermem.stores.queue import WorkStats
 from tiermem.stores.records import ReplicaStatus
 from tiermem.stores.transcript import TranscriptRow
 from tiermem.stores.validate import check_timeout, check_user_id
-from tiermem.twins import twin
+from tiermem.twins import at_once, twin
 
 
 class Operations:
@@ -145,6 +145,7 @@ class Operations:
             )
 
     ausers = twin(users)
+    aqueue_status = at_once(queue_status)
     asize = twin(size)
     ahealth = twin(health)
     awork_stats = twin(work_stats)

@@ -320,6 +320,13 @@ class SummaryOut(BaseModel):
     summary: str | None = Field(description="the session's final summary (none: nothing to fold)")
 
 
+class RunningSummaryOut(BaseModel):
+    summary: str | None = Field(
+        description="the running summary of the session's messages older than the recent "
+        "window (none while there is none)"
+    )
+
+
 class DeletedOut(BaseModel):
     deleted: bool
 

@@ -43,6 +43,17 @@ def router(service: Service) -> APIRouter:
         found = await memory.asessions(tenant.scope(user_id))
         return {"sessions": [session_to_json(s) for s in found]}
 
+    @router.get(
+        "/users/{user_id}/sessions/summary", response_model=models.RunningSummaryOut, tags=["users"]
+    )
+    def session_summary(
+        user_id: PathUser, tenant: Caller, session_id: str | None = None
+    ) -> dict[str, Any]:
+        """The running summary of a session's messages older than the recent window (none
+        given: the messages without a session), as a context offers it
+        (Memory.session_summary)."""
+        return {"summary": memory.session_summary(tenant.scope(user_id), session_id)}
+
     @router.get("/users/{user_id}/messages", response_model=models.MessagesOut, tags=["users"])
     def history(user_id: PathUser, tenant: Caller, session_id: str | None = None) -> dict[str, Any]:
         """Every message of a session (none given: the messages without a session), in
