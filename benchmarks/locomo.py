@@ -12,6 +12,12 @@ relevance relative to the query's best memory), which shows what the floor saves
 tokens and what it costs in recall.
 Tokens are counted with o200k_base over the whole rendered context.
 
+Last, how well ``Memory.search``'s score separates, over all questions pooled, each
+question's evidence turns from the user's other turns (ROC AUC, goal >= 0.85: one
+search per question scores every turn), and what the ``min_score`` the docs recommend
+keeps and leaves out. ``--auc-only`` ingests and measures that alone (minutes, not the
+whole run).
+
 With ``--embedders local/all-MiniLM-L6-v2 torch/all-MiniLM-L6-v2`` tiermem runs once per
 embedder (the default ONNX one against sentence-transformers on PyTorch) and the recall of
 each is printed side by side; the baselines run with the first.
@@ -19,7 +25,7 @@ each is printed side by side; the baselines run with the first.
 Usage:
     python benchmarks/locomo.py ../shared/data/locomo [--budgets 500 1000 2000] [--quick]
         [--floors 0.25 0.35]
-        [--embedders local/all-MiniLM-L6-v2 torch/all-MiniLM-L6-v2]
+        [--embedders local/all-MiniLM-L6-v2 torch/all-MiniLM-L6-v2] [--auc-only]
 """
 
 from __future__ import annotations
@@ -289,6 +295,110 @@ def fit_turns(turns: list[Turn], budget: int, counter: Any) -> tuple[str, int]:
     return "\n".join(m["content"] for m in messages), tokens
 
 
+# -- the search score's separation ------------------------------------------------------------
+
+AUC_GOAL = 0.85
+THRESHOLDS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.7)
+MESSAGES = {"memory_type": "message"}
+
+
+def roc_auc(positive: np.ndarray, negative: np.ndarray) -> float:
+    """The ROC AUC of scores ``positive`` against ``negative``: the chance that a random
+    positive scores above a random negative (ties count a half; Mann-Whitney U)."""
+    values = np.concatenate([positive, negative])
+    order = np.argsort(values, kind="mergesort")
+    _, inverse, counts = np.unique(values[order], return_inverse=True, return_counts=True)
+    average = np.cumsum(counts) - (counts - 1) / 2  # each tie group's mean 1-based rank
+    ranks = np.empty(len(values))
+    ranks[order] = average[inverse]
+    n, m = len(positive), len(negative)
+    return float((ranks[:n].sum() - n * (n + 1) / 2) / (n * m))
+
+
+def score_separation(memory: Any, conversations: list[Conversation], quick: bool) -> dict[str, Any]:
+    """``Memory.search``'s score of every turn of the user for every question (one search
+    with ``k`` the user's turn count scores them all), pooled over all questions: the
+    ROC AUC of the evidence turns against the others, and what each ``min_score`` keeps
+    of the evidence turns and leaves out of the others. It counts accesses: run it after
+    the contexts."""
+    from tiermem.stores.relevance import RECOMMENDED_MIN_SCORE
+
+    evidence: list[float] = []
+    other: list[float] = []
+    per_question: list[tuple[np.ndarray, np.ndarray]] = []
+    for conv in conversations:
+        questions = conv.questions[:20] if quick else conv.questions
+        turns = memory.stats(conv.name).by_type.get("message", 0)
+        for q, wanted in answerable(conv, questions):
+            hits = memory.search(q["question"], conv.name, k=turns, filters=MESSAGES)
+            by_id = {h.record.metadata.get("dia_id"): h.score for h in hits}
+            by_line = {h.record.content: h.score for h in hits}  # a repeated line: one memory
+            score = {t.dia_id: by_id.get(t.dia_id, by_line.get(line(t), 0.0)) for t in conv.turns}
+            ids = {t.dia_id for t in wanted}
+            right = np.array([score[i] for i in ids])
+            rest = np.array([s for i, s in score.items() if i not in ids])
+            evidence += right.tolist()
+            other += rest.tolist()
+            per_question.append((right, rest))
+    pos, neg = np.array(evidence), np.array(other)
+    thresholds = sorted({*THRESHOLDS, RECOMMENDED_MIN_SCORE})
+    return {
+        "auc": roc_auc(pos, neg),
+        "goal": AUC_GOAL,
+        "questions": len(per_question),
+        "evidence_turns": len(pos),
+        "other_turns": len(neg),
+        "recommended": RECOMMENDED_MIN_SCORE,
+        "thresholds": {
+            t: {
+                "evidence_kept": float((pos >= t).mean()),
+                "others_left_out": float((neg < t).mean()),
+                "questions_with_evidence": float(
+                    statistics.mean(bool((r >= t).any()) for r, _ in per_question)
+                ),
+                "median_kept": float(
+                    statistics.median(int((r >= t).sum() + (o >= t).sum()) for r, o in per_question)
+                ),
+            }
+            for t in thresholds
+        },
+    }
+
+
+def report_scores(scores: dict[str, Any]) -> None:
+    """The score's separation and the recommended ``min_score`` (with the others)."""
+    from _common import rich_table
+
+    auc, goal = scores["auc"], scores["goal"]
+    table = rich_table(
+        f"Memory.search scores, {scores['questions']} questions pooled "
+        f"({scores['evidence_turns']} evidence turns, {scores['other_turns']} other turns): "
+        f"ROC AUC {auc:.3f} (goal >= {goal:g}: {'met' if auc >= goal else 'missed'})",
+        ["min_score", "evidence kept", "others left out", "questions kept", "median kept"],
+    )
+    for t, row in scores["thresholds"].items():
+        mark = " *" if float(t) == scores["recommended"] else ""
+        table.add_row(
+            f"{float(t):g}{mark}",
+            f"{row['evidence_kept']:.1%}",
+            f"{row['others_left_out']:.1%}",
+            f"{row['questions_with_evidence']:.1%}",
+            f"{row['median_kept']:.0f}",
+        )
+    table.caption = "* the min_score the docs recommend"
+    from rich.console import Console
+
+    Console().print(table)
+    best = scores["thresholds"][
+        next(t for t in scores["thresholds"] if float(t) == scores["recommended"])
+    ]
+    print(
+        f"search score ROC AUC {auc:.3f} (goal >= {goal:g}); min_score "
+        f"{scores['recommended']:g} keeps {best['evidence_kept']:.1%} of the evidence turns "
+        f"and leaves out {best['others_left_out']:.1%} of the other turns"
+    )
+
+
 # -- the run --------------------------------------------------------------------------------
 
 
@@ -304,6 +414,7 @@ def run(
     model: str = "local/all-MiniLM-L6-v2",
     baselines: bool = True,
     history: tuple[int, ...] = (1,),
+    scores_only: bool = False,
 ) -> dict[str, Any]:
     from tiermem import Memory
     from tiermem.embeddings import get_embedder
@@ -333,6 +444,18 @@ def run(
         floor = default.floor.model_copy(update={"enabled": True, "relevance": value})
         variants[f"tiermem, {name}"] = default.model_copy(update={"floor": floor})
     try:
+        if scores_only:  # the score's separation alone: ingest, then one search a question
+            start = time.perf_counter()
+            for conv in conversations:
+                ingest_turns(memory, conv)
+            memory.flush()
+            ingest = time.perf_counter() - start
+            return {
+                "embedder": model,
+                "conversations": [c.name for c in conversations],
+                "ingest_s": ingest,
+                "scores": score_separation(memory, conversations, quick),
+            }
         for conv in conversations:
             questions = conv.questions[:20] if quick else conv.questions
             start = time.perf_counter()
@@ -401,6 +524,7 @@ def run(
         if baselines and levels:  # after x1's questions: its users' timings are their own
             ingest_history(memory, conversations, levels)
             axis = history_axis(memory, conversations, levels, budgets, quick)
+        separation = score_separation(memory, conversations, quick)  # last: counts accesses
     finally:
         memory.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -428,6 +552,7 @@ def run(
         "ingest_s": ingest,
         "history_tokens": history_tokens,
         "history": axis,
+        "scores": separation,
     }
 
 
@@ -484,6 +609,7 @@ def report(result: dict[str, Any], command: str) -> None:
     )
     if result.get("history"):
         report_history(result["history"], result["budgets"])
+    report_scores(result["scores"])
     for model, other in result.get("compared", {}).items():
         gaps = ", ".join(
             f"{b}: {other['recall'][b]:.3f} ({other['recall'][b] - result['recall']['tiermem'][b]:+.3f})"
@@ -587,8 +713,20 @@ def main(argv: list[str] | None = None) -> int:
         help="history sizes: each conversation asked of a user who also lived this many "
         "conversations in all (capped at the number of conversations; none: skip the axis)",
     )
+    parser.add_argument(
+        "--auc-only",
+        action="store_true",
+        help="only the search score's separation (ROC AUC) and the min_score table: "
+        "ingest and one search per question (about 2 minutes for five conversations)",
+    )
     args = parser.parse_args(argv)
     budgets = sorted(args.budgets)
+    if args.auc_only:
+        result = run(args.data_dir, budgets, args.quick, [], args.embedders[0], scores_only=True)
+        write_json(args.out, json.loads(json.dumps(result, default=str)))
+        report_scores(result["scores"])
+        print(f"reproduce: {reproduce_command(__file__, argv)}")
+        return 0
     result = compare(
         [
             run(

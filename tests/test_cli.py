@@ -250,6 +250,11 @@ def test_round_trip_import_search_context_forget(capsys, tmp_path: Path) -> None
     )
     code, out, _ = run(capsys, "search", "what dog do I have", "--user", "ana", "--db", db)
     assert code == 0 and "Pixel" in out
+    code, out, _ = run(  # issue 35, item 4: the answer scored 0.500 beside unrelated 0.492
+        capsys, "search", "what dog do I have", "--min-score", "0.2", "--user", "ana", "--db", db
+    )
+    assert code == 0 and "greyhound" in out
+    assert not any(w in out for w in ("lovely", "Porto", "Portuguese", "tea")), out
     code, out, _ = run(
         capsys, "context", "where does my sister live", "--user", "ana", "--db", db, "--json"
     )
@@ -335,6 +340,7 @@ def test_a_prefix_of_several_ids_is_ambiguous() -> None:
         (["search", "flour", "--user", "u", "-k", "0"], "-k"),
         (["demo", "--max-tokens", "-1"], "--max-tokens"),
         (["remember", "x", "--user", "u", "--importance", "1.5"], "--importance"),
+        (["search", "flour", "--user", "u", "--min-score", "1.5"], "--min-score"),
     ],
 )
 def test_bad_numbers_are_refused_before_anything_heavy_loads(

@@ -71,8 +71,14 @@ async def test_tools_over_http(served: tuple[str, Memory]) -> None:
         await call(ann, "add_memory", content="Prefers window seats", memory_type="preference")
         found = await call(ann, "search_memory", query="peanuts allergy", k=3)
         assert found["results"][0]["id"] == added["id"]
-        assert all(0 < r["score"] <= 1 for r in found["results"])  # relevance, not rrf
+        assert all(0 < r["score"] < 1 for r in found["results"])  # relevance, not rrf
         assert found["results"][0]["evidence"]["keyword_rank"] == 1
+        assert found["results"][0]["evidence"]["keywords"] == 1.0
+        least = found["results"][0]["score"]  # issue 35, item 4: min_score leaves the rest out
+        kept = await call(ann, "search_memory", query="peanuts allergy", min_score=least)
+        assert [r["id"] for r in kept["results"]] == [added["id"]]
+        bad = await ann.call_tool("search_memory", {"query": "peanuts", "min_score": 1.5})
+        assert bad.is_error and "min_score" in str(bad.content)
         listed = await call(ann, "list_memories", memory_type="preference")
         assert [m["content"] for m in listed["memories"]] == ["Prefers window seats"]
         context = await call(ann, "get_context", query="what can ann eat", max_tokens=300)

@@ -282,8 +282,9 @@ def test_malformed_json_and_surrogates_are_refused(dev: tuple[str, Memory]) -> N
 
 
 def test_hybrid_scores_and_context_evidence_over_rest(dev: tuple[str, Memory]) -> None:
-    """Search answers a relevance in [0, 1] with the fusion as evidence; context items
-    carry the sim / kw evidence explain() shows; MemoryClient rebuilds both."""
+    """Search answers a relevance in [0, 1] with its evidence (the fusion's too) and
+    leaves out what scores under min_score; context items carry the sim / kw evidence
+    explain() shows; MemoryClient rebuilds both."""
     url, _ = dev
     u = user()
     with httpx.Client(base_url=url) as http:
@@ -294,20 +295,27 @@ def test_hybrid_scores_and_context_evidence_over_rest(dev: tuple[str, Memory]) -
         found = http.post("/v1/search", json={"user_id": u, "query": "green tea"}).json()
         results = found["results"]
         assert results[0]["memory"]["content"] == "green tea every morning"
-        assert results[0]["score"] == pytest.approx(1.0)
-        assert all(0 < r["score"] <= 1 for r in results)
+        assert all(0 < r["score"] < 1 for r in results)
         assert set(results[0]["evidence"]) == {
             "rrf",
+            "fused_rank",
             "vector_rank",
             "similarity",
+            "keywords",
             "keyword_rank",
             "keyword_score",
         }
-        assert results[0]["evidence"]["vector_rank"] == results[0]["evidence"]["keyword_rank"] == 1
+        evidence = results[0]["evidence"]
+        assert evidence["vector_rank"] == evidence["keyword_rank"] == evidence["fused_rank"] == 1
+        assert evidence["keywords"] == 1.0
         vector = http.post(
             "/v1/search", json={"user_id": u, "query": "green tea", "mode": "vector"}
         ).json()
-        assert vector["results"][0]["evidence"] is None
+        assert vector["results"][0]["evidence"]["rrf"] is None
+        assert vector["results"][0]["score"] == results[0]["score"]  # the same relevance
+        least = {"user_id": u, "query": "green tea", "min_score": results[0]["score"]}
+        kept = http.post("/v1/search", json=least).json()["results"]
+        assert [r["memory"]["content"] for r in kept] == ["green tea every morning"]
         said = [{"role": "user", "content": "I drink green tea every morning"}]
         http.post("/v1/messages", json={"user_id": u, "session_id": "s1", "messages": said})
         assert http.post("/v1/flush", json={"timeout": 10}).json() == {"done": True}

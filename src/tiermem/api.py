@@ -136,8 +136,11 @@ class MemoryAPI(Protocol):
         filters: Mapping[str, Any] | None = None,
         *,
         mode: str = "hybrid",
+        min_score: float = 0.0,
     ) -> list[SearchResult]:
-        """The user's long-term memories best matching ``query``, best first."""
+        """The user's long-term memories best matching ``query``, best first; each
+        hit's ``score`` is its relevance in [0, 1] (the same at every ``k``), and
+        ``min_score`` leaves out those that score less."""
         ...
 
     def list_memories(
@@ -344,6 +347,7 @@ class AsyncMemoryAPI(Protocol):
         filters: Mapping[str, Any] | None = None,
         *,
         mode: str = "hybrid",
+        min_score: float = 0.0,
     ) -> list[SearchResult]: ...
 
     async def alist_memories(

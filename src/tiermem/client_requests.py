@@ -22,6 +22,7 @@ from tiermem.messages import Message
 from tiermem.stores.ops import check_search_filters, make_filter
 from tiermem.stores.queue import WorkStats
 from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
+from tiermem.stores.relevance import check_min_score
 from tiermem.stores.transcript import SessionInfo, TranscriptRow
 from tiermem.stores.validate import (
     build_message,
@@ -192,10 +193,12 @@ def get_context(a: Arguments) -> Call[Context]:
 @request(MemoryAPI.search)
 def search(a: Arguments) -> Call[builtins.list[SearchResult]]:
     """Search the user's memories (see :meth:`tiermem.Memory.search`); the filters are
-    checked here as Memory checks them (a NaN or a key that is not a str cannot be sent)."""
+    checked here as Memory checks them (a NaN or a key that is not a str cannot be sent),
+    and ``min_score`` too."""
     if a.filters is not None:
         check_user_id(a.user_id)
         make_filter(**check_search_filters(a.filters))
+    check_min_score(a.min_score)
     return Call("POST", "/v1/search", lambda d: [hit_from_json(h) for h in d["results"]], json=a)
 
 

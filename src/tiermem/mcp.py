@@ -62,6 +62,7 @@ SearchK = Annotated[int, Field(strict=True, ge=1, le=50)]
 ListLimit = Annotated[int, Field(strict=True, ge=1, le=200)]
 Importance = Annotated[float, Field(strict=True, ge=0, le=1)]
 MaxTokens = Annotated[int, Field(strict=True, ge=1, le=MAX_CONTEXT_TOKENS)]
+MinScore = Annotated[float, Field(strict=True, ge=0, le=1)]
 Resolver = Callable[[Any], tuple[Any, str]]
 """(the HTTP request, or None over stdio) -> (a Memory or MemoryClient, the store's user id)"""
 
@@ -98,7 +99,7 @@ def _version_json(record: Any) -> dict[str, Any]:
 
 
 def _hit_json(hit: Any) -> dict[str, Any]:
-    """A search hit: its relevance in [0, 1] and, when known, how each search ranked it."""
+    """A search hit: its relevance in [0, 1], and what it was made of."""
     data = {**_memory_json(hit.record), "score": round(hit.score, 4)}
     if hit.evidence is not None:
         data["evidence"] = {
@@ -177,16 +178,20 @@ def build_server(resolve: Resolver) -> MCPServer:
         return {"id": memory_id}
 
     @server.tool()
-    async def search_memory(query: str, ctx: Context, k: SearchK = 5) -> dict[str, Any]:
+    async def search_memory(
+        query: str, ctx: Context, k: SearchK = 5, min_score: MinScore = 0.0
+    ) -> dict[str, Any]:
         """Search the user's memories (meaning and keywords), best first. Each result's
-        score is its relevance from 0 to 1 (1: the best match by both meaning and
-        keywords).
+        score is its relevance from 0 to 1, whatever else is stored: under 0.1 it very
+        likely does not answer, over 0.9 it very likely does.
 
         Args:
             query: what to look for, in plain words.
             k: how many results at most (1 to 50).
+            min_score: leave out results that score less (0 to 1); 0.2 keeps nearly
+                all that answers and leaves out what is unrelated.
         """
-        hits = await run(ctx, lambda m, u: m.search(query, u, k=k))
+        hits = await run(ctx, lambda m, u: m.search(query, u, k=k, min_score=min_score))
         return {"results": [_hit_json(h) for h in hits]}
 
     @server.tool()

@@ -207,6 +207,38 @@ def test_remember_search_and_filters(memory: Any, user: str) -> None:
     assert facts[0].record.metadata == {"source": "chat"}
 
 
+def test_search_scores_are_relevance_and_min_score_leaves_out_the_rest(
+    memory: Any, user: str
+) -> None:
+    """Issue 35, item 4, on every face: a score is a relevance in [0, 1], the same for a
+    memory at k=1 and at k=50, with what it was made of in the evidence; ``min_score``
+    leaves out the hits that score less, in every mode, and is refused outside [0, 1]."""
+    for text in ("prefers green tea over coffee", "green tea with jasmine", "parks on level 3"):
+        memory.remember(text, user)
+    hits = memory.search("green tea", user, k=50)
+    scores = [h.score for h in hits]
+    assert len(hits) == 3 and scores == sorted(scores, reverse=True)
+    assert all(0.0 < s < 1.0 for s in scores)
+    for hit in hits:
+        e = hit.evidence
+        assert e is not None and e.similarity is not None and e.fused_rank is not None
+        assert e.keywords == (0.0 if "level" in hit.record.content else 1.0)
+    (first,) = memory.search("green tea", user, k=1)
+    assert first.score == {h.record.id: h.score for h in hits}[first.record.id]
+    least = scores[1]
+    for mode in ("hybrid", "vector", "keyword"):
+        found = memory.search("green tea", user, k=50, mode=mode)
+        kept = memory.search("green tea", user, k=50, mode=mode, min_score=least)
+        assert kept and [h.record.id for h in kept] == [
+            h.record.id for h in found if h.score >= least
+        ]
+    assert memory.search("green tea", user, min_score=1.0) == []
+    for bad, error in ((1.5, InvalidSizeError), (-1, InvalidSizeError), ("1", InvalidTypeError)):
+        with pytest.raises(error) as raised:
+            memory.search("green tea", user, min_score=bad)
+        assert raised.value.field == "min_score"
+
+
 def test_context_is_explained_and_within_budget(memory: Any, user: str) -> None:
     memory.remember("is allergic to peanuts", user, "fact", 0.9)
     for i in range(12):

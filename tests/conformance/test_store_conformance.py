@@ -23,6 +23,7 @@ from tiermem.errors import (
 from tiermem.stores.ops import AccessOp, AddOp, UpdateOp
 from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.records import NewMemory, calculate_importance
+from tiermem.stores.relevance import keyword_share, relevance
 from tiermem.stores.validate import MAX_CONTENT_CHARS
 
 from .conftest import DIM
@@ -187,12 +188,12 @@ def test_keyword_and_hybrid_search(store: MemoryStore, new_user: NewUser) -> Non
     assert all(h.record.user_id == user for h in hybrid)
 
 
-def test_hybrid_scores_read_as_relevance_with_the_fusion_as_evidence(
+def test_hybrid_scores_are_relevance_with_the_fusion_as_evidence(
     store: MemoryStore, new_user: NewUser
 ) -> None:
-    """The shown score is the fusion value over the best possible one: 1.0 for the
-    memory first in both lists, in [0, 1], in the fusion's order; each hit's evidence
-    holds the fusion value and its place in each list."""
+    """A hybrid hit's score is its relevance (:func:`relevance` of its similarity and
+    keywords), in [0, 1], best first; its evidence holds both, each list's place and
+    score, the fusion value and its place in the fusion's order."""
     user = new_user()
     texts = ["green tea every morning", "green bicycle", "tea with lemon", "monday meeting"]
     m = vecs(4)
@@ -200,21 +201,57 @@ def test_hybrid_scores_read_as_relevance_with_the_fusion_as_evidence(
     vector = store.search(user, vector=m[0], mode="vector", limit=20, count_access=False)
     keyword = store.search(user, "green tea", mode="keyword", limit=20, count_access=False)
     hybrid = store.search(user, "green tea", vector=m[0], mode="hybrid", count_access=False)
-    assert hybrid[0].record.id == ids[0] and hybrid[0].score == pytest.approx(1.0)
+    assert hybrid[0].record.id == ids[0] and hybrid[0].score > 0.99
     scores = [h.score for h in hybrid]
-    assert scores == sorted(scores, reverse=True) and all(0 < s <= 1 for s in scores)
+    assert scores == sorted(scores, reverse=True) and all(0 < s < 1 for s in scores)
     vector_place = {h.record.id: (n, h.score) for n, h in enumerate(vector, start=1)}
     keyword_place = {h.record.id: (n, h.score) for n, h in enumerate(keyword, start=1)}
+    fused = {}
     for hit in hybrid:
         e = hit.evidence
-        assert e is not None
+        assert e is not None and e.similarity is not None and e.keywords is not None
+        assert hit.score == relevance(e.similarity, e.keywords)
+        assert e.keywords == keyword_share("green tea", hit.record.content)
         places = [vector_place.get(hit.record.id), keyword_place.get(hit.record.id)]
         rrf = sum(1 / (60 + place[0]) for place in places if place)
-        assert e.rrf == pytest.approx(rrf) and hit.score == pytest.approx(rrf * 61 / 2)
-        assert (e.vector_rank, e.similarity) == (places[0] or (None, None))
+        assert e.rrf == pytest.approx(rrf) and e.fused_rank is not None
+        fused[e.fused_rank] = rrf
+        assert places[0] is not None and e.vector_rank == places[0][0]  # all four are near
+        assert e.similarity == pytest.approx(places[0][1], abs=1e-5)
         assert (e.keyword_rank, e.keyword_score) == (places[1] or (None, None))
         assert f"rrf {e.rrf:.4f}" in hit.explain()
-    assert vector[0].evidence is None and keyword[0].evidence is None
+    assert [fused[r] for r in sorted(fused)] == sorted(fused.values(), reverse=True)
+    assert vector[0].evidence is None and keyword[0].evidence is None  # the planner's inputs
+
+
+def test_a_hybrid_hit_scores_the_same_at_every_limit(store: MemoryStore, new_user: NewUser) -> None:
+    """The fusion's value of a memory changed with ``limit`` (first by meaning and 26th
+    by words, it was in the keyword pool at limit 50 and not at limit 1: 0.50 then 0.85);
+    its score does not."""
+    user = new_user()
+    query = np.eye(DIM, dtype=np.float32)[0]
+
+    def unit(first: float, second: float, third: float = 0.0) -> np.ndarray:
+        v = np.zeros(DIM, dtype=np.float32)
+        v[:3] = first, second, third
+        unit_vector: np.ndarray = v / np.linalg.norm(v)
+        return unit_vector
+
+    memories = [("an apple among many other words of a long line", query)]  # first by meaning
+    memories += [(f"filler line number {j}", unit(0.9 - 0.01 * j, 0.5)) for j in range(21)]
+    memories += [(f"apple apple apple {i}", unit(-0.1 - 0.001 * i, 0.0, 1.0)) for i in range(25)]
+    store.add_many(user, [c for c, _ in memories], embeddings=np.stack([v for _, v in memories]))
+    keyword = store.search(user, "apple", mode="keyword", limit=50, count_access=False)
+    assert keyword[-1].record.content == memories[0][0]  # last by words: out of a pool of 20
+
+    def scores(limit: int) -> dict[uuid.UUID, float]:
+        hits = store.search(user, "apple", vector=query, mode="hybrid", limit=limit)
+        return {h.record.id: h.score for h in hits}
+
+    (first, score), *_ = scores(1).items()
+    assert scores(50)[first] == score
+    few, many = scores(5), scores(50)
+    assert all(many[i] == s for i, s in few.items())
 
 
 def test_users_lists_every_user_in_order(store: MemoryStore, new_user: NewUser) -> None:

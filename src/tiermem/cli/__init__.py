@@ -95,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("query")
     search.add_argument("-k", type=int, default=10)
     search.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default="hybrid")
+    search.add_argument(
+        "--min-score",
+        type=float,
+        default=0.0,
+        help="leave out hits that score less (relevance, 0 to 1; 0.2 is a good start)",
+    )
 
     context = _command(commands, "context", cmd_context, "build and explain a prompt's context")
     context.add_argument("query")
@@ -203,6 +209,7 @@ RANGES: dict[str, tuple[float, float | None, str]] = {
     "max_tokens": (1, None, "2000"),
     "k": (1, None, "10"),
     "importance": (0.0, 1.0, "0.5"),
+    "min_score": (0.0, 1.0, "0.2"),
     "from_dim": (1, None, "384"),
     "to_dim": (1, None, "768"),
     "batch_size": (1, None, "256"),

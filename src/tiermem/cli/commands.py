@@ -248,7 +248,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     with _memory(args) as memory:
-        hits = memory.search(args.query, args.user, k=args.k, mode=args.mode)
+        hits = memory.search(
+            args.query, args.user, k=args.k, mode=args.mode, min_score=args.min_score
+        )
         ids = [str(hit.record.id) for hit in hits]
         shown = short_ids(_user_ids(memory, args.user), ids) if ids else {}
     table = Table("score", "type", "created", "content", title=f"search: {args.query!r}")

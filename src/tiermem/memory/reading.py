@@ -25,6 +25,7 @@ from tiermem.messages import Message
 from tiermem.planner import Context, QueryPlanner
 from tiermem.stores.ops import Filters, check_search_filters
 from tiermem.stores.records import MemoryRecord, SearchResult
+from tiermem.stores.relevance import check_min_score, rescore
 from tiermem.stores.validate import (
     check_encodable,
     check_limit,
@@ -59,15 +60,29 @@ class Reading(Operations):
         filters: Mapping[str, Any] | None = None,
         *,
         mode: str = "hybrid",
+        min_score: float = 0.0,
     ) -> Steps[list[SearchResult]]:
         """Search the user's long-term memories (hybrid by default), best first (async: on
         PostgreSQL only the query's embedding takes a thread; each hit is counted as an
-        access in the same transaction)."""
+        access in the same transaction).
+
+        Each hit's ``score`` is its relevance to the query in [0, 1], from the query and
+        the memory alone (the same at every ``k``): see :mod:`tiermem.stores.relevance`;
+        its ``evidence`` says what it was made of. ``mode`` chooses where the hits come
+        from: ``hybrid`` the nearest by meaning and the best by words, ``vector`` the
+        ``k`` nearest by meaning, ``keyword`` the ``k`` best by words (the query is not
+        embedded: they are scored by their keywords alone). ``min_score`` leaves out the
+        hits that score less (0.2 keeps nearly all that answers a question and leaves out
+        what is unrelated: docs/stores.md, Scores)."""
         self._check_search(query, user_id, k, filters)
+        least = check_min_score(min_score)
         vector = (yield _cpu(self._embed, query)) if mode != "keyword" and query.strip() else None
         store = self._tiers.store
         options = {"vector": vector, "mode": mode, "limit": k, **(filters or {})}
-        return list((yield _Wait(store.search, store.asearch, user_id, query, **options)))
+        hits = list((yield _Wait(store.search, store.asearch, user_id, query, **options)))
+        if mode != "hybrid":  # scored by cosine or text rank: scored by relevance instead
+            hits = rescore(query, vector, hits, mode)
+        return [hit for hit in hits if hit.score >= least]
 
     asearch = stepped_twin(search, threads_unless=_native)
 

@@ -114,6 +114,9 @@ class SearchIn(Request):
     k: int = 10
     filters: Filters | None = None
     mode: SearchModeName = "hybrid"
+    min_score: float = Field(
+        0.0, description="leave out hits that score less (0 to 1; 0.2 is a good start)"
+    )
 
 
 class ContextIn(Request):
@@ -176,22 +179,39 @@ class MemoryPage(BaseModel):
 
 
 class EvidenceOut(BaseModel):
-    """How hybrid search ranked the memory (see docs/stores.md, "Scores")."""
+    """What the score was made of, and how each search ranked the memory (see
+    docs/stores.md, "Scores")."""
 
-    rrf: float = Field(description="the reciprocal-rank-fusion value the results are ordered by")
-    vector_rank: int | None = Field(description="its place in the vector list (1 = first)")
-    similarity: float | None = Field(description="its cosine similarity to the query")
-    keyword_rank: int | None = Field(description="its place in the keyword list")
-    keyword_score: float | None = Field(description="the engine's text rank (bm25, ts_rank_cd)")
+    similarity: float | None = Field(
+        default=None, description="its cosine similarity to the query (keyword mode: none)"
+    )
+    keywords: float | None = Field(
+        default=None, description="the share of the query's keywords it holds (0 to 1)"
+    )
+    vector_rank: int | None = Field(
+        default=None, description="its place in the vector list (1 = first)"
+    )
+    keyword_rank: int | None = Field(default=None, description="its place in the keyword list")
+    keyword_score: float | None = Field(
+        default=None, description="the engine's text rank (bm25, ts_rank_cd)"
+    )
+    rrf: float | None = Field(
+        default=None, description="hybrid: the reciprocal-rank-fusion value sum(1/(60 + rank))"
+    )
+    fused_rank: int | None = Field(
+        default=None, description="hybrid: its place in the fusion's order (1 = first)"
+    )
 
 
 class HitOut(BaseModel):
     memory: MemoryOut
     score: float = Field(
-        description="hybrid: relevance in [0, 1] (1: first in both the vector and the "
-        "keyword list); vector: cosine similarity; keyword: the engine's text rank"
+        description="the relevance to the query in [0, 1], from the query and the memory "
+        "alone: the same at every k (see docs/stores.md, Scores)"
     )
-    evidence: EvidenceOut | None = Field(default=None, description="hybrid search only")
+    evidence: EvidenceOut | None = Field(
+        default=None, description="the similarity, keywords and ranks behind the score"
+    )
 
 
 class SearchOut(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal, NamedTuple, get_args
@@ -108,20 +108,25 @@ class MemoryRecord:
 
 @dataclass(frozen=True)
 class SearchEvidence:
-    """How hybrid search ranked a record: its place in each list it fused.
+    """What a hit's score was made of, and how each search ranked it.
 
-    ``rrf`` is the reciprocal-rank-fusion value ``sum(1 / (60 + rank))`` the results are
-    ordered by; ``vector_rank`` / ``similarity`` its place and cosine similarity in the
-    vector list, ``keyword_rank`` / ``keyword_score`` its place and the engine's text
-    rank (FTS5 bm25 negated, or ``ts_rank_cd``) in the keyword list; None where the
-    record was not in that list.
+    ``similarity`` is the cosine similarity of the query's and the memory's embeddings
+    and ``keywords`` the share of the query's keywords the memory holds: the two inputs
+    of the score (:func:`tiermem.stores.relevance.relevance`). ``vector_rank`` and
+    ``keyword_rank`` are its places in the vector and the keyword list, ``keyword_score``
+    the engine's text rank there (FTS5 bm25 negated, or ``ts_rank_cd``: not comparable
+    across engines). Hybrid search only: ``rrf``, the reciprocal-rank-fusion value
+    ``sum(1 / (60 + rank))`` over the lists it is in, and ``fused_rank``, its place in
+    the fusion's order. None where it does not apply.
     """
 
-    rrf: float
+    rrf: float | None = None
     vector_rank: int | None = None
     similarity: float | None = None
     keyword_rank: int | None = None
     keyword_score: float | None = None
+    keywords: float | None = None
+    fused_rank: int | None = None
 
     def to_dict(self) -> dict[str, float | int | None]:
         return {
@@ -130,6 +135,8 @@ class SearchEvidence:
             "similarity": self.similarity,
             "keyword_rank": self.keyword_rank,
             "keyword_score": self.keyword_score,
+            "keywords": self.keywords,
+            "fused_rank": self.fused_rank,
         }
 
 
@@ -137,11 +144,12 @@ class SearchEvidence:
 class SearchResult:
     """A record found by a search, with its score (higher is better).
 
-    ``score`` is the cosine similarity for vector search and the engine's text rank for
-    keyword search. For hybrid search it is the relevance in [0, 1]: the fusion value
-    as a share of the best possible (1.0: ranked first by both the vector and the keyword
-    search; 0.5: first in one, absent from the other), in the order of the fusion;
-    ``evidence`` holds the fusion's details (see :meth:`explain`).
+    From ``Memory.search`` and a store's hybrid search, ``score`` is the memory's
+    relevance to the query in [0, 1], from the query and the memory alone (the same at
+    every ``k``, for every query and on every engine: see :mod:`tiermem.stores.relevance`);
+    ``evidence`` holds what it was made of and how each search ranked the memory. A
+    store's vector search scores by cosine similarity and its keyword search by the
+    engine's text rank (what the query planner reads), without evidence.
     """
 
     record: MemoryRecord
@@ -149,14 +157,24 @@ class SearchResult:
     evidence: SearchEvidence | None = None
 
     def explain(self) -> str:
-        """One line: the score, and for hybrid search the evidence behind it."""
+        """One line: the score, and the evidence behind it."""
         line = f"score {self.score:.3f}"
         e = self.evidence
         if e is None:
             return line
-        vector = "-" if e.vector_rank is None else f"#{e.vector_rank} sim {e.similarity:.3f}"
-        keyword = "-" if e.keyword_rank is None else f"#{e.keyword_rank} rank {e.keyword_score:.3f}"
-        return f"{line} (rrf {e.rrf:.4f}; vector {vector}; keyword {keyword})"
+        parts = []
+        if e.similarity is not None:
+            parts.append(f"sim {e.similarity:.3f}")
+        if e.keywords is not None:
+            parts.append(f"keywords {e.keywords:.2f}")
+        if e.vector_rank is not None:
+            parts.append(f"vector #{e.vector_rank}")
+        if e.keyword_rank is not None:
+            text_rank = "" if e.keyword_score is None else f" rank {e.keyword_score:.3f}"
+            parts.append(f"keyword #{e.keyword_rank}{text_rank}")
+        if e.fused_rank is not None and e.rrf is not None:
+            parts.append(f"fused #{e.fused_rank} rrf {e.rrf:.4f}")
+        return f"{line} ({'; '.join(parts)})"
 
 
 @dataclass(frozen=True)
@@ -208,46 +226,6 @@ def calculate_importance(
     frequency = min(1.0, math.log(memory.access_count + 1) / math.log(access_saturation + 1))
     explicit = min(1.0, max(0.0, memory.importance))
     return float(0.3 * recency + 0.3 * frequency + 0.4 * explicit)
-
-
-RRF_K = 60
-"""The fusion's rank offset: each list adds ``1 / (RRF_K + rank)``."""
-
-
-def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[SearchResult]], limit: int, k: int = RRF_K
-) -> list[SearchResult]:
-    """Fuse a vector and a keyword ranking: each record's fusion value is
-    ``sum(1 / (k + rank))`` over the lists it is in, and the results are in that order;
-    the score shown is that value over the best possible (first in every list), so it
-    reads as a relevance in [0, 1]. ``evidence`` keeps each list's rank and score."""
-    fused: dict[uuid.UUID, float] = {}
-    records: dict[uuid.UUID, MemoryRecord] = {}
-    places: dict[uuid.UUID, list[tuple[int, float] | None]] = {}
-    for n, ranking in enumerate(rankings):
-        for rank, hit in enumerate(ranking, start=1):
-            fused[hit.record.id] = fused.get(hit.record.id, 0.0) + 1.0 / (k + rank)
-            records[hit.record.id] = hit.record
-            places.setdefault(hit.record.id, [None] * len(rankings))[n] = (rank, hit.score)
-    best_possible = len(rankings) / (k + 1)
-    best = sorted(fused, key=lambda i: -fused[i])[:limit]
-    return [
-        SearchResult(records[i], fused[i] / best_possible, _evidence(fused[i], places[i]))
-        for i in best
-    ]
-
-
-def _evidence(rrf: float, places: list[tuple[int, float] | None]) -> SearchEvidence:
-    """The evidence of one fused record; ``places``: (rank, score) in the vector and the
-    keyword list, None where it is absent."""
-    vector, keyword = [*places, None, None][:2]
-    return SearchEvidence(
-        rrf=rrf,
-        vector_rank=vector[0] if vector else None,
-        similarity=vector[1] if vector else None,
-        keyword_rank=keyword[0] if keyword else None,
-        keyword_score=keyword[1] if keyword else None,
-    )
 
 
 def bump_access(record: MemoryRecord, now: datetime) -> MemoryRecord:

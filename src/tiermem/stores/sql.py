@@ -52,9 +52,9 @@ from tiermem.stores.records import (
     SearchResult,
     StoreStats,
     bump_access,
-    reciprocal_rank_fusion,
     utcnow,
 )
+from tiermem.stores.relevance import fuse
 from tiermem.stores.transcript_sql import TranscriptSQL
 
 UNPROFILED = ("message", "tool")
@@ -359,8 +359,9 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
     # -- reads, shared --
 
     def _search_plan(self, op: SearchOp) -> Plan[list[SearchResult]]:
-        """Vector, keyword or hybrid (reciprocal rank fusion) hits, each counted as an
-        access unless ``op.count_access`` is False."""
+        """Vector, keyword or hybrid hits, each counted as an access unless
+        ``op.count_access`` is False. Hybrid: both lists' best, scored by relevance
+        (:func:`~tiermem.stores.relevance.fuse`: the same score at every ``limit``)."""
         if op.mode == "vector":
             hits = yield from self._vector_plan(op, op.limit)
         elif op.mode == "keyword":
@@ -369,7 +370,7 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
             pool = max(op.limit * 3, 20)
             vector = yield from self._vector_plan(op, pool)
             keyword = yield from self._keyword_plan(op, pool)
-            hits = reciprocal_rank_fusion([vector, keyword], op.limit)
+            hits = fuse(op.text or "", op.vector, vector, keyword, op.limit)
         if not op.count_access:
             return hits
         touched = yield from self._touch_plan([h.record for h in hits])

@@ -149,8 +149,9 @@ def router(service: Service, metrics: Metrics) -> APIRouter:
     async def search(body: models.SearchIn, tenant: Caller) -> dict[str, Any]:
         """Search the user's long-term memories, best first (Memory.search)."""
         filters = body.filters.model_dump(exclude_none=True) if body.filters else None
+        user = tenant.scope(body.user_id)
         hits = await memory.asearch(
-            body.query, tenant.scope(body.user_id), body.k, filters, mode=body.mode
+            body.query, user, body.k, filters, mode=body.mode, min_score=body.min_score
         )
         return {"results": [hit_to_json(h, body.user_id) for h in hits]}
 
