@@ -30,7 +30,7 @@ def test_locomo_quick_run_reports_every_method(tmp_path: Path) -> None:
     assert recall["tiermem, no floor"]["400"] == 1.0  # the whole history fits in 400 tokens
     assert all(v <= b for b, v in result["mean_tokens"].items() for b in [float(b)])
     tokens = result["variant_tokens"]
-    assert set(tokens) == floors and result["floor"]["enabled"]
+    assert set(tokens) == floors and not result["floor"]["enabled"]  # off by default
     # At 400 tokens everything fits: a floor can only leave memories out.
     assert tokens["tiermem, drop-off 0.35"]["400"] <= tokens["tiermem, no floor"]["400"]
     assert result["mean_tokens"]["400"] <= tokens["tiermem, no floor"]["400"]
