@@ -387,3 +387,77 @@ def test_export_then_import_restores_the_user_and_refuses_a_damaged_archive(
     code, out, _ = run(capsys, "export", "--user", "u", "--db", second)
     again = out.splitlines()
     assert code == 0 and again[1:] == lines[1:]
+
+
+def test_users_sessions_and_memories_list_what_the_library_returns(capsys, tmp_path: Path) -> None:
+    """Issue 35, item 5: `tiermem users`, `tiermem sessions USER` and `tiermem memories
+    USER` are Memory.users, Memory.sessions and Memory.list_memories: `--json` prints
+    their values (as the REST API writes them), the paging and filters are the library's
+    own, and so are the errors."""
+    from tiermem.errors import InvalidSizeError, MissingUserError
+    from tiermem.wire import record_to_json, session_to_json
+
+    db = str(tmp_path / "cli.db")
+    with Memory(db) as memory:
+        memory.add_messages(
+            [
+                {"role": "user", "content": "I moved to Porto in May"},
+                {"role": "assistant", "content": "Porto is lovely."},
+            ],
+            "ana",
+            "trip",
+        )
+        memory.add("user", "A line without a session", "ana")
+        memory.remember("Ana prefers tea to coffee", "ana", "preference")
+        memory.remember("Bo likes jazz", "bo", "preference")
+        assert memory.flush(30)
+        users = memory.users()
+        sessions = memory.sessions("ana")
+        records = memory.list_memories("ana")
+        trip = memory.list_memories("ana", session_id="trip")
+        with pytest.raises(InvalidSizeError) as too_few:
+            memory.list_memories("ana", limit=0)
+        with pytest.raises(MissingUserError) as nobody:
+            memory.sessions("")
+    assert users == ["ana", "bo"] and len(sessions) == 2 and len(records) == 4
+
+    code, out, err = run(capsys, "users", "--db", db)
+    assert (code, out.splitlines(), err) == (0, users, "")
+    assert json.loads(run(capsys, "users", "--db", db, "--json")[1]) == users
+    code, out, err = run(capsys, "users", "--db", db, "--limit", "1")
+    assert out.splitlines() == ["ana"] and 'more: tiermem users --after "ana"' in err
+    assert run(capsys, "users", "--db", db, "--after", "ana")[1].splitlines() == ["bo"]
+
+    code, out, _ = run(capsys, "sessions", "ana", "--db", db, "--json")
+    assert code == 0 and json.loads(out) == [session_to_json(s) for s in sessions]
+    assert run(capsys, "sessions", "--user", "ana", "--db", db, "--json")[1] == out
+    code, out, _ = run(capsys, "sessions", "ana", "--db", db)
+    assert code == 0 and "trip" in out and "(none)" in out
+
+    code, out, _ = run(capsys, "memories", "ana", "--db", db, "--json")
+    assert code == 0 and json.loads(out) == [record_to_json(r) for r in records]
+    code, out, _ = run(capsys, "memories", "ana", "--db", db, "--session", "trip", "--json")
+    assert json.loads(out) == [record_to_json(r) for r in trip]
+    code, out, _ = run(capsys, "memories", "--user", "ana", "--db", db, "--type", "preference")
+    assert "Ana prefers tea to coffee" in out and "Porto" not in out
+    assert str(records[0].id)[:8] in out  # the id `forget --id` takes, as search shows it
+    code, out, err = run(capsys, "memories", "ana", "--db", db, "--limit", "1", "--offset", "1")
+    assert records[1].content[:20] in out and records[0].content[:20] not in out
+    assert "more: --offset 2" in err
+    code, out, _ = run(capsys, "memories", "ana", "--db", db, "--metadata", '{"nope": 1}')
+    assert code == 0 and out == ""
+
+    for argv, said in [
+        (("memories", "ana", "--limit", "0"), f"error: {too_few.value}"),
+        (("users", "--limit", "0"), f"error: {too_few.value}"),
+        (("sessions", ""), f"error: {nobody.value}"),
+        (("memories", "ana", "--type", "gossip"), "error: memory_type: 'gossip' is not a"),
+        (("memories", "ana", "--created-after", "May"), "error: --created-after: 'May' is not"),
+        (("memories", "ana", "--metadata", "[1]"), "error: --metadata: expected a JSON object"),
+    ]:
+        code, out, err = run(capsys, *argv, "--db", db)
+        assert code == 1 and out == "" and " ".join(err.split()).startswith(said), (argv, err)
+    for argv in (("sessions",), ("memories", "ana", "--user", "bo")):  # one user, given once
+        with pytest.raises(SystemExit) as usage:
+            main([*argv, "--db", db])
+        assert usage.value.code == 2

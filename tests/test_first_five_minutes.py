@@ -194,6 +194,64 @@ def test_keys_create_list_revoke(env: dict[str, str]) -> None:
     assert code == 1 and f"no active key '{found.group(1)}'" in out
 
 
+def test_list_users_sessions_and_memories(env: dict[str, str]) -> None:
+    """Issue 35, item 5: what was added can be found from the shell: the users, a user's
+    sessions and memories (the library's values with --json), and a bad page size is the
+    library's error."""
+    code, _, err = tiermem(
+        env, "add", "I moved to Porto in May", "--user", "ana", "--session", "s1"
+    )
+    assert code == 0, err
+    code, _, err = tiermem(
+        env, "remember", "Ana prefers tea", "--user", "ana", "--type", "preference"
+    )
+    assert code == 0, err
+    code, out, err = tiermem(env, "users")
+    assert (code, out, err) == (0, "ana\n", "")
+    code, out, err = tiermem(env, "sessions", "ana")
+    assert code == 0 and re.search(r"│ s1\s+│ 1\s+│", out), out + err
+    code, out, err = tiermem(env, "memories", "ana", "--json")
+    assert code == 0, err
+    found = {m["memory_type"]: m["content"] for m in json.loads(out)}
+    assert found == {"message": "user: I moved to Porto in May", "preference": "Ana prefers tea"}
+    code, out, err = tiermem(env, "memories", "ana", "--type", "preference")
+    assert code == 0 and "Ana prefers tea" in out and "Porto" not in out, err
+    code, out, err = tiermem(env, "memories", "ana", "--limit", "0")
+    assert (code, out, flat(err)) == (1, "", "error: limit: 0 is outside [1, 10000]")
+
+
+def test_readme_example_writes_where_the_readme_says(env: dict[str, str], tmp_path: Path) -> None:
+    """Issue 35, item 5: the README says where `Memory()` writes and that each run of its
+    example adds to the same file; run twice in an empty home, it does just that."""
+    from test_docs import python_blocks
+
+    root = Path(__file__).parents[1]
+    readme = flat((root / "README.md").read_text())
+    assert "`~/.local/share/tiermem/memory.db` on Linux" in readme
+    assert "`tiermem.paths.default_sqlite_path()`" in readme and "`memory.location`" in readme
+    assert "each run of this example adds its message to that file again" in readme
+    example = next(code for _, code, _ in python_blocks(root / "README.md") if "Memory()" in code)
+    work = tmp_path / "work"
+    work.mkdir()
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", example + "print(memory.location)"],
+            env=env,
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, done.stderr
+    where = Path(env["XDG_DATA_HOME"]) / "tiermem" / "memory.db"
+    assert done.stdout.splitlines()[-1] == str(where) and where.is_file()
+    assert not list(work.iterdir())  # nothing in the folder it ran in
+    code, out, err = tiermem(env, "sessions", "ana", "--json")
+    assert code == 0 and [s["messages"] for s in json.loads(out)] == [2], out + err
+    code, out, err = tiermem(env, "memories", "ana", "--type", "preference", "--json")
+    assert code == 0 and len(json.loads(out)) == 1, out + err
+
+
 @contextmanager
 def serving(env: dict[str, str], *argv: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     port = free_port()
@@ -237,6 +295,37 @@ def test_serve_healthz_and_client(env: dict[str, str]) -> None:
             context = client.get_context("where does my sister live?", "ana", "s1")
             assert "Graz" in str(context.messages)
     assert (Path(env["XDG_DATA_HOME"]) / "tiermem" / "memory.db").is_file()
+
+
+def test_server_page_curls_and_the_clients_listings(env: dict[str, str]) -> None:
+    """Issue 35, item 5: docs/server.md's curl commands (add, search, context, forget)
+    against `tiermem serve` in an empty home, as written but for the port; and what a
+    client now finds that it could not: the users, a session's summary, readiness and
+    the server's queue."""
+    from test_server_docs import shell_example
+    from tiermem.client import MemoryClient
+
+    block = shell_example("server.md", "/v1/context")
+    with serving(env) as (url, _):
+        script = block.replace("localhost:8765", url.removeprefix("http://"))
+        done = subprocess.run(
+            ["bash", "-c", "set -euo pipefail\n" + script.replace("curl ", "curl -s -w '\\n' ")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        added, found, context, forgotten, erased = map(json.loads, done.stdout.split("\n")[:5])
+        assert len(added["ids"]) == 1
+        assert "Ana prefers tea to coffee." in [h["memory"]["content"] for h in found["results"]]
+        assert "Pixel" in json.dumps(context["messages"]) and forgotten == {"deleted": True}
+        with MemoryClient(url) as client:
+            assert client.sessions("ana") == [] and "deleted" in erased
+            client.add("user", "My sister Lena lives in Graz", "bo", "s1")
+            assert "bo" in client.users() and client.session_summary("bo", "s1") is None
+            assert set(client.health().values()) == {"ok"}
+            assert client.queue_status()["pending"] == 0
 
 
 def test_inspector_says_what_to_do_first(env: dict[str, str]) -> None:

@@ -113,6 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("--id", help="the memory to delete: its id, or a unique prefix of it")
     forget.add_argument("--all", action="store_true", help="erase everything of the user")
     _command(commands, "stats", cmd_stats, "figures about a user's memories")
+    from tiermem.cli.listing import LISTINGS
+
+    for name, handler, help_text, add_arguments in LISTINGS:  # users, sessions, memories
+        add_arguments(_command(commands, name, handler, help_text, memory=False))
 
     config = commands.add_parser("config", help="configuration tools")
     checks = config.add_subparsers(dest="config_command", metavar="COMMAND")
