@@ -328,6 +328,38 @@ def test_server_page_curls_and_the_clients_listings(env: dict[str, str]) -> None
             assert client.queue_status()["pending"] == 0
 
 
+def test_bad_numbers_and_filters_are_typed_errors(env: dict[str, str]) -> None:
+    """Issue 35, item 3: a budget of 10^18 tokens was a 500 "internal error" and a
+    ``user_id`` filter a bare TypeError; now each is the typed error naming the field, from
+    the shell, from REST and from the client alike."""
+    from tiermem.client import MemoryClient
+    from tiermem.errors import InvalidSizeError, InvalidTypeError
+
+    huge = str(10**18)
+    code, out, err = tiermem(env, "context", "tea?", "--user", "ana", "--max-tokens", huge)
+    assert code == 1 and out == "" and "Traceback" not in err, err
+    assert flat(err).startswith("error: max_tokens: an int of about 19 digits is over 100,000,000")
+    with serving(env) as (url, _):
+        answer = httpx.post(
+            url + "/v1/context", json={"user_id": "ana", "query": "tea?", "max_tokens": 10**18}
+        )
+        assert answer.status_code == 422, answer.text
+        assert (answer.json()["error"], answer.json()["field"]) == (
+            "InvalidSizeError",
+            "max_tokens",
+        )
+        body = {"user_id": "ana", "query": "tea", "filters": {"user_id": "bo"}}
+        answer = httpx.post(url + "/v1/search", json=body)
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["error"] == "InvalidTypeError"
+        assert answer.json()["field"] == "filters.user_id"
+        with MemoryClient(url) as client:
+            with pytest.raises(InvalidSizeError, match="max_tokens"):
+                client.get_context("tea?", "ana", max_tokens=10**18)
+            with pytest.raises(InvalidTypeError, match=r"filters\.user_id"):
+                client.search("tea", "ana", filters={"user_id": "bo"})
+
+
 def test_inspector_says_what_to_do_first(env: dict[str, str]) -> None:
     """/ui on a fresh store is not a blank page: it says how to add a memory and that a
     user is picked on the left (tests/test_server_ui.py runs it in Chromium)."""
