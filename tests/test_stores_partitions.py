@@ -105,6 +105,7 @@ def _per_user_ops(store: PostgresStore, user: str) -> None:
     store.append(user, "s1", said[:2])
     store.batch([store_append_op(user, said[2:3]), store_append_op(user, said[3:])])
     store.recent(user, "s1", 5)
+    store.message(user, said[0].message_id)
     rows = store.transcript(user)
     store.unindexed(user)
     store.sessions(user)
