@@ -74,7 +74,7 @@ def test_defaults_are_the_embedded_setup() -> None:
         "when": 0.5,
         "speaker": 0.2,
         "generic": 0.2,
-        "assistant": 0.5,
+        "assistant": 0.3,
     }
     assert planner.floor.enabled is False  # on long histories it leaves evidence out
     assert (planner.standing, planner.standing_similarity) == (3, 0.15)

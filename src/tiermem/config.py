@@ -285,7 +285,7 @@ class WeightsConfig(Section):
     when: float = Field(default=0.5, ge=0)
     speaker: float = Field(default=0.2, ge=0, le=1)
     generic: float = Field(default=0.2, ge=0)
-    assistant: float = Field(default=0.5, ge=0, le=1)
+    assistant: float = Field(default=0.3, ge=0, le=1)
 
     @model_validator(mode="after")
     def _some_weight(self) -> WeightsConfig:
