@@ -307,7 +307,7 @@ class FloorConfig(Section):
     neighbour evidence fused, the query's best memory being 1) is at least ``relevance``;
     so the context ends where the evidence falls away from the best match. Off (the
     default), every candidate may fill the budget: on long histories an abstract question
-    is barely similar to its evidence and the floor left out 0.06-0.09 of it (BEAM); on
+    is barely similar to its evidence and the floor left out 0.04-0.07 of it (BEAM); on
     short chit-chat it saves tokens (LoCoMo: 11 % at 2,000 for no recall)."""
 
     enabled: bool = False
