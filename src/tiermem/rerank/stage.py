@@ -53,14 +53,10 @@ def rerank_scores(
         InputError: a query or documents of the wrong type, or a timeout <= 0 (the
             caller's bug). Nothing else: a model's failure is logged and gives None.
     """
-    texts = _texts(query, documents, timeout)
-    if reranker is None:
-        return None
-    if not texts:
-        return []
-    guard = breaker or breaker_for(reranker)
-    if not guard.allow():
-        return None
+    opened = _open(reranker, query, documents, timeout, breaker)
+    if not isinstance(opened, tuple):
+        return opened
+    reranker, texts, guard = opened
     try:
         future = _executor().submit(reranker.rerank, query, texts)
     except Exception as exc:  # no rerank method, or the process is shutting down
@@ -81,6 +77,26 @@ def rerank_scores(
     return _settle(guard, reranker, future, len(texts))
 
 
+def _open(
+    reranker: Reranker | None,
+    query: str,
+    documents: Sequence[str],
+    timeout: float,
+    breaker: CircuitBreaker | None,
+) -> tuple[Reranker, list[str], CircuitBreaker] | list[float] | None:
+    """The reranker, the texts to score and its breaker; or the answer with no call:
+    None (no reranker, or its breaker open) or [] (no documents)."""
+    texts = _texts(query, documents, timeout)
+    if reranker is None:
+        return None
+    if not texts:
+        return []
+    guard = breaker or breaker_for(reranker)
+    if not guard.allow():
+        return None
+    return reranker, texts, guard
+
+
 async def arerank_scores(
     reranker: Reranker | None,
     query: str,
@@ -91,14 +107,10 @@ async def arerank_scores(
 ) -> list[float] | None:
     """Async twin of :func:`rerank_scores` (awaits ``reranker.arerank``; a late call is
     cancelled)."""
-    texts = _texts(query, documents, timeout)
-    if reranker is None:
-        return None
-    if not texts:
-        return []
-    guard = breaker or breaker_for(reranker)
-    if not guard.allow():
-        return None
+    opened = _open(reranker, query, documents, timeout, breaker)
+    if not isinstance(opened, tuple):
+        return opened
+    reranker, texts, guard = opened
     try:
         task = asyncio.ensure_future(reranker.arerank(query, texts))
     except Exception as exc:  # an arerank that is not a coroutine: the model's fault too
