@@ -53,7 +53,7 @@ embedded, the embedder, the store's schema) needs a fresh DIR.
 Usage:
     python benchmarks/longmem.py ../shared/data/beam [--budgets 2000 4000 8000]
         [--conversations 1 2 3] [--one-user] [--store DIR] [--quick]
-        [--grid default "no-floor" ...] [--grid-json FILE]
+        [--grid default floor-on ...] [--grid-json FILE]
 """
 
 from __future__ import annotations
