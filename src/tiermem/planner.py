@@ -131,22 +131,17 @@ class _Selection:
         return cost
 
     def _covered(self, excerpt: Excerpt) -> bool:
-        """Whether ``excerpt``'s text is shown already: its message whole, or a chosen
-        excerpt of it that holds its span."""
+        """Whether ``excerpt``'s text is shown already: its message whole, or another
+        chosen excerpt of it that holds its span."""
         return excerpt.message_id in self._said or any(
-            excerpt.within(other) for other in self._excerpts
+            excerpt.within(other) for other in self._excerpts if other is not excerpt
         )
 
     def shown(self) -> list[Candidate]:
         """The chosen memories but the excerpts a later choice shows already (a standing
         instruction offered first, then its message whole or a passage holding it):
         never the same text twice."""
-        return [c for c in self.chosen if c.excerpt is None or not self._hidden(c.excerpt)]
-
-    def _hidden(self, excerpt: Excerpt) -> bool:
-        return excerpt.message_id in self._said or any(
-            excerpt.within(other) and excerpt != other for other in self._excerpts
-        )
+        return [c for c in self.chosen if c.excerpt is None or not self._covered(c.excerpt)]
 
     def _restates_taken(self, candidate: Candidate) -> bool:
         """A fact whose source messages are all taken adds nothing beside them."""

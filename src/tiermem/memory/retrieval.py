@@ -183,12 +183,21 @@ class Retriever:
         # after the unindexed rows were read: a row the worker indexes in between is in
         # the index, or in both (the planner keeps one)
         ops: list[Op] = [
-            SearchOp(user_id, "vector", vector, None, self.pool, count_access=False, shared=True),
-            SearchOp(
-                user_id, "vector", vector, None, max(self.standing, 1), STANDING_FILTER,
-                count_access=False, shared=True,
-            ),
-        ]  # fmt: skip
+            SearchOp(user_id, "vector", vector, None, self.pool, count_access=False, shared=True)
+        ]
+        if self.standing:
+            ops.append(
+                SearchOp(
+                    user_id,
+                    "vector",
+                    vector,
+                    None,
+                    self.standing,
+                    STANDING_FILTER,
+                    count_access=False,
+                    shared=True,
+                )
+            )
         if asks_summary(query):
             ops.append(
                 SearchOp(
