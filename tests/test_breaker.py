@@ -335,6 +335,55 @@ def test_a_memory_with_its_chat_model_down_loses_nothing_and_uses_it_once_back(
         assert m.generate_synopsis("ana").source == "llm"
 
 
+def test_a_context_never_waits_on_the_synopsis_model(
+    tmp_path: Path, fake_server: FakeServer
+) -> None:
+    """The synopsis of a context is read, never generated in the read: with the chat model
+    answering 500 and then hanging, every context is read at once and none asks the model
+    while its breaker is open; nothing is lost; once it answers, its synopsis is used."""
+    clock = ManualClock()
+    fake_server.chat_reply = chat
+    fake_server.outage_status = 500
+    model = model_at(fake_server, clock, max_retries=0)
+    with Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(32), llm=model) as m:
+        reads, asked = [], []
+        for i in range(6):  # each fact makes the synopsis stale: a miss, every read
+            m.remember(f"Ana lives in Lisbon, fact {i}", "ana")
+            m.add("user", f"on day {i} I planned a trip", "ana", "s")
+            context, took = timed(lambda: m.get_context("where do I live", "ana", "s"))
+            reads.append(took)
+            assert "fact" in context.text()  # the offline synopsis, or the store's hits
+            if i < 3:  # the model is tried (in the background) until its breaker opens
+                until(lambda n=i + 1: model.breaker.failed == n)  # type: ignore[attr-defined]
+            asked.append(len(fake_server.requests))
+        assert max(reads) < 1.0, reads  # loose: no read waited on the model
+        assert asked == [1, 2, 3, 3, 3, 3]  # then no request while the breaker rests
+        assert model.breaker.state == "open"  # type: ignore[attr-defined]
+
+        fake_server.outage_status = None
+        fake_server.pause(after=3)  # the model hangs now
+        clock.advance(30)  # the cool-down ends: the next miss sends the probe...
+        m.remember("Ana works as a nurse", "ana")
+        for _ in range(5):  # ...and every read meanwhile is answered at once
+            context, took = timed(lambda: m.get_context("where do I live", "ana", "s"))
+            assert took < 1.0 and "IDENTITY" not in context.text()
+        until(lambda: len(fake_server.requests) == 4)
+        fake_server.resume()
+        until(lambda: model.breaker.state == "closed")  # type: ignore[attr-defined]
+        until(lambda: "who lives in Lisbon" in m.get_context("where", "ana", "s").text())
+        assert len(fake_server.requests) == 4
+        assert m.flush(30) and m.work_stats("ana").pending == m.work_stats("ana").failed == 0
+        assert len(m.list_memories("ana")) >= 13  # 7 facts and 6 messages: nothing lost
+
+
+def until(check: Any, timeout: float = 10.0) -> None:
+    """Wait until ``check()`` holds (background work), failing after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
 # -- the HTTP embedder --------------------------------------------------------------------
 
 

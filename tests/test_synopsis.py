@@ -6,13 +6,14 @@ The shared cache contract is in tests/conformance/test_synopsis_cache.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import random
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -427,13 +428,53 @@ def test_llm_fallback_identity_is_cached_only_for_the_context_ttl(fake_server: F
     clock = FakeClock()
     cache = InMemorySynopsisCache(identity_ttl=100, context_ttl=10, clock=clock)
     svc = SynopsisService(cache, SynopsisGenerator(llm_for(fake_server)), fetch_memories=Fetch())
-    assert svc.get("alice").source == "offline"
+    assert svc.get("alice").source == "offline"  # at once; the LLM is asked in the background
+    until(lambda: fake_server.answered == 1)
+    entry = cache.get("alice", "identity")
+    assert entry is not None and entry.source == "offline"  # its answer was unusable
     clock.now += 11
     assert cache.get("alice", "identity") is None  # retried soon, not in 7 days
     fake_server.chat_reply = lambda body: "IDENTITY: Alice.\nCONTEXT: Running."
-    assert svc.get("alice").source == "llm"
+    assert svc.get("alice").source == "offline"  # the miss is answered at once...
+    until(lambda: svc.get("alice").source == "llm")  # ...and the LLM's replaces it
+    assert svc.get("alice").identity == "Alice." and len(fake_server.requests) == 2
     clock.now += 11
     assert cache.get("alice", "identity") is not None  # a real LLM identity keeps its TTL
+
+
+def test_a_read_never_waits_on_the_llm(fake_server: FakeServer) -> None:
+    """A miss returns the offline synopsis while the LLM's request hangs; one request per
+    user however many reads; the LLM's tiers replace the offline ones once it answers,
+    unless they were invalidated meanwhile."""
+    fake_server.chat_reply = lambda body: "IDENTITY: Alice.\nCONTEXT: Running."
+    fake_server.pause()  # every request hangs until resume()
+    svc = SynopsisService(generator=SynopsisGenerator(llm_for(fake_server)), fetch_memories=Fetch())
+    start = time.perf_counter()
+    for _ in range(20):
+        assert svc.get("alice").source == "offline"
+    assert asyncio.run(svc.aget("alice")).source == "offline"
+    assert time.perf_counter() - start < 1.0  # loose: the point is that none waited
+    until(lambda: len(fake_server.requests) == 1)
+    fake_server.resume()
+    until(lambda: svc.get("alice").source == "llm")
+    assert len(fake_server.requests) == 1
+
+    svc.invalidate("alice")
+    fake_server.pause(after=1)
+    assert svc.get("alice").source == "offline"
+    until(lambda: len(fake_server.requests) == 2)
+    svc.invalidate("alice")  # what the LLM writes now would be stale: it is dropped
+    fake_server.resume()
+    until(lambda: not svc._writing)
+    assert svc.cache.get_tiers("alice") == {}
+
+
+def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait until ``check()`` holds (background work), failing after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
 
 
 def test_concurrent_misses_generate_once() -> None:

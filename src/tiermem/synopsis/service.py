@@ -1,15 +1,23 @@
-"""Cached synopses: a hit per tier, generation on a miss, invalidation on new facts."""
+"""Cached synopses: a hit per tier, generation on a miss, invalidation on new facts.
+
+A read never waits on the LLM: on a miss it caches and returns the offline synopsis,
+and the LLM's is written in the background (:func:`_executor`), behind the model's
+circuit breaker, replacing it for the reads after.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from tiermem.breaker import breaker_for
 from tiermem.errors import InvalidTypeError
 from tiermem.stores.records import MemoryRecord
 from tiermem.stores.validate import check_user_id
@@ -20,6 +28,23 @@ from tiermem.synopsis.redis import RedisSynopsisCache
 
 if TYPE_CHECKING:
     from tiermem.config import SynopsisConfig
+
+log = logging.getLogger(__name__)
+
+THREADS = 2
+"""Threads shared by every service of the process, writing LLM synopses in the background."""
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="tiermem-synopsis")
+        return _pool
+
 
 FetchMemories = Callable[[str], Sequence[MemoryRecord]]
 AsyncFetchMemories = Callable[[str], Sequence[MemoryRecord] | Awaitable[Sequence[MemoryRecord]]]
@@ -67,9 +92,12 @@ class SynopsisService:
             types fact, preference, context, summary and recent messages; the generator
             uses at most ``max_items`` per tier.
 
-    When the generator has an LLM but had to fall back offline, the identity tier is
-    cached only for the context TTL, so the LLM's version replaces it soon.
-    Concurrent misses for the same user generate once (per process).
+    A read (:meth:`get`, :meth:`aget`) never calls the LLM: on a miss the offline
+    synopsis is cached (for the context TTL only) and returned at once, and the LLM's
+    is written in the background, behind the model's circuit breaker (none while it is
+    open), for the reads after. :meth:`generate_synopsis` calls the LLM itself. When the
+    LLM fails, the offline tiers stay, cached only for the context TTL, so the LLM is
+    asked again soon. Concurrent misses for the same user generate once (per process).
     """
 
     def __init__(
@@ -92,6 +120,8 @@ class SynopsisService:
         self.fetch_memories = fetch_memories
         self._locks = _KeyedLocks(threading.Lock)
         self._alocks = _KeyedLocks(asyncio.Lock)
+        self._writing: set[str] = set()  # users whose LLM synopsis is being written
+        self._writing_lock = threading.Lock()
 
     def get(
         self,
@@ -100,7 +130,8 @@ class SynopsisService:
         *,
         generation: int | None = None,
     ) -> Synopsis:
-        """The user's synopsis: cached tiers where present, the rest generated and cached.
+        """The user's synopsis: cached tiers where present, the rest written offline at
+        once and cached (the LLM's in the background, for the reads after).
 
         ``generation``: the user's change generation, read before the memories; a tier
         cached at another one is stale (the user's data changed since) and written again.
@@ -114,8 +145,11 @@ class SynopsisService:
             cached = _current(self.cache.get_tiers(user_id), generation)  # filled meanwhile?
             if len(cached) == len(TIERS):
                 return Synopsis.from_tiers(user_id, cached)
-            fresh = self.generator.generate(user_id, _sync_fetch(fetch, user_id))
-            return self._save(user_id, self._parts(cached, fresh, generation))
+            records = _sync_fetch(fetch, user_id)
+            parts = self._parts(cached, self.generator.offline(user_id, records), generation)
+            made = self._save(user_id, parts)
+        self._write_later(user_id, records, parts, generation)
+        return made
 
     async def aget(
         self,
@@ -136,8 +170,11 @@ class SynopsisService:
             cached = _current(await self.cache.aget_tiers(user_id), generation)
             if len(cached) == len(TIERS):
                 return Synopsis.from_tiers(user_id, cached)
-            fresh = await self.generator.agenerate(user_id, await _async_fetch(fetch, user_id))
-            return await self._asave(user_id, self._parts(cached, fresh, generation))
+            records = await _async_fetch(fetch, user_id)
+            parts = self._parts(cached, self.generator.offline(user_id, records), generation)
+            made = await self._asave(user_id, parts)
+        self._write_later(user_id, records, parts, generation)
+        return made
 
     def generate_synopsis(
         self,
@@ -178,6 +215,54 @@ class SynopsisService:
         """Async twin of :meth:`memory_added`."""
         tier = stale_tier(memory_type)
         return 0 if tier is None else await self.cache.ainvalidate(user_id, tier)
+
+    def _write_later(
+        self,
+        user_id: str,
+        records: Sequence[MemoryRecord],
+        parts: _Parts,
+        generation: int | None,
+    ) -> None:
+        """Have the LLM write the tiers ``parts`` wrote offline, in the background: not
+        while its breaker rests, nor twice at once for a user."""
+        llm = self.generator.llm
+        if llm is None or not records or breaker_for(llm).retry_in() > 0:
+            return
+        with self._writing_lock:
+            if user_id in self._writing:
+                return
+            self._writing.add(user_id)
+        try:
+            _executor().submit(self._write_llm, user_id, list(records), parts, generation)
+        except RuntimeError:  # the interpreter is exiting: the offline tiers stay
+            self._done_writing(user_id)
+
+    def _write_llm(
+        self,
+        user_id: str,
+        records: list[MemoryRecord],
+        offline: _Parts,
+        generation: int | None,
+    ) -> None:
+        """The LLM's tiers in place of the offline ones still cached (one invalidated or
+        rewritten meanwhile is left alone: what replaced it is newer)."""
+        try:
+            fresh = self.generator.generate(user_id, records)
+            if fresh.source != "llm":
+                return  # it failed: the offline tiers stay, for the context TTL
+            now = self.cache.get_tiers(user_id)
+            parts = self._parts({}, fresh, generation)
+            kept = {t: e for t, e in parts.missing.items() if now.get(t) == offline.missing.get(t)}
+            if kept:
+                self.cache.set_tiers(user_id, kept)
+        except Exception as exc:  # a cache closed or down: the next read tries again
+            log.debug("the LLM synopsis of a user was not written: %s", exc)
+        finally:
+            self._done_writing(user_id)
+
+    def _done_writing(self, user_id: str) -> None:
+        with self._writing_lock:
+            self._writing.discard(user_id)
 
     def _fetch(self, given: AsyncFetchMemories | None) -> AsyncFetchMemories:
         fetch = given if given is not None else self.fetch_memories
