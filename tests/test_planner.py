@@ -16,6 +16,7 @@ from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message
 from tiermem.planner import (
+    NEWEST_FIRST_HEADER,
     RETRIEVED_HEADER,
     SECTIONS,
     SYNOPSIS_HEADER,
@@ -104,7 +105,7 @@ def test_default_order_and_rendering() -> None:
         "content": "Previous conversation summary: we talked about pets",
     }
     assert (
-        ctx.messages[2]["content"] == f"{RETRIEVED_HEADER}\n[8 May 2023]\nthe cat is called Tom"
+        ctx.messages[2]["content"] == f"{NEWEST_FIRST_HEADER}\n[8 May 2023]\nthe cat is called Tom"
     )
     assert ctx.messages[3:] == [
         {"role": "user", "content": "hello there"},
@@ -208,7 +209,7 @@ def test_retrieved_memories_are_rendered_in_time_order_under_their_dates() -> No
     ]
     ctx = planner().plan("thing", max_tokens=1000, candidates=candidates)
     assert ctx.messages[0]["content"].splitlines() == [
-        RETRIEVED_HEADER,  # newest first: a statement that updates an earlier one comes before it
+        NEWEST_FIRST_HEADER,  # a statement that updates an earlier one comes before it
         "[7 June 2023]",
         "later thing",
         "[8 May 2023]",

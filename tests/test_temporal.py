@@ -12,6 +12,7 @@ from tiermem.temporal import (
     DAY_AFTER,
     DAY_BEFORE,
     MONTH_AFTER,
+    asks_order,
     asks_when,
     says_when,
     time_windows,
@@ -167,3 +168,27 @@ def test_asks_when(query: str, asks: bool) -> None:
 )
 def test_says_when(text: str, says: bool) -> None:
     assert says_when(text) is says
+
+
+@pytest.mark.parametrize(
+    ("query", "asks"),
+    [
+        ("In what order did I bring up each step?", True),
+        ("Which came first, the trip or the move?", True),
+        ("What did I do first?", True),
+        ("Did I go to Paris before or after Rome?", True),
+        ("How has my running progressed?", True),
+        ("When did Jon go to the fair?", True),
+        ("How many days passed between the two deadlines?", True),
+        ("What was my job before?", True),
+        ("What did I say on 5 May 2023?", True),
+        # about the present: the newest statement first
+        ("When is my call with the creative director scheduled?", False),
+        ("What is the deadline for the first sprint?", False),
+        ("What is my accuracy after completing 15 problems?", False),
+        ("What time should I plan to join the meeting?", False),
+        ("How many days a week do I work remotely?", False),
+    ],
+)
+def test_asks_order(query: str, asks: bool) -> None:
+    assert asks_order(query) is asks

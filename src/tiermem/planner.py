@@ -57,7 +57,10 @@ __all__ = ["SECTIONS", "Candidate", "Context", "ContextItem", "QueryPlanner", "R
 if TYPE_CHECKING:
     from tiermem.tokens import TokenCounter
 
-RETRIEVED_HEADER = "Relevant memories from earlier conversations:"
+RETRIEVED_HEADER = "Relevant memories from earlier conversations, oldest first:"
+NEWEST_FIRST_HEADER = "Relevant memories from earlier conversations, newest first:"
+"""The retrieved section's first line, in time order or (a question about the present:
+a newer statement first, marked so) newest first."""
 SYNOPSIS_HEADER = "What is known about the user:"
 
 
@@ -440,7 +443,7 @@ class QueryPlanner:
             candidate.score = self.score(candidate, newest)
         ranked = sorted(candidates, key=lambda c: -c.score)
         selection = _Selection(self, newest_first)
-        header = used = self._tokens({"role": "system", "content": RETRIEVED_HEADER})
+        header = used = self._tokens({"role": "system", "content": _header(newest_first)})
         for candidate in first:
             used += selection.offer(candidate, cap - used) or 0
         offered: set[int] = set()
@@ -599,7 +602,7 @@ def _render(chosen: list[Candidate], newest_first: bool = False) -> list[str]:
             key = order(candidate)
             said.setdefault((key[0], key[1] if candidate.excerpt else ""), []).append(candidate)
         ranked = [c for lines in reversed(said.values()) for c in lines]
-    lines = [RETRIEVED_HEADER]
+    lines = [_header(newest_first)]
     last = None
     shown: Excerpt | None = None  # the passage just rendered
     for candidate in ranked:
@@ -616,6 +619,10 @@ def _render(chosen: list[Candidate], newest_first: bool = False) -> list[str]:
         shown = excerpt
         lines.append(candidate.content)
     return lines
+
+
+def _header(newest_first: bool) -> str:
+    return NEWEST_FIRST_HEADER if newest_first else RETRIEVED_HEADER
 
 
 def _aware(value: datetime | None) -> datetime | None:

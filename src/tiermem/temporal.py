@@ -153,17 +153,29 @@ def says_when(text: str) -> bool:
 
 
 _ORDER = re.compile(
-    r"\b(?:order|sequence|chronolog\w*|timeline|first|last|before|after|earlier|later"
-    r"|progress\w*|evolv\w*|over time|history|since|until|then)\b",
+    r"\b(?:order|sequence|chronolog\w*|timeline|progress\w*|evolv\w*|over time|history)\b"
+    # "first", "after"... ask about order only as the question's point: "which came first?",
+    # "before or after" ("the first sprint" or "after completing
+    # 15 problems" ask for the current state); "how many days" asks for a span of time
+    # (not "how many days a week")
+    r"|\b(?:first|last|earlier|later)\s*(?:[?,;:]|$|or\b)|\b(?:before|after)\s+or\b"
+    r"|\bhow (?:many|much) (?:days|weeks|months|years|hours|time)\b(?!\s+(?:a|an|per|each)\b)",
+    re.IGNORECASE,
+)
+_ASKS_WHEN_PAST = re.compile(
+    r"\b(?:when|how long|what (?:year|month|day|date|time))\s+(?:did|was|were|had|has|have)\b"
+    r"|\bhow long ago\b",
     re.IGNORECASE,
 )
 
 
 def asks_order(query: str) -> bool:
-    """Whether ``query`` asks about the order of things or about time ("in what order",
-    "what did I do first", "how has it progressed", "when", a date): then memories read
-    best oldest first."""
-    return bool(_ORDER.search(query)) or asks_when(query) or asks_about_past(query)
+    """Whether ``query`` asks about the order of things or about past time ("in what
+    order", "which came first", "how has it progressed", "when did", a date): then
+    memories read best oldest first. A question about the present ("when is my call?",
+    "what is the deadline for the first sprint?") reads them newest first, so a
+    statement that updates an earlier one comes before it."""
+    return bool(_ORDER.search(query) or _ASKS_WHEN_PAST.search(query)) or asks_about_past(query)
 
 
 def asks_when(query: str) -> bool:
