@@ -279,9 +279,9 @@ def fit_turns(turns: list[Turn], budget: int, counter: Any) -> tuple[str, int]:
     """Render ranked turns like tiermem does (date groups, time order) within ``budget``.
 
     Returns the rendered text and the tokens it takes."""
-    from tiermem.config import PlannerConfig
     from tiermem.messages import Message
     from tiermem.planner import Candidate, QueryPlanner
+    from tiermem.planner_settings import PlannerConfig
 
     planner = QueryPlanner(counter=counter)
     candidates = [

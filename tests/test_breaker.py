@@ -41,11 +41,11 @@ from tiermem.extract import LLMExtractor, SourceMessage
 from tiermem.llm import OpenAIModel
 from tiermem.memory import Memory
 from tiermem.stores.facts import FactMarkOp
-from tiermem.stores.records import MemoryRecord
 from tiermem.summarize import ExtractiveSummarizer, MemorySummarizer
 from tiermem.summarize_worker import SummaryPolicy
 from tiermem.synopsis import SynopsisGenerator
 
+from tiermem.types.records import MemoryRecord
 READ_LIMIT = 0.1
 """Seconds any read may take while the model fails."""
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiermem.buffer import BufferMemory, BufferRegistry, ConversationBuffer, tool_groups
+from tiermem.buffer import BufferMemory, BufferRegistry, ConversationBuffer
 from tiermem.errors import (
     InvalidRoleError,
     InvalidSizeError,
@@ -18,7 +18,7 @@ from tiermem.errors import (
     MissingUserError,
     SerializationError,
 )
-from tiermem.messages import Message
+from tiermem.messages import Message, tool_groups
 from tiermem.tokens import get_token_counter
 
 

@@ -3,6 +3,11 @@ client, the adapters, the patterns, the agent and the command line call ``Memory
 public methods only. This reads their source (``ast``) for an attribute of a Memory that
 is one of its parts (``.store``, ``.embedder``...) or private (``._x``).
 
+The contract stands on the floor of types: ``api.py``, ``wire.py`` and ``tiermem.types``
+import nothing of ours but the core, and the client only them and httpx (read from the
+import graph, and seen in a fresh process); the planner's import chain holds no provider,
+store or configuration module.
+
 A name holds a Memory when it is called ``memory`` / ``mem`` (or ``x.memory``,
 ``x._memory``), is annotated with ``Memory`` / ``MemoryAPI``, or is assigned
 ``Memory(...)`` / ``Memory.from_config(...)`` or another such name.
@@ -11,9 +16,14 @@ A name holds a Memory when it is called ``memory`` / ``mem`` (or ``x.memory``,
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from importgraph import graph, loaded_by, modules, outside_imports
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "tiermem"
 FACES = (
@@ -176,3 +186,83 @@ def test_the_scan_sees_a_reach(source: str) -> None:
 )
 def test_the_scan_leaves_public_calls_and_other_objects(source: str) -> None:
     assert reaches(source) == []
+
+
+CORE = frozenset({"tiermem", "tiermem._version", "tiermem.errors", "tiermem.messages"})
+"""What the floor of types may stand on."""
+CLIENT = frozenset({"tiermem.api", "tiermem.wire", "tiermem.client", "tiermem.client_requests"})
+CLIENT_OUTSIDE = frozenset({"httpx"})
+"""What the contract's modules may import (and run) from outside the package and the
+standard library."""
+NOT_FOR_THE_PLANNER = ("tiermem.llm", "tiermem.embeddings", "tiermem.rerank", "tiermem.stores")
+CONFIGURATION = frozenset({"tiermem.config", "tiermem.config_source"})
+
+
+def _floor() -> frozenset[str]:
+    return CORE | {m for m in modules() if m == "tiermem.types" or m.startswith("tiermem.types.")}
+
+
+def _below(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+@pytest.mark.parametrize(
+    ("start", "allowed"),
+    [
+        ("tiermem.types", frozenset()),
+        ("tiermem.api", frozenset({"tiermem.api"})),
+        ("tiermem.wire", frozenset({"tiermem.wire"})),
+        ("tiermem.client", CLIENT),
+    ],
+)
+def test_the_contract_stands_on_the_floor_of_types(start: str, allowed: frozenset[str]) -> None:
+    loaded = loaded_by(start, graph(typing=False))
+    assert sorted(loaded - _floor() - allowed) == []
+
+
+def test_the_contract_imports_nothing_heavy_from_outside() -> None:
+    found = {
+        name: sorted(outside - sys.stdlib_module_names - CLIENT_OUTSIDE)
+        for name, path in modules().items()
+        if name in CLIENT or name in _floor()
+        if (outside := outside_imports(path))
+    }
+    assert {name: extra for name, extra in found.items() if extra} == {}
+
+
+def test_the_planner_reaches_no_provider_store_or_configuration() -> None:
+    loaded = loaded_by("tiermem.planner", graph(typing=False))
+    assert "tiermem.types.context" in loaded  # the walk follows the planner's imports
+    reached = [m for m in loaded if m in CONFIGURATION or _below(m, NOT_FOR_THE_PLANNER)]
+    assert sorted(reached) == []
+
+
+def test_the_walk_sees_a_heavy_import() -> None:
+    """The static check can fail: the memory facade reaches the stores and the config."""
+    loaded = loaded_by("tiermem.memory", graph(typing=False))
+    assert "tiermem.stores.sqlite" in loaded
+    assert "tiermem.config" in loaded
+
+
+def _loaded_in_a_fresh_process(module: str, names: tuple[str, ...]) -> list[str]:
+    """Which of ``names`` are in ``sys.modules`` after ``import module`` in a new process."""
+    source = PACKAGE.parent
+    probe = f"import sys, {module}; print(*[n for n in {names!r} if n in sys.modules])"
+    env = {**os.environ, "PYTHONPATH": str(source)}
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def test_importing_the_client_loads_no_store_planner_config_or_numpy() -> None:
+    heavy = ("numpy", "pydantic", "yaml", "tiermem.planner", "tiermem.config")
+    heavy += ("tiermem.stores", "tiermem.memory", "tiermem.llm", "tiermem.embeddings")
+    assert _loaded_in_a_fresh_process("tiermem.client", heavy) == []
+    assert _loaded_in_a_fresh_process("tiermem.memory", heavy[:1]) == ["numpy"]  # it can see
+
+
+def test_importing_the_planner_loads_no_provider_store_or_config() -> None:
+    names = (*NOT_FOR_THE_PLANNER, *sorted(CONFIGURATION))
+    assert _loaded_in_a_fresh_process("tiermem.planner", names) == []

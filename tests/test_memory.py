@@ -38,12 +38,12 @@ from tiermem.errors import (
 )
 from tiermem.memory import Memory
 from tiermem.messages import Message
-from tiermem.planner import SECTIONS, Context
 from tiermem.stores.ops import AddOp, DeleteUserOp
-from tiermem.stores.queue import WorkStats
 from tiermem.stores.sqlite import SQLiteStore
 from tiermem.stores.transcript import AppendOp
 from tiermem.stores.validate import MAX_MESSAGE_CHARS
+from tiermem.types.context import SECTIONS, Context
+from tiermem.types.transcript import WorkStats
 
 SMALL_BUFFER = {"memory": {"buffer": {"size": 8, "summary_batch": 4}}}
 NO_FLOOR = {"memory": {**SMALL_BUFFER["memory"], "planner": {"floor": {"enabled": False}}}}
@@ -1302,8 +1302,8 @@ def test_a_stored_memory_becomes_a_candidate_field_by_field() -> None:
     import numpy as np
 
     from tiermem.memory.retrieval import _from_record
-    from tiermem.stores.records import MemoryRecord
     from tiermem.text import folded
+    from tiermem.types.records import MemoryRecord
 
     when = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
     record = MemoryRecord(

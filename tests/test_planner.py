@@ -11,22 +11,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiermem.buffer import summary_message
-from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
-from tiermem.messages import Message
+from tiermem.messages import Message, summary_message
 from tiermem.planner import (
     NEWEST_FIRST_HEADER,
     RETRIEVED_HEADER,
-    SECTIONS,
     SYNOPSIS_HEADER,
     Candidate,
-    Context,
     QueryPlanner,
 )
+from tiermem.planner_settings import PlannerConfig
 from tiermem.ranking import Substrings, specific, stacked
 from tiermem.text import folded
 from tiermem.tokens import get_token_counter
+from tiermem.types.context import SECTIONS, Context
 
 COUNTER = get_token_counter()
 DAY = datetime(2023, 5, 8, 12, tzinfo=timezone.utc)

@@ -14,15 +14,9 @@ import pytest
 from embedders import minilm
 from tiermem.errors import InvalidSizeError, InvalidTypeError
 from tiermem.memory import Memory
-from tiermem.stores.records import MemoryRecord, SearchResult, utcnow
-from tiermem.stores.relevance import (
-    RECOMMENDED_MIN_SCORE,
-    check_min_score,
-    fuse,
-    keyword_share,
-    relevance,
-    rescore,
-)
+from tiermem.stores.relevance import RECOMMENDED_MIN_SCORE, fuse, keyword_share, relevance, rescore
+from tiermem.types.checks import check_min_score
+from tiermem.types.records import MemoryRecord, SearchResult, utcnow
 
 
 def _record(content: str, embedding: list[float]) -> MemoryRecord:

@@ -15,8 +15,8 @@ import pytest
 
 from tiermem.errors import InputError, StoreUnavailableError
 from tiermem.stores.ops import SearchOp
-from tiermem.stores.records import MemoryRecord
 from tiermem.stores.sqlite import SQLiteStore, default_path
+from tiermem.types.records import MemoryRecord
 
 DIM = 8
 SRC = str(Path(__file__).resolve().parents[1] / "src")

@@ -29,19 +29,18 @@ from tiermem.errors import (
     MissingUserError,
 )
 from tiermem.llm.openai import OpenAIModel
-from tiermem.stores.records import MemoryRecord
 from tiermem.synopsis import (
     InMemorySynopsisCache,
     RedisSynopsisCache,
-    Synopsis,
     SynopsisGenerator,
     SynopsisService,
-    SynopsisTier,
     cache_from_config,
     parse_sections,
     redact_url,
 )
 from tiermem.synopsis.generator import gist, near_duplicates
+from tiermem.types.records import MemoryRecord
+from tiermem.types.synopsis import Synopsis, SynopsisTier
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta, timezone
 
-from tiermem.planner import Context, ContextItem
+from tiermem.types.context import Context, ContextItem
 from tiermem.wire import context_from_json, context_to_json, id_text, time_text
 
 

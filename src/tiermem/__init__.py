@@ -21,7 +21,7 @@ _EXPORTS = {
     "ApproxTokenCounter": "tiermem.tokens",
     "get_token_counter": "tiermem.tokens",
     "Memory": "tiermem.memory",
-    "Context": "tiermem.planner",
+    "Context": "tiermem.types",
     "QueryPlanner": "tiermem.planner",
     "TiermemConfig": "tiermem.config",
     "get_embedder": "tiermem.embeddings",
@@ -36,7 +36,7 @@ _EXPORTS = {
     "SQLiteStore": "tiermem.stores",
     "MemoryStore": "tiermem.stores",
     "calculate_importance": "tiermem.stores",
-    "Synopsis": "tiermem.synopsis",
+    "Synopsis": "tiermem.types",
     "SynopsisCache": "tiermem.synopsis",
     "Agent": "tiermem.agent",
     "ConversationMemory": "tiermem.patterns",
@@ -69,12 +69,13 @@ if TYPE_CHECKING:
         manage_token_limit,
         summarize_memory,
     )
-    from tiermem.planner import Context, QueryPlanner
+    from tiermem.planner import QueryPlanner
     from tiermem.stores import MemoryStore, SQLiteStore, calculate_importance
     from tiermem.summarize import ExtractiveSummarizer, MemorySummarizer
     from tiermem.summarize_chat import BufferSummaryChatMemory
-    from tiermem.synopsis import Synopsis, SynopsisCache
+    from tiermem.synopsis import SynopsisCache
     from tiermem.tokens import ApproxTokenCounter, TiktokenCounter, TokenCounter, get_token_counter
+    from tiermem.types import Context, Synopsis
     from tiermem.working import WorkingMemory
 
 __all__ = [

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from tiermem.runner import Runner
 from tiermem.stores.ops import AccessOp
-from tiermem.stores.validate import check_uuids
+from tiermem.types.checks import check_uuids
 
 if TYPE_CHECKING:
     from tiermem.stores.protocol import MemoryStore

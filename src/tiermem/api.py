@@ -14,28 +14,25 @@ The same bad input raises the same :mod:`tiermem.errors` class on every face.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from typing import Any, Protocol, runtime_checkable
-
-from typing_extensions import Unpack
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tiermem.messages import Content, Message
-from tiermem.stores.ops import Filters
-from tiermem.stores.queue import WorkStats
-from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
-from tiermem.stores.transcript import SessionInfo, TranscriptRow
-from tiermem.synopsis import Synopsis
-from tiermem.types import Context, ContextItem
-
-MEMORY_TYPES: tuple[str, ...] = (
-    "message",
-    "fact",
-    "preference",
-    "context",
-    "summary",
-    "tool",
-    "passage",
+from tiermem.types import (
+    MEMORY_TYPES,
+    Context,
+    ContextItem,
+    Filters,
+    MemoryRecord,
+    SearchResult,
+    SessionInfo,
+    StoreStats,
+    Synopsis,
+    TranscriptRow,
+    WorkStats,
 )
-"""The kinds of long-term memory (``memory_type``)."""
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 @runtime_checkable

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from typing import Any
 
 from tiermem.errors import (
@@ -29,11 +29,12 @@ from tiermem.messages import (
     copy_json,
     messages_from_dicts,
     parse_json,
+    summary_message,
 )
 from tiermem.ring import EvictionConsumer, RingBuffer, check_size
 from tiermem.summarize import ExtractiveSummarizer
 from tiermem.summarize_worker import SummaryPipeline, SummaryPolicy
-from tiermem.tokens import TokenCounter
+from tiermem.tokens import TokenCounter, newest_within
 
 SERIAL_VERSION = 1
 _PLAIN_ROLES = ROLES - {"tool"}
@@ -581,45 +582,8 @@ class BufferRegistry:
         return key in self._buffers
 
 
-def summary_message(summary: str) -> dict[str, Any]:
-    """The system message that carries a running summary (seed 000's wording)."""
-    return {"role": "system", "content": f"Previous conversation summary: {summary}"}
-
-
-def tool_groups(messages: list[Message]) -> list[list[Message]]:
-    """Split messages into units that must stay together: a tool call with its results."""
-    groups: list[list[Message]] = []
-    owner: dict[str, list[Message]] = {}
-    for message in messages:
-        target = owner.get(message.tool_call_id or "") if message.role == "tool" else None
-        if target is not None:
-            target.append(message)
-            continue
-        group = [message]
-        groups.append(group)
-        for call in message.tool_calls or ():
-            owner[call["id"]] = group
-    return groups
-
-
-def newest_within(messages: Sequence[Message], counter: TokenCounter, budget: int) -> list[Message]:
-    """The newest messages whose tokens fit ``budget``, oldest first; a tool call and its
-    results are kept or dropped together."""
-    kept: list[list[Message]] = []
-    for group in reversed(tool_groups(list(messages))):
-        cost = sum(counter.count_message(m) for m in group)
-        if cost > budget:
-            break
-        budget -= cost
-        kept.append(group)
-    return [m for group in reversed(kept) for m in group]
-
-
 __all__ = [
     "BufferMemory",
     "BufferRegistry",
     "ConversationBuffer",
-    "newest_within",
-    "summary_message",
-    "tool_groups",
 ]

@@ -19,12 +19,17 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 from tiermem.api import MemoryAPI
 from tiermem.errors import InputError, InvalidTypeError
 from tiermem.messages import Message
-from tiermem.stores.ops import check_search_filters, make_filter
-from tiermem.stores.queue import WorkStats
-from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
-from tiermem.stores.relevance import check_min_score
-from tiermem.stores.transcript import SessionInfo, TranscriptRow
-from tiermem.stores.validate import (
+from tiermem.types import (
+    Context,
+    MemoryRecord,
+    SearchResult,
+    SessionInfo,
+    StoreStats,
+    Synopsis,
+    TranscriptRow,
+    WorkStats,
+)
+from tiermem.types.checks import (
     build_message,
     build_messages,
     check_flag,
@@ -32,11 +37,11 @@ from tiermem.stores.validate import (
     check_limit,
     check_message_id,
     check_message_ids,
+    check_min_score,
     check_timeout,
     check_user_id,
 )
-from tiermem.synopsis import Synopsis
-from tiermem.types import Context
+from tiermem.types.filters import check_search_filters, make_filter
 from tiermem.wire import (
     context_from_json,
     hit_from_json,

@@ -44,7 +44,7 @@ from tiermem.stores.migrate import index_dimensions, is_postgres, list_tables, o
 from tiermem.stores.ops import ScanOp, TableSizeOp
 from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.queue import WorkStatsOp
-from tiermem.stores.validate import check_limit
+from tiermem.types.checks import check_limit
 
 Progress = Callable[[int, int, str], None]
 """Called after each page: rows copied so far, rows in the source, the user at hand."""

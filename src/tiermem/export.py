@@ -23,16 +23,9 @@ from tiermem.errors import InputError, TiermemError
 from tiermem.messages import Message
 from tiermem.stores.facts import FactMarkOp
 from tiermem.stores.ops import ScanOp
-from tiermem.stores.records import MemoryRecord
-from tiermem.stores.transcript import (
-    WORK_STATES,
-    RestoredRow,
-    SessionsOp,
-    SummaryOp,
-    TranscriptRow,
-)
-from tiermem.stores.validate import (
-    MAX_STORED_CHARS,
+from tiermem.stores.transcript import WORK_STATES, RestoredRow, SessionsOp, SummaryOp
+from tiermem.stores.validate import MAX_STORED_CHARS, message_entry
+from tiermem.types.checks import (
     check_content,
     check_importance,
     check_limit,
@@ -41,8 +34,9 @@ from tiermem.stores.validate import (
     check_text_id,
     check_timestamp,
     check_user_id,
-    message_entry,
 )
+from tiermem.types.records import MemoryRecord
+from tiermem.types.transcript import TranscriptRow
 
 FORMAT = "tiermem-archive"
 VERSION = 1
@@ -369,7 +363,7 @@ def _record(
     data: dict[str, Any], user_id: str, header: Mapping[str, Any]
 ) -> tuple[MemoryRecord, np.ndarray | None]:
     from tiermem.embeddings.cache import content_hash
-    from tiermem.stores.validate import check_uuid
+    from tiermem.types.checks import check_uuid
 
     content = check_content(data.get("content"), max_chars=MAX_STORED_CHARS)  # a long line
     metadata = check_metadata(data.get("metadata"))

@@ -41,15 +41,16 @@ from tiermem.extract import (
 from tiermem.messages import speaker, transcript_line
 from tiermem.runner import Backoff, Runner, backoff_delay
 from tiermem.stores.facts import FactsDue, FactWrite
-from tiermem.stores.ops import ListOp, MemoryFilter, SearchOp
+from tiermem.stores.ops import ListOp, SearchOp
 from tiermem.stores.records import NewMemory
 from tiermem.text import folded, term_set
+from tiermem.types.filters import MemoryFilter
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder
     from tiermem.stores.protocol import MemoryStore
-    from tiermem.stores.records import MemoryRecord
-    from tiermem.stores.transcript import TranscriptRow
+    from tiermem.types.records import MemoryRecord
+    from tiermem.types.transcript import TranscriptRow
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ with needs_extra("server", "tiermem.mcp", "the MCP server"):
 
 from tiermem._version import __version__
 from tiermem.errors import InputError, TiermemError, refuse_unknown
-from tiermem.stores.validate import MAX_CONTEXT_TOKENS
+from tiermem.types.checks import MAX_CONTEXT_TOKENS
 from tiermem.wire import problem_to_error
 
 if TYPE_CHECKING:

@@ -405,6 +405,27 @@ def transcript_line(message: Message) -> str:
     return f"{speaker(message)}: {message.text}"
 
 
+def summary_message(summary: str) -> dict[str, Any]:
+    """The system message that carries a running summary (seed 000's wording)."""
+    return {"role": "system", "content": f"Previous conversation summary: {summary}"}
+
+
+def tool_groups(messages: list[Message]) -> list[list[Message]]:
+    """Split messages into units that must stay together: a tool call with its results."""
+    groups: list[list[Message]] = []
+    owner: dict[str, list[Message]] = {}
+    for message in messages:
+        target = owner.get(message.tool_call_id or "") if message.role == "tool" else None
+        if target is not None:
+            target.append(message)
+            continue
+        group = [message]
+        groups.append(group)
+        for call in message.tool_calls or ():
+            owner[call["id"]] = group
+    return groups
+
+
 def to_openai_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Convert messages to the OpenAI chat format."""
     return [m.to_openai() for m in messages]

@@ -12,8 +12,8 @@ Seed 001's five steps:
 
 Only memories above the relevance floor are offered (some absolute evidence: cosine
 similarity or the share of the query's keywords; and a relevance not too far below the
-best memory's, see :class:`~tiermem.config.FloorConfig`), so ``max_tokens`` is a cap: a
-context stops when the memories stop being relevant.
+best memory's, see :class:`~tiermem.planner_settings.FloorConfig`), so ``max_tokens`` is a
+cap: a context stops when the memories stop being relevant.
 
 Retrieved memories are rendered as one system message, in time order, grouped under their
 date (``[8 May 2023]``), so the model sees when things were said and neighbouring lines
@@ -31,10 +31,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from tiermem.buffer import newest_within, summary_message
-from tiermem.config import PlannerConfig
 from tiermem.errors import InvalidSizeError
-from tiermem.messages import Message, transcript_line
+from tiermem.messages import Message, summary_message, transcript_line
+from tiermem.planner_settings import PlannerConfig
 from tiermem.ranking import (
     LINES,
     Candidate,
@@ -50,9 +49,10 @@ from tiermem.ranking import (
 )
 from tiermem.temporal import asks_about_past, asks_order, asks_when, within
 from tiermem.text import folded, keyword_counts, query_stems, term_set
-from tiermem.types import SECTIONS, Context, ContextItem, Section
+from tiermem.tokens import newest_within
+from tiermem.types import Context, ContextItem, Section
 
-__all__ = ["SECTIONS", "Candidate", "Context", "ContextItem", "QueryPlanner", "Rerank"]
+__all__ = ["Candidate", "QueryPlanner", "Rerank"]
 
 if TYPE_CHECKING:
     from tiermem.tokens import TokenCounter

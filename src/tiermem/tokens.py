@@ -20,12 +20,10 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from tiermem.errors import InvalidTypeError, ModelLoadError
-
-if TYPE_CHECKING:
-    from tiermem.messages import Message
+from tiermem.messages import Message, tool_groups
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +204,19 @@ class ApproxTokenCounter(_MessageCounting):
         if type(text) is not str:
             raise InvalidTypeError("text", f"expected str, got {type(text).__name__}")
         return sum(1 + len(piece) // 12 for piece in self._pieces.findall(text))
+
+
+def newest_within(messages: Sequence[Message], counter: TokenCounter, budget: int) -> list[Message]:
+    """The newest messages whose tokens fit ``budget``, oldest first; a tool call and its
+    results are kept or dropped together."""
+    kept: list[list[Message]] = []
+    for group in reversed(tool_groups(list(messages))):
+        cost = sum(counter.count_message(m) for m in group)
+        if cost > budget:
+            break
+        budget -= cost
+        kept.append(group)
+    return [m for group in reversed(kept) for m in group]
 
 
 def encoding_for_model(model: str | None) -> str:

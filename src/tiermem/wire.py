@@ -1,9 +1,10 @@
 """The JSON forms of tiermem's public types, shared by the HTTP server and the client.
 
 One module writes and reads them, so what the server sends is what the client rebuilds:
-:class:`~tiermem.stores.records.MemoryRecord`, :class:`~tiermem.stores.records.SearchResult`,
-:class:`~tiermem.planner.Context` and typed errors (``{error, field, message, fix}``,
-where ``error`` names a class of :mod:`tiermem.errors`).
+the values of :mod:`tiermem.types` (:class:`~tiermem.types.MemoryRecord`,
+:class:`~tiermem.types.SearchResult`, :class:`~tiermem.types.Context`...) and typed
+errors (``{error, field, message, fix}``, where ``error`` names a class of
+:mod:`tiermem.errors`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,16 @@ from typing import Any
 from tiermem import errors
 from tiermem.errors import InputError, TiermemError
 from tiermem.messages import Message
-from tiermem.stores.queue import WorkStats
-from tiermem.stores.records import MemoryRecord, SearchEvidence, SearchResult
-from tiermem.stores.transcript import SessionInfo, TranscriptRow
-from tiermem.types import Context, ContextItem
+from tiermem.types import (
+    Context,
+    ContextItem,
+    MemoryRecord,
+    SearchEvidence,
+    SearchResult,
+    SessionInfo,
+    TranscriptRow,
+    WorkStats,
+)
 
 
 def record_to_json(record: MemoryRecord, user_id: str | None = None) -> dict[str, Any]:

@@ -135,7 +135,8 @@ def test_working_memory_with_the_local_model() -> None:
 
 
 def test_calculate_importance() -> None:
-    from tiermem.stores.records import MemoryRecord, calculate_importance, utcnow
+    from tiermem.stores.records import calculate_importance
+    from tiermem.types.records import MemoryRecord, utcnow
 
     now = utcnow()
     memory = MemoryRecord(id=uuid.uuid4(), user_id="u", content="x", created_at=now)

@@ -23,11 +23,12 @@ import pytest
 import tiermem.stores.transcript as tr
 from tiermem.errors import InputError, StoreUnavailableError
 from tiermem.messages import Message
-from tiermem.stores.ops import CountOp, GetOp, ListOp, MemoryFilter, Op, SearchOp
+from tiermem.stores.ops import CountOp, GetOp, ListOp, Op, SearchOp
 from tiermem.stores.postgres import PostgresStore
 from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.queue import WorkStatsOp
 from tiermem.stores.sql import handler
+from tiermem.types.filters import MemoryFilter
 
 DIM = 8
 

@@ -34,13 +34,12 @@ from tiermem.errors import (
 )
 from tiermem.memory import Memory
 from tiermem.messages import Message
-from tiermem.planner import SECTIONS, Context
 from tiermem.server import create_app
-from tiermem.stores.queue import WorkStats
-from tiermem.stores.records import MemoryRecord, SearchResult
-from tiermem.stores.transcript import SessionInfo
 from tiermem.stores.validate import MAX_MESSAGE_CHARS
-from tiermem.synopsis import Synopsis
+from tiermem.types.context import SECTIONS, Context
+from tiermem.types.records import MemoryRecord, SearchResult
+from tiermem.types.synopsis import Synopsis
+from tiermem.types.transcript import SessionInfo, WorkStats
 
 CONFIG = {"memory": {"buffer": {"size": 8, "summary_batch": 4}, "facts": {"enabled": True}}}
 DIM = 32

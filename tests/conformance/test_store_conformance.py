@@ -24,7 +24,7 @@ from tiermem.stores.ops import AccessOp, AddOp, UpdateOp
 from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.records import NewMemory, calculate_importance
 from tiermem.stores.relevance import keyword_share, relevance
-from tiermem.stores.validate import MAX_CONTENT_CHARS
+from tiermem.types.checks import MAX_CONTENT_CHARS
 
 from .conftest import DIM
 

@@ -19,14 +19,8 @@ from datetime import datetime, timezone
 import pytest
 
 from tiermem.errors import InvalidSizeError, InvalidTypeError, MissingUserError
-from tiermem.synopsis import (
-    CacheSet,
-    InMemorySynopsisCache,
-    RedisSynopsisCache,
-    Synopsis,
-    SynopsisCache,
-    SynopsisTier,
-)
+from tiermem.synopsis import CacheSet, InMemorySynopsisCache, RedisSynopsisCache, SynopsisCache
+from tiermem.types.synopsis import Synopsis, SynopsisTier
 
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 # Real Redis waits are real seconds: keep TTLs short but well above scheduling noise.

@@ -33,7 +33,7 @@ with needs_extra("autogen", "tiermem.integrations.autogen", "the AutoGen adapter
 
 from tiermem.errors import ClosedError, InputError, InvalidSizeError, InvalidTypeError
 from tiermem.integrations import _common
-from tiermem.stores.validate import MAX_LIMIT, check_importance, check_memory_type
+from tiermem.types.checks import MAX_LIMIT, check_importance, check_memory_type
 
 SOURCE_KEY = "autogen_memory"
 """Metadata key naming the AutoGen memory an entry was added through."""

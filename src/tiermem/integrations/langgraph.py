@@ -48,7 +48,7 @@ with needs_extra("langgraph", "tiermem.integrations.langgraph", "the LangGraph s
 
 from tiermem.errors import InputError, InvalidSizeError, InvalidTypeError
 from tiermem.integrations import _common
-from tiermem.stores.validate import MAX_LIMIT
+from tiermem.types.checks import MAX_LIMIT
 
 KIND_TYPES = ("fact", "preference", "context")
 """Kinds whose first label is also the memory type of their items."""

@@ -35,10 +35,11 @@ from tiermem.memory.wiring import Tiers
 from tiermem.messages import Content, Message
 from tiermem.planner import QueryPlanner
 from tiermem.stores.ops import ListOp
-from tiermem.stores.records import MemoryRecord, StoreStats
-from tiermem.stores.transcript import AppendOp, SessionInfo
-from tiermem.stores.validate import (
-    append_op,
+from tiermem.stores.transcript import AppendOp
+from tiermem.stores.validate import append_op
+from tiermem.tokens import TokenCounter
+from tiermem.twins import twin
+from tiermem.types.checks import (
     build_message,
     build_messages,
     check_flag,
@@ -51,12 +52,12 @@ from tiermem.stores.validate import (
     check_user_id,
     check_uuid,
 )
-from tiermem.tokens import TokenCounter
-from tiermem.twins import twin
+from tiermem.types.records import MemoryRecord, StoreStats
+from tiermem.types.transcript import SessionInfo
 
 if TYPE_CHECKING:
     from tiermem.api import AsyncMemoryAPI, MemoryAPI
-    from tiermem.synopsis import Synopsis
+    from tiermem.types.synopsis import Synopsis
 
 
 class Memory(Reading):

@@ -1,5 +1,5 @@
 """The facade's new memories checked and turned into what the store takes (messages and
-message ids are checked by :mod:`tiermem.stores.validate`, shared with the clients). Bad
+message ids are checked by :mod:`tiermem.types.checks`, shared with the clients). Bad
 input raises an InputError naming the field."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from tiermem.errors import InputError, InvalidSizeError, InvalidTypeError
 from tiermem.stores.records import NewMemory
-from tiermem.stores.validate import MAX_CONTENT_CHARS, MAX_LIMIT, check_content, check_list
+from tiermem.types.checks import MAX_CONTENT_CHARS, MAX_LIMIT, check_content, check_list
 
 MEMORY_FIELDS = frozenset(
     {"content", "memory_type", "importance", "session_id", "agent_id", "metadata", "created_at"}

@@ -9,11 +9,10 @@ from tiermem.errors import StoreUnavailableError
 from tiermem.memory.retention import Retention
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message
-from tiermem.stores.queue import WorkStats
 from tiermem.stores.records import ReplicaStatus
-from tiermem.stores.transcript import TranscriptRow
-from tiermem.stores.validate import check_timeout, check_user_id
 from tiermem.twins import at_once, twin
+from tiermem.types.checks import check_timeout, check_user_id
+from tiermem.types.transcript import TranscriptRow, WorkStats
 
 
 class Operations:

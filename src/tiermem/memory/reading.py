@@ -22,19 +22,21 @@ from tiermem.errors import InvalidTypeError, MessageNotFoundError
 from tiermem.memory.operations import Operations
 from tiermem.memory.retrieval import PlannerInputs, Retriever
 from tiermem.messages import Message
-from tiermem.planner import Context, QueryPlanner
-from tiermem.stores.ops import Filters, check_search_filters
-from tiermem.stores.records import MemoryRecord, SearchResult
-from tiermem.stores.relevance import check_min_score, rescore
-from tiermem.stores.validate import (
+from tiermem.planner import QueryPlanner
+from tiermem.stores.relevance import rescore
+from tiermem.twins import Steps, stepped, stepped_twin
+from tiermem.types.checks import (
     check_encodable,
     check_limit,
     check_max_tokens,
     check_message_id,
+    check_min_score,
     check_text_id,
     check_user_id,
 )
-from tiermem.twins import Steps, stepped, stepped_twin
+from tiermem.types.context import Context
+from tiermem.types.filters import Filters, check_search_filters
+from tiermem.types.records import MemoryRecord, SearchResult
 
 
 def _native(memory: Any) -> bool:

@@ -28,7 +28,7 @@ from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message, transcript_line
 from tiermem.planner import Candidate
 from tiermem.ranking import Excerpt, asks_summary
-from tiermem.stores.ops import MemoryFilter, Op, SearchOp
+from tiermem.stores.ops import Op, SearchOp
 from tiermem.stores.transcript import GenerationOp
 from tiermem.text import (
     FILLER_WORDS,
@@ -40,6 +40,7 @@ from tiermem.text import (
     words,
 )
 
+from tiermem.types.filters import MemoryFilter
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")

@@ -34,8 +34,8 @@ from tiermem.errors import (
 from tiermem.paths import sqlite_file
 from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.transcript import GenerationOp
-from tiermem.stores.validate import MAX_CONTENT_CHARS
 from tiermem.tokens import TokenCounter, get_token_counter
+from tiermem.types.checks import MAX_CONTENT_CHARS
 
 log = logging.getLogger(__name__)
 

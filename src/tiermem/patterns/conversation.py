@@ -18,9 +18,9 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from tiermem.buffer import BufferMemory, summary_message
+from tiermem.buffer import BufferMemory
 from tiermem.errors import ConfigError, InputError, InvalidSizeError, InvalidTypeError
-from tiermem.messages import Message
+from tiermem.messages import Message, summary_message
 from tiermem.summarize import ExtractiveSummarizer
 from tiermem.tokens import TokenCounter
 

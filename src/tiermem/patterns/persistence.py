@@ -34,8 +34,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tiermem.messages import Message, transcript_line
-from tiermem.stores.records import MemoryRecord
-from tiermem.stores.validate import MAX_LIMIT
+from tiermem.types.checks import MAX_LIMIT
+from tiermem.types.records import MemoryRecord
 
 if TYPE_CHECKING:
     from tiermem.api import MemoryAPI

@@ -26,7 +26,7 @@ from tiermem.patterns.vectors import (
     check_text,
     default_embedder,
 )
-from tiermem.stores.validate import MAX_LIMIT
+from tiermem.types.checks import MAX_LIMIT
 
 if TYPE_CHECKING:
     from tiermem.api import MemoryAPI

@@ -14,10 +14,9 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from tiermem.buffer import summary_message, tool_groups
 from tiermem.errors import InvalidSizeError, InvalidTypeError
 from tiermem.llm.base import LLM
-from tiermem.messages import Message
+from tiermem.messages import Message, summary_message, tool_groups
 from tiermem.patterns.conversation import check_message
 from tiermem.summarize import Summarizer
 from tiermem.tokens import TokenCounter, get_token_counter

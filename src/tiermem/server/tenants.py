@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from tiermem.errors import InputError
-from tiermem.stores.validate import MAX_ID_CHARS, check_user_id
+from tiermem.types.checks import MAX_ID_CHARS, check_user_id
 
 SEPARATOR = "\x1f"
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")

@@ -1,27 +1,15 @@
-"""Long-term memory stores: one protocol, SQLite (embedded) and PostgreSQL + pgvector."""
+"""Long-term memory stores: one protocol, SQLite (embedded) and PostgreSQL + pgvector.
 
-from tiermem.stores.ops import MemoryFilter
+What they hold and return (``MemoryRecord``, ``SearchResult``...) is the floor's,
+:mod:`tiermem.types`."""
+
 from tiermem.stores.protocol import MemoryStore
-from tiermem.stores.records import (
-    MEMORY_TYPES,
-    MemoryRecord,
-    NewMemory,
-    SearchEvidence,
-    SearchResult,
-    StoreStats,
-    calculate_importance,
-)
+from tiermem.stores.records import NewMemory, calculate_importance
 from tiermem.stores.sqlite import SQLiteStore
 
 __all__ = [
-    "MEMORY_TYPES",
-    "MemoryFilter",
-    "MemoryRecord",
     "MemoryStore",
     "NewMemory",
     "SQLiteStore",
-    "SearchEvidence",
-    "SearchResult",
-    "StoreStats",
     "calculate_importance",
 ]

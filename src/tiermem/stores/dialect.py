@@ -12,8 +12,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tiermem.stores.ops import MemoryFilter, UpdateOp
-from tiermem.stores.records import MemoryRecord
+from tiermem.stores.ops import UpdateOp
+from tiermem.types.filters import MemoryFilter
+from tiermem.types.records import MemoryRecord
 
 Clause = tuple[str, list[object]]
 """SQL and its parameters."""

@@ -26,7 +26,7 @@ from tiermem.stores.schema import Migration, created
 
 if TYPE_CHECKING:
     from tiermem.stores.records import NewMemory
-    from tiermem.stores.transcript import TranscriptRow
+    from tiermem.types.transcript import TranscriptRow
 
 MARKS = "tiermem_fact_marks"
 LEASES = "tiermem_fact_leases"

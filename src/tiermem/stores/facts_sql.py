@@ -28,10 +28,11 @@ from tiermem.stores.facts import (
     SaveFactsOp,
     current,
 )
-from tiermem.stores.ops import AddOp, ListOp, MemoryFilter, UpdateOp
-from tiermem.stores.records import MemoryRecord
+from tiermem.stores.ops import AddOp, ListOp, UpdateOp
 from tiermem.stores.transcript import TRANSCRIPT, session_key, session_value, transcript_row
 from tiermem.stores.transcript_sql import _ROW
+from tiermem.types.filters import MemoryFilter
+from tiermem.types.records import MemoryRecord
 
 _MAX_EVIDENCE = 5
 _MAX_VERSIONS = 1000

@@ -21,8 +21,9 @@ from tiermem.errors import InputError, StoreUnavailableError
 from tiermem.stores.ops import ExistingIdsOp, ImportOp, ScanOp, TableSizeOp
 from tiermem.stores.pgsetup import import_driver
 from tiermem.stores.protocol import MemoryStore
-from tiermem.stores.records import MemoryRecord
-from tiermem.stores.validate import check_limit, check_vector
+from tiermem.stores.validate import check_vector
+from tiermem.types.checks import check_limit
+from tiermem.types.records import MemoryRecord
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder

@@ -47,7 +47,7 @@ from tiermem.stores.postgres_plans import (
     count_of,
 )
 from tiermem.stores.postgres_rounds import RELAXED, run_then
-from tiermem.stores.records import MemoryRecord, ReplicaStatus, SearchResult, StoreStats
+from tiermem.stores.records import ReplicaStatus
 from tiermem.stores.replica import (
     DEFAULT_RETRY,
     DEFAULT_WAIT,
@@ -58,6 +58,7 @@ from tiermem.stores.replica import (
 from tiermem.stores.sql import SQLStore, handler, relaxed_commit
 from tiermem.stores.user_cache import UserCache
 from tiermem.stores.validate import check_durability
+from tiermem.types.records import MemoryRecord, SearchResult, StoreStats
 
 if TYPE_CHECKING:
     import psycopg

@@ -29,12 +29,13 @@ import numpy as np
 import tiermem.stores.ops as ops
 from tiermem.stores.common_terms import CommonTerms
 from tiermem.stores.dialect import Clause, Dialect, filter_clause, read_record
-from tiermem.stores.ops import MemoryFilter, SearchOp
+from tiermem.stores.ops import SearchOp
 from tiermem.stores.own_graphs import OwnGraphs
 from tiermem.stores.plans import Plan, Setting
-from tiermem.stores.records import MemoryRecord, SearchResult
 from tiermem.stores.user_cache import UserCache
 from tiermem.text import keyword_terms
+from tiermem.types.filters import MemoryFilter
+from tiermem.types.records import MemoryRecord, SearchResult
 
 COLUMNS = (
     "id, user_id, agent_id, session_id, content, content_hash, memory_type, importance,"

@@ -29,25 +29,18 @@ from tiermem.stores.ops import (
     DeleteUserOp,
     GetOp,
     ListOp,
-    MemoryFilter,
     Op,
     SearchMode,
     SearchOp,
     StatsOp,
     UpdateOp,
-    make_filter,
 )
 from tiermem.stores.queue import WorkQueue
-from tiermem.stores.records import (
-    DEFAULT_IMPORTANCE,
-    MemoryRecord,
-    NewMemory,
-    ReplicaStatus,
-    SearchResult,
-    StoreStats,
-)
+from tiermem.stores.records import NewMemory, ReplicaStatus
 from tiermem.stores.transcript_api import TranscriptAPI
-from tiermem.stores.validate import (
+from tiermem.stores.validate import check_vector
+from tiermem.twins import Steps, stepped, stepped_twin
+from tiermem.types.checks import (
     check_aware,
     check_content,
     check_importance,
@@ -58,9 +51,9 @@ from tiermem.stores.validate import (
     check_user_id,
     check_uuid,
     check_uuids,
-    check_vector,
 )
-from tiermem.twins import Steps, stepped, stepped_twin
+from tiermem.types.filters import MemoryFilter, make_filter
+from tiermem.types.records import DEFAULT_IMPORTANCE, MemoryRecord, SearchResult, StoreStats
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder

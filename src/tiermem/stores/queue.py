@@ -36,8 +36,9 @@ from tiermem.stores.facts import (
     SaveFactsOp,
 )
 from tiermem.stores.records import NewMemory
-from tiermem.stores.transcript import SessionSummary, TranscriptRow, message_columns
-from tiermem.stores.validate import check_user_id
+from tiermem.stores.transcript import SessionSummary, message_columns
+from tiermem.types.checks import check_user_id
+from tiermem.types.transcript import TranscriptRow, WorkStats
 
 # -- data ------------------------------------------------------------------------------
 
@@ -116,15 +117,6 @@ class WorkItem:
             )
             for part, (kind, ((start, end), vector)) in enumerate(kinds)
         )
-
-
-@dataclass(frozen=True)
-class WorkStats:
-    """Transcript rows by work state (one user's, or everyone's)."""
-
-    pending: int
-    done: int
-    failed: int
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from tiermem.stores.records import MemoryRecord, SearchEvidence, SearchResult
-from tiermem.stores.validate import check_importance, check_vector
+from tiermem.stores.validate import check_vector
 from tiermem.text import query_stems, stems
+from tiermem.types.records import MemoryRecord, SearchEvidence, SearchResult
 
 SLOPE = 12.0
 """How steeply the score rises with the evidence (per unit of similarity)."""
@@ -69,11 +69,6 @@ def keyword_share(query: str, content: str) -> float:
     if not asked:
         return 0.0
     return len(asked.intersection(stems(content))) / len(asked)
-
-
-def check_min_score(value: object) -> float:
-    """A ``min_score`` a search can take: a number in [0, 1] (a typed error naming it)."""
-    return check_importance(value, "min_score")
 
 
 def similarity_of(record: MemoryRecord, vector: Any, found: float | None) -> float | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from tiermem.stores.records import utcnow
+from tiermem.types.records import utcnow
 
 MIGRATIONS_TABLE = "tiermem_migrations"
 

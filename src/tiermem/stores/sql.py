@@ -37,7 +37,6 @@ from tiermem.stores.ops import (
     GetOp,
     ImportOp,
     ListOp,
-    MemoryFilter,
     Op,
     ScanOp,
     SearchOp,
@@ -47,15 +46,11 @@ from tiermem.stores.ops import (
 )
 from tiermem.stores.plans import Plan, run
 from tiermem.stores.protocol import MemoryStore
-from tiermem.stores.records import (
-    MemoryRecord,
-    SearchResult,
-    StoreStats,
-    bump_access,
-    utcnow,
-)
+from tiermem.stores.records import bump_access
 from tiermem.stores.relevance import fuse
 from tiermem.stores.transcript_sql import TranscriptSQL
+from tiermem.types.filters import MemoryFilter
+from tiermem.types.records import MemoryRecord, SearchResult, StoreStats, utcnow
 
 UNPROFILED = ("message", "tool")
 """Memory types no synopsis is written from (adding them leaves the generation as is)."""

@@ -38,20 +38,15 @@ from tiermem.stores.dialect import (
     record_values,
     update_sets,
 )
-from tiermem.stores.ops import (
-    NO_FILTER,
-    MemoryFilter,
-    Op,
-    SearchOp,
-    UpdateOp,
-)
+from tiermem.stores.ops import Op, SearchOp, UpdateOp
 from tiermem.stores.plans import Plan, sync_step
-from tiermem.stores.records import MemoryRecord, SearchResult, StoreStats
 from tiermem.stores.row_cache import RowCache
 from tiermem.stores.sql import SQLStore, writes
 from tiermem.stores.validate import check_durability
 from tiermem.stores.vector_cache import VectorCache, load
 from tiermem.text import keyword_terms
+from tiermem.types.filters import NO_FILTER, MemoryFilter
+from tiermem.types.records import MemoryRecord, SearchResult, StoreStats
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from tiermem.messages import Message
 from tiermem.stores.schema import Migration
+from tiermem.types.transcript import TranscriptRow
 
 TRANSCRIPT = "tiermem_transcript"
 SUMMARIES = "tiermem_summaries"
@@ -65,32 +66,6 @@ class Entry(NamedTuple):
     line: str | None
     agent_id: str | None
     previous_id: str | None
-
-
-@dataclass(frozen=True)
-class TranscriptRow:
-    """One transcript row as stored, with its work state."""
-
-    seq: int
-    user_id: str
-    session_id: str | None
-    message: Message
-    state: str
-    attempts: int
-    error: str | None
-    memory_id: str | None
-    previous_id: str | None = None
-    agent_id: str | None = None
-
-
-@dataclass(frozen=True)
-class SessionInfo:
-    """A session of a user: how many messages and when the first and last were said."""
-
-    session_id: str | None
-    messages: int
-    first: datetime
-    last: datetime
 
 
 @dataclass(frozen=True)

@@ -16,16 +16,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import tiermem.stores.transcript as tr
 from tiermem.errors import InputError, InvalidTypeError
-from tiermem.stores.validate import (
-    MAX_MESSAGE_CHARS,
-    append_op,
-    check_limit,
-    check_message_id,
-    check_position,
-    check_text_id,
-    check_user_id,
-)
+from tiermem.stores.validate import MAX_MESSAGE_CHARS, append_op, check_position
 from tiermem.twins import Steps, stepped, stepped_twin
+from tiermem.types.checks import check_limit, check_message_id, check_text_id, check_user_id
+from tiermem.types.transcript import SessionInfo, TranscriptRow
 
 if TYPE_CHECKING:
     from tiermem.messages import Message
@@ -151,31 +145,31 @@ class TranscriptAPI(ABC):
         state: str | None = None,
         after: int = 0,
         limit: int = 100,
-    ) -> Steps[builtins.list[tr.TranscriptRow]]:
+    ) -> Steps[builtins.list[TranscriptRow]]:
         """A page of the user's transcript rows with ``seq`` above ``after``, in order.
 
         ``any_session=False`` keeps one session's (``session_id``, ``None`` for messages
         without one); ``state`` keeps ``pending``, ``done`` or ``failed`` rows.
         """
         op = self._transcript_op(user_id, session_id, any_session, state, after, limit)
-        return cast(builtins.list[tr.TranscriptRow], (yield op))
+        return cast(builtins.list[TranscriptRow], (yield op))
 
     atranscript = stepped_twin(transcript)
 
     @stepped
-    def unindexed(self, user_id: str, limit: int = 500) -> Steps[builtins.list[tr.TranscriptRow]]:
+    def unindexed(self, user_id: str, limit: int = 500) -> Steps[builtins.list[TranscriptRow]]:
         """The user's newest messages not in the index yet (pending or failed)."""
         return cast(
-            builtins.list[tr.TranscriptRow],
+            builtins.list[TranscriptRow],
             (yield tr.UnindexedOp(check_user_id(user_id), check_limit(limit))),
         )
 
     aunindexed = stepped_twin(unindexed)
 
     @stepped
-    def sessions(self, user_id: str) -> Steps[builtins.list[tr.SessionInfo]]:
+    def sessions(self, user_id: str) -> Steps[builtins.list[SessionInfo]]:
         """The user's sessions, most recently active first."""
-        return cast(builtins.list[tr.SessionInfo], (yield tr.SessionsOp(check_user_id(user_id))))
+        return cast(builtins.list[SessionInfo], (yield tr.SessionsOp(check_user_id(user_id))))
 
     asessions = stepped_twin(sessions)
 
@@ -188,10 +182,10 @@ class TranscriptAPI(ABC):
     ausers = stepped_twin(users)
 
     @stepped
-    def failed(self, user_id: str, limit: int = 100) -> Steps[builtins.list[tr.TranscriptRow]]:
+    def failed(self, user_id: str, limit: int = 100) -> Steps[builtins.list[TranscriptRow]]:
         """The user's messages whose indexing failed, with the reason (``error``)."""
         return cast(
-            builtins.list[tr.TranscriptRow],
+            builtins.list[TranscriptRow],
             (yield self._transcript_op(user_id, None, True, "failed", 0, limit)),
         )
 

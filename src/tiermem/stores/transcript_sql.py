@@ -31,7 +31,6 @@ from tiermem.stores.queue import (
     SaveSummaryOp,
     SummaryDueOp,
     WorkItem,
-    WorkStats,
     WorkStatsOp,
     work_item,
 )
@@ -46,12 +45,10 @@ from tiermem.stores.transcript import (
     MessageOp,
     RecentOp,
     RestoreOp,
-    SessionInfo,
     SessionsOp,
     SessionSummary,
     SummaryOp,
     TranscriptOp,
-    TranscriptRow,
     UnindexedOp,
     UsersOp,
     epoch,
@@ -61,6 +58,7 @@ from tiermem.stores.transcript import (
     session_value,
     transcript_row,
 )
+from tiermem.types.transcript import SessionInfo, TranscriptRow, WorkStats
 
 _GONE = "memory_id, message_id, seq, session_id, line"
 """What a deletion of transcript rows returns: what it leaves to clean up."""

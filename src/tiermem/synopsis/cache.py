@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from tiermem.errors import InvalidSizeError, InvalidTypeError
-from tiermem.stores.validate import check_user_id
-from tiermem.synopsis.model import TIERS, Synopsis, SynopsisTier, Tier
+from tiermem.types.checks import check_user_id
+from tiermem.types.synopsis import TIERS, Synopsis, SynopsisTier, Tier
 
 DEFAULT_IDENTITY_TTL = 604_800  # 7 days, as in seed 001
 DEFAULT_CONTEXT_TTL = 3_600  # 1 hour

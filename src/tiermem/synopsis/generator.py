@@ -12,10 +12,11 @@ from tiermem.breaker import aguarded, guarded
 from tiermem.errors import InvalidSizeError, InvalidTypeError
 from tiermem.llm.base import LLM
 from tiermem.llm.factory import get_llm
-from tiermem.stores.records import MemoryRecord, calculate_importance
-from tiermem.stores.validate import check_user_id
-from tiermem.synopsis.model import CONTEXT_TYPES, IDENTITY_TYPES, TIERS, Synopsis, utc_now
+from tiermem.stores.records import calculate_importance
 from tiermem.text import FILLER_WORDS, STEM_LETTERS, term_set
+from tiermem.types.checks import check_user_id
+from tiermem.types.records import MemoryRecord, utcnow
+from tiermem.types.synopsis import CONTEXT_TYPES, IDENTITY_TYPES, TIERS, Synopsis
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ class SynopsisGenerator:
             user_id=user_id,
             identity=_grouped(identity, self.max_chars),
             context=_grouped(context, self.max_chars),
-            generated_at=utc_now(),
+            generated_at=utcnow(),
             source="offline",
         )
 
@@ -132,7 +133,7 @@ class SynopsisGenerator:
         Duplicates (same text ignoring case and spacing) and near-duplicates (the same
         content words, or one more: :func:`near_duplicates`) count once.
         """
-        now = max((m.created_at for m in memories), default=utc_now())
+        now = max((m.created_at for m in memories), default=utcnow())
 
         def identity_key(m: MemoryRecord) -> tuple[bool, float, float, str]:
             unnamed = _NAME_STATEMENT.search(m.content) is None
@@ -184,7 +185,7 @@ class SynopsisGenerator:
             user_id=user_id,
             identity=self._bounded(identity),
             context=self._bounded(context),
-            generated_at=utc_now(),
+            generated_at=utcnow(),
             source="llm",
         )
 

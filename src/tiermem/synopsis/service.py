@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from tiermem.breaker import breaker_for
 from tiermem.errors import InvalidTypeError
-from tiermem.stores.records import MemoryRecord
-from tiermem.stores.validate import check_user_id
 from tiermem.synopsis.cache import InMemorySynopsisCache, SynopsisCache
 from tiermem.synopsis.generator import SynopsisGenerator
-from tiermem.synopsis.model import IDENTITY_TYPES, TIERS, Synopsis, SynopsisTier, Tier
 from tiermem.synopsis.redis import RedisSynopsisCache
+from tiermem.types.checks import check_user_id
+from tiermem.types.records import MemoryRecord
+from tiermem.types.synopsis import IDENTITY_TYPES, TIERS, Synopsis, SynopsisTier, Tier
 
 if TYPE_CHECKING:
     from tiermem.config import SynopsisConfig

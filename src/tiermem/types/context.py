@@ -1,5 +1,4 @@
-"""The floor of types: the values the contract returns, importing nothing of ours but the
-core. A :class:`Context` is what ``get_context`` returns: OpenAI-format messages and, per
+"""A :class:`Context` is what ``get_context`` returns: OpenAI-format messages and, per
 :class:`ContextItem`, which tier it came from, its score and its tokens."""
 
 from __future__ import annotations

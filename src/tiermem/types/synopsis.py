@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Literal, get_args
 
 from tiermem.errors import InvalidTypeError
-from tiermem.stores.validate import check_user_id
+from tiermem.types.checks import check_user_id
 
 Tier = Literal["identity", "context"]
 TIERS: tuple[Tier, ...] = get_args(Tier)
@@ -148,7 +148,3 @@ def _parse_time(value: object) -> datetime:
     else:
         raise InvalidTypeError("generated_at", f"expected an ISO time, got {value!r}")
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)

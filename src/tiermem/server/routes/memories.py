@@ -23,7 +23,7 @@ from tiermem.server import models
 from tiermem.server.deps import ERROR_RESPONSES, Caller, PathMessage
 from tiermem.server.metrics import Metrics
 from tiermem.server.service import Service
-from tiermem.stores.validate import MAX_LIMIT, check_text_id
+from tiermem.types.checks import MAX_LIMIT, check_text_id
 from tiermem.wire import context_to_json, hit_to_json, message_to_json, record_to_json
 
 

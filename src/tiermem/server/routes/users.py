@@ -9,8 +9,8 @@ from fastapi import APIRouter
 from tiermem.server import models
 from tiermem.server.deps import ERROR_RESPONSES, Caller, PathUser
 from tiermem.server.service import Service
-from tiermem.stores.validate import check_limit
-from tiermem.synopsis import Synopsis
+from tiermem.types.checks import check_limit
+from tiermem.types.synopsis import Synopsis
 from tiermem.wire import message_to_json, session_to_json
 
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from tiermem.server import models
 from tiermem.server.deps import ERROR_RESPONSES, Caller, PathUser
 from tiermem.server.service import Service
-from tiermem.stores.validate import check_limit
+from tiermem.types.checks import check_limit
 from tiermem.wire import row_to_json, work_to_json
 
 
