@@ -181,7 +181,7 @@ export class MemoryClient {
   }
 
   /** Send one request; its JSON answer. */
-  private call<T>(request: Request): Promise<T> {
+  #call<T>(request: Request): Promise<T> {
     return this.http.json<T>(request);
   }
 
@@ -205,7 +205,7 @@ export class MemoryClient {
     checkUserId(userId);
     checkTextId(sessionId, "session_id");
     const message = buildMessage(raw, userId, sessionId, "message");
-    return (await this.append([message], userId, sessionId, agentId))[0];
+    return (await this.#append([message], userId, sessionId, agentId))[0];
   }
 
   /** Add a history (OpenAI-shaped messages or `Message`s), all or none. */
@@ -225,17 +225,17 @@ export class MemoryClient {
       return buildMessage(raw, userId, sessionId, `messages[${i}]`);
     });
     if (!batch.length) throw new InputError("messages", "is empty", "pass at least one message");
-    return this.append(batch, userId, sessionId, options.agentId ?? null);
+    return this.#append(batch, userId, sessionId, options.agentId ?? null);
   }
 
-  private async append(
+  async #append(
     messages: Message[],
     userId: string,
     sessionId: string | null,
     agentId: string | null,
   ): Promise<Message[]> {
     const json = { user_id: userId, session_id: sessionId, agent_id: agentId, messages };
-    await this.call({ method: "POST", path: "/v1/messages", json });
+    await this.#call({ method: "POST", path: "/v1/messages", json });
     return messages;
   }
 
@@ -257,14 +257,14 @@ export class MemoryClient {
       agent_id: options.agentId ?? null,
       metadata: options.metadata ?? null,
     });
-    return (await this.call<{ id: string }>({ method: "POST", path: "/v1/memories", json })).id;
+    return (await this.#call<{ id: string }>({ method: "POST", path: "/v1/memories", json })).id;
   }
 
   /** Store several memories in one transaction, all or none; their ids, in order. */
   async rememberMany(memories: Iterable<MemoryItem>, userId: string): Promise<string[]> {
     const list = isIterable(memories) && typeof memories !== "string" ? [...memories] : memories;
     const json = body({ user_id: userId, memories: list });
-    return (await this.call<{ ids: string[] }>({ method: "POST", path: "/v1/batch/memories", json })).ids;
+    return (await this.#call<{ ids: string[] }>({ method: "POST", path: "/v1/batch/memories", json })).ids;
   }
 
   /** Change a memory's content, type, importance or metadata; the new record. */
@@ -273,7 +273,7 @@ export class MemoryClient {
     if (typeof importance === "number" && !Number.isFinite(importance)) checkUnit(importance, "importance");
     const given = { content, memory_type: memoryType, importance, metadata };
     const json = body(Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined && v !== null)));
-    return this.call({ method: "PATCH", path: memoryPath(memoryId), json, params: { user_id: userId } });
+    return this.#call({ method: "PATCH", path: memoryPath(memoryId), json, params: { user_id: userId } });
   }
 
   // -- reading --
@@ -286,7 +286,7 @@ export class MemoryClient {
     maxTokens: number | null = null,
   ): Promise<Context> {
     const json = body({ query, user_id: userId, session_id: sessionId, max_tokens: maxTokens });
-    return this.call({ method: "POST", path: "/v1/context", json });
+    return this.#call({ method: "POST", path: "/v1/context", json });
   }
 
   /** The user's memories best matching `query`, best first; each hit's `score` is its
@@ -306,7 +306,7 @@ export class MemoryClient {
     }
     checkUnit(minScore, "min_score");
     const json = body({ query, user_id: userId, k, filters, mode, min_score: minScore });
-    return (await this.call<{ results: SearchHit[] }>({ method: "POST", path: "/v1/search", json })).results;
+    return (await this.#call<{ results: SearchHit[] }>({ method: "POST", path: "/v1/search", json })).results;
   }
 
   /** A page of the user's memories, newest first (`metadata`: top-level keys equal to
@@ -327,7 +327,7 @@ export class MemoryClient {
       created_before: createdBefore instanceof Date ? createdBefore.toISOString() : createdBefore,
       metadata: metadata === null || metadata === undefined ? null : JSON.stringify(metadata),
     };
-    const page = await this.call<{ memories: MemoryRecord[] }>({ method: "GET", path: "/v1/memories", params });
+    const page = await this.#call<{ memories: MemoryRecord[] }>({ method: "GET", path: "/v1/memories", params });
     return page.memories;
   }
 
@@ -345,31 +345,31 @@ export class MemoryClient {
   async getMessage(messageId: string, userId: string): Promise<Message> {
     const user = checkUserId(userId);
     const path = `/v1/messages/${segment(checkMessageId(messageId), "message_id")}`;
-    return (await this.call<{ message: Message }>({ method: "GET", path, params: { user_id: user } })).message;
+    return (await this.#call<{ message: Message }>({ method: "GET", path, params: { user_id: user } })).message;
   }
 
   /** Every message of a session, in order, whole. */
   async history(userId: string, sessionId: string | null = null): Promise<Message[]> {
     const path = userPath(userId, "messages");
-    return (await this.call<{ messages: Message[] }>({ method: "GET", path, params: { session_id: sessionId } })).messages;
+    return (await this.#call<{ messages: Message[] }>({ method: "GET", path, params: { session_id: sessionId } })).messages;
   }
 
   /** The newest `limit` messages of a session, oldest first. */
   async recent(userId: string, sessionId: string | null = null, limit = 20): Promise<Message[]> {
     const params = { session_id: sessionId, limit };
-    return (await this.call<{ messages: Message[] }>({ method: "GET", path: userPath(userId, "recent"), params })).messages;
+    return (await this.#call<{ messages: Message[] }>({ method: "GET", path: userPath(userId, "recent"), params })).messages;
   }
 
   /** The user's sessions, most recently active first. */
   async sessions(userId: string): Promise<SessionInfo[]> {
-    return (await this.call<{ sessions: SessionInfo[] }>({ method: "GET", path: userPath(userId, "sessions") })).sessions;
+    return (await this.#call<{ sessions: SessionInfo[] }>({ method: "GET", path: userPath(userId, "sessions") })).sessions;
   }
 
   /** The running summary of the session's messages older than the recent window; null
    * while there is none. */
   async sessionSummary(userId: string, sessionId: string | null = null): Promise<string | null> {
     const path = userPath(userId, "sessions/summary");
-    return (await this.call<{ summary: string | null }>({ method: "GET", path, params: { session_id: sessionId } })).summary;
+    return (await this.#call<{ summary: string | null }>({ method: "GET", path, params: { session_id: sessionId } })).summary;
   }
 
   /** The users by id, in order, `limit` of them after `after` (the last id of the page
@@ -377,17 +377,17 @@ export class MemoryClient {
   async users(limit = 100, after = ""): Promise<string[]> {
     if (typeof after !== "string") throw new InvalidTypeError("after", `must be a str, got ${typeName(after)}`);
     const params = { limit, cursor: after || null };
-    return (await this.call<{ users: string[] }>({ method: "GET", path: "/v1/users", params })).users;
+    return (await this.#call<{ users: string[] }>({ method: "GET", path: "/v1/users", params })).users;
   }
 
   /** The user's synopsis (cached; generated on a miss). */
   synopsis(userId: string): Promise<Synopsis> {
-    return this.call({ method: "GET", path: userPath(userId, "synopsis") });
+    return this.#call({ method: "GET", path: userPath(userId, "synopsis") });
   }
 
   /** Regenerate and cache the user's synopsis now. */
   generateSynopsis(userId: string): Promise<Synopsis> {
-    return this.call({ method: "POST", path: userPath(userId, "synopsis") });
+    return this.#call({ method: "POST", path: userPath(userId, "synopsis") });
   }
 
   /** Facts extracted from the user's conversations, newest first. */
@@ -395,18 +395,18 @@ export class MemoryClient {
     const { current = true, limit = 1000 } = options;
     const path = userPath(userId, "facts");
     const params = { current: checkFlag(current, "current"), limit };
-    return (await this.call<{ facts: MemoryRecord[] }>({ method: "GET", path, params })).facts;
+    return (await this.#call<{ facts: MemoryRecord[] }>({ method: "GET", path, params })).facts;
   }
 
   /** Every version of a fact, oldest first. */
   async factHistory(memoryId: string, userId: string): Promise<MemoryRecord[]> {
     const path = userPath(userId, `facts/${segment(memoryId, "memory_id")}/history`);
-    return (await this.call<{ versions: MemoryRecord[] }>({ method: "GET", path })).versions;
+    return (await this.#call<{ versions: MemoryRecord[] }>({ method: "GET", path })).versions;
   }
 
   /** Counts per type, time span, access and importance figures of the user. */
   stats(userId: string): Promise<StoreStats> {
-    return this.call({ method: "GET", path: userPath(userId, "stats") });
+    return this.#call({ method: "GET", path: userPath(userId, "stats") });
   }
 
   // -- forgetting --
@@ -414,24 +414,24 @@ export class MemoryClient {
   /** Delete one memory and what was derived from it; false if there was none. */
   async forget(memoryId: string, userId: string): Promise<boolean> {
     const request: Request = { method: "DELETE", path: memoryPath(memoryId), params: { user_id: userId } };
-    return (await this.call<{ deleted: boolean }>(request)).deleted;
+    return (await this.#call<{ deleted: boolean }>(request)).deleted;
   }
 
   /** Delete these messages of the user; how many went. */
   async forgetMessages(userId: string, messageIds: Iterable<string> | string): Promise<number> {
     const json = { message_ids: checkMessageIds(messageIds) };
-    return (await this.call<{ deleted: number }>({ method: "POST", path: userPath(userId, "messages/forget"), json })).deleted;
+    return (await this.#call<{ deleted: number }>({ method: "POST", path: userPath(userId, "messages/forget"), json })).deleted;
   }
 
   /** Delete a session: its messages, summary and index lines. */
   async forgetSession(userId: string, sessionId: string | null = null): Promise<number> {
     const json = { session_id: sessionId };
-    return (await this.call<{ deleted: number }>({ method: "POST", path: userPath(userId, "sessions/forget"), json })).deleted;
+    return (await this.#call<{ deleted: number }>({ method: "POST", path: userPath(userId, "sessions/forget"), json })).deleted;
   }
 
   /** Erase everything of the user; how many long-term memories went. */
   async forgetUser(userId: string): Promise<number> {
-    return (await this.call<{ deleted: number }>({ method: "DELETE", path: userPath(userId) })).deleted;
+    return (await this.#call<{ deleted: number }>({ method: "DELETE", path: userPath(userId) })).deleted;
   }
 
   // -- sessions, background work, lifecycle --
@@ -439,42 +439,42 @@ export class MemoryClient {
   /** Fold a session into its final summary; the summary. */
   async endSession(userId: string, sessionId: string | null = null): Promise<string | null> {
     const json = { session_id: sessionId };
-    return (await this.call<{ summary: string | null }>({ method: "POST", path: userPath(userId, "sessions/end"), json })).summary;
+    return (await this.#call<{ summary: string | null }>({ method: "POST", path: userPath(userId, "sessions/end"), json })).summary;
   }
 
   /** Extract facts from the session's unread messages now; the facts' ids. */
   async extractFacts(userId: string, sessionId: string | null = null): Promise<string[]> {
     const json = { session_id: sessionId };
-    return (await this.call<{ ids: string[] }>({ method: "POST", path: userPath(userId, "facts/extract"), json })).ids;
+    return (await this.#call<{ ids: string[] }>({ method: "POST", path: userPath(userId, "facts/extract"), json })).ids;
   }
 
   /** Messages pending, done and failed (one user's, or everyone's in development mode). */
   async workStats(userId: string | null = null): Promise<WorkStats> {
     if (userId === null) {
-      const work = await this.call<{ store: WorkStats | null }>({ method: "GET", path: "/v1/work" });
+      const work = await this.#call<{ store: WorkStats | null }>({ method: "GET", path: "/v1/work" });
       if (work.store === null) {
         throw new InputError("user_id", "is required with a tenant's key", "ask for one user's work_stats");
       }
       return work.store;
     }
-    const work = await this.call<WorkStats>({ method: "GET", path: userPath(userId, "work"), params: { limit: 1 } });
+    const work = await this.#call<WorkStats>({ method: "GET", path: userPath(userId, "work"), params: { limit: 1 } });
     return { pending: work.pending, done: work.done, failed: work.failed };
   }
 
   /** The user's messages that could not be indexed, with their errors. */
   async failed(userId: string, limit = 100): Promise<TranscriptRow[]> {
     const path = userPath(userId, "work");
-    return (await this.call<{ rows: TranscriptRow[] }>({ method: "GET", path, params: { limit } })).rows;
+    return (await this.#call<{ rows: TranscriptRow[] }>({ method: "GET", path, params: { limit } })).rows;
   }
 
   /** Queue the user's failed messages again; how many. */
   async retryFailed(userId: string): Promise<number> {
-    return (await this.call<{ retried: number }>({ method: "POST", path: userPath(userId, "work/retry") })).retried;
+    return (await this.#call<{ retried: number }>({ method: "POST", path: userPath(userId, "work/retry") })).retried;
   }
 
   /** The answering server process's queue of messages not yet in its store. */
   async queueStatus(): Promise<{ pending: number; failures: number; last_error: string | null }> {
-    const { pending, failures, last_error } = await this.call<{ pending: number; failures: number; last_error: string | null }>({ method: "GET", path: "/v1/work" });
+    const { pending, failures, last_error } = await this.#call<{ pending: number; failures: number; last_error: string | null }>({ method: "GET", path: "/v1/work" });
     return { pending, failures, last_error };
   }
 
@@ -483,7 +483,7 @@ export class MemoryClient {
    * `{server: "StoreUnavailableError: ..."}`. */
   async health(): Promise<Record<string, string>> {
     try {
-      const ready = await this.call<{ checks: Record<string, string> }>({ method: "GET", path: "/readyz", accept: [503] });
+      const ready = await this.#call<{ checks: Record<string, string> }>({ method: "GET", path: "/readyz", accept: [503] });
       return Object.fromEntries(Object.entries(ready.checks).map(([k, v]) => [k, String(v)]));
     } catch (exc) {
       if (!(exc instanceof TiermemError)) throw exc;
@@ -532,14 +532,15 @@ export class MemoryClient {
     }
     const owner = userId ?? archiveUser(lines[0] ?? "");
     const request: Request = { method: "POST", path: userPath(owner, "import"), ndjson: lines.join("\n") };
-    return this.call(request);
+    return this.#call(request);
   }
 
   /** Wait until the server's pending work is done (at most 60 s); false on timeout. */
   async flush(timeout: number | null = null): Promise<boolean> {
     const seconds = checkTimeout(timeout);
     const json = { timeout: seconds === null ? 60.0 : Math.min(seconds, 60.0) };
-    return (await this.call<{ done: boolean }>({ method: "POST", path: "/v1/flush", json })).done;
+    const request: Request = { method: "POST", path: "/v1/flush", json, waitMs: json.timeout * 1000 };
+    return (await this.#call<{ done: boolean }>(request)).done;
   }
 
   /** Nothing to release: fetch pools its connections per process. Kept so code written

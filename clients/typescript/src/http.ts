@@ -38,6 +38,8 @@ export interface Request {
   ndjson?: string;
   /** Error statuses whose body is the answer (`/readyz`'s 503 says what is down). */
   accept?: number[];
+  /** Milliseconds the server may take on purpose (a flush's wait), beyond the timeout. */
+  waitMs?: number;
 }
 
 export class Transport {
@@ -84,7 +86,7 @@ export class Transport {
     for (let attempt = 0; ; attempt++) {
       let response: Response;
       try {
-        response = await send(url, { ...init, signal: AbortSignal.timeout(this.timeoutMs) });
+        response = await send(url, { ...init, signal: AbortSignal.timeout(this.timeoutMs + (request.waitMs ?? 0)) });
       } catch (exc) {
         const timedOut = (exc as Error).name === "TimeoutError";
         if (timedOut || attempt >= this.maxRetries) throw this.unreachable(exc);

@@ -724,6 +724,11 @@ export interface components {
         };
         /** ContextOut */
         ContextOut: {
+            /**
+             * Degraded
+             * @description what was down while the context was built, one note each ('embedder: ...': found by keyword only); empty when every part answered
+             */
+            degraded?: string[];
             /** Items */
             items: components["schemas"]["ContextItemOut"][];
             /** Max Tokens */

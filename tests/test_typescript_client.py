@@ -1,0 +1,198 @@
+"""The TypeScript client (clients/typescript) on real servers: its behaviour suite
+(``node --test``, the cases tests/conformance/test_faces.py runs on the Python faces)
+against a real ``tiermem serve`` on SQLite and on PostgreSQL + pgvector, its transport
+tests, and the checks that keep it the same contract as the Python client: the same
+operations, the same error classes, and types generated from the server's current
+OpenAPI document. Skipped only where node or npm is missing."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from liveserver import free_port
+from tiermem import errors
+from tiermem.api import MemoryAPI, operations
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "clients" / "typescript"
+CONFIG = "memory:\n  buffer: {size: 8, summary_batch: 4}\n  facts: {enabled: True}\n"
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("node") and shutil.which("npm")), reason="node and npm are not installed"
+)
+
+
+def run(*argv: str, cwd: Path = PACKAGE, env: dict[str, str] | None = None, timeout: float = 600) -> str:
+    """Run a command in the package; its output (the test fails with it when it fails)."""
+    done = subprocess.run(
+        argv, cwd=cwd, env=env or os.environ.copy(), capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, f"{' '.join(argv)}:\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def python_env() -> dict[str, str]:
+    """The environment of a Node process that may start Python: this interpreter, this
+    checkout's tiermem, offline."""
+    return {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "PYTHONPATH": str(ROOT / "src"),
+        "HF_HUB_OFFLINE": "1",
+    }
+
+
+@pytest.fixture(scope="module")
+def package() -> Path:
+    """The package built from its sources (its locked dev dependencies installed once)."""
+    if not (PACKAGE / "node_modules").is_dir():
+        run("npm", "ci", "--no-audit", "--no-fund")
+    run("npm", "run", "build")
+    return PACKAGE
+
+
+@contextmanager
+def serving(folder: Path, *argv: str) -> Iterator[str]:
+    """``tiermem serve`` on a free loopback port until the block ends; its URL."""
+    config = folder / "tiermem.yaml"
+    if not config.exists():
+        config.write_text(CONFIG)
+    port = free_port()
+    command = [sys.executable, "-m", "tiermem.cli", "serve", "--port", str(port), *argv]
+    server = subprocess.Popen(
+        [*command, "--config", str(config)],
+        env=python_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert server.poll() is None, f"tiermem serve ended: {server.communicate()[1][-3000:]}"
+            try:
+                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "tiermem serve did not answer /healthz"
+            time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        server.communicate(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], str]]:
+    """One ``tiermem serve`` per engine, started on first use; its URL by engine."""
+    urls: dict[str, str] = {}
+    with ExitStack() as stack:
+
+        def url(engine: str) -> str:
+            if engine not in urls:
+                folder = tmp_path_factory.mktemp(f"ts-{engine}")
+                if engine == "sqlite":
+                    argv: tuple[str, ...] = ("--db", str(folder / "memory.db"))
+                else:
+                    store = _database_uri()
+                    (folder / "tiermem.yaml").write_text(
+                        CONFIG + "  persistent:\n    provider: postgresql\n"
+                        f"    connection_string: '{store}'\n    connect_timeout: 30\n"
+                    )
+                    argv = ()
+                urls[engine] = stack.enter_context(serving(folder, *argv))
+            return urls[engine]
+
+        yield url
+
+
+def _database_uri() -> str:
+    """A new database on the test PostgreSQL, as the ``postgresql://`` URI a
+    configuration file takes."""
+    from urllib.parse import quote, urlencode
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    from conformance.conftest import fresh_database
+
+    parts = conninfo_to_dict(fresh_database("typescript"))
+    user = quote(str(parts.pop("user", "")))
+    password = parts.pop("password", None)
+    login = f"{user}:{quote(str(password))}@" if password else f"{user}@"
+    dbname = quote(str(parts.pop("dbname")))
+    return f"postgresql://{login}/{dbname}?{urlencode(parts)}"
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_the_behaviour_suite_passes_on_a_real_server(
+    package: Path, servers: Callable[[str], str], engine: str
+) -> None:
+    env = {**python_env(), "TIERMEM_URL": servers(engine)}
+    out = run("node", "--test", "test/contract.test.mjs", env=env)
+    assert re.search(r"^# fail 0$", out, re.M) and re.search(r"^# pass [1-9]\d+$", out, re.M)
+
+
+def test_retries_typed_errors_and_checks_before_sending(package: Path) -> None:
+    out = run("node", "--test", "test/transport.test.mjs")
+    assert re.search(r"^# fail 0$", out, re.M)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def test_every_operation_of_the_contract_is_a_method(package: Path) -> None:
+    script = (
+        'import { MemoryClient } from "./dist/index.js";'
+        "console.log(Object.getOwnPropertyNames(MemoryClient.prototype).join(' '))"
+    )
+    methods = set(run("node", "--input-type=module", "-e", script).split()) - {"constructor"}
+    assert methods == {_camel(name) for name in operations(MemoryAPI)}
+
+
+def test_every_error_class_of_python_has_its_namesake(package: Path) -> None:
+    script = 'import { ERROR_NAMES } from "./dist/index.js"; console.log(ERROR_NAMES.join(" "))'
+    names = set(run("node", "--input-type=module", "-e", script).split())
+    python = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, errors.TiermemError)
+    }
+    assert names == python
+
+
+def test_the_generated_types_are_the_servers_current_document(package: Path, tmp_path: Path) -> None:
+    fresh = tmp_path / "openapi.ts"
+    run("node", "scripts/generate.mjs", str(fresh), env=python_env())
+    committed = PACKAGE / "src" / "generated" / "openapi.ts"
+    assert fresh.read_text() == committed.read_text(), (
+        "the server's OpenAPI document changed: run `npm run generate` in clients/typescript "
+        "and commit src/generated/openapi.ts"
+    )
+
+
+def test_the_package_installs_from_the_repository(package: Path, tmp_path: Path) -> None:
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "package.json").write_text('{"name": "app", "private": true, "type": "module"}')
+    run("npm", "install", "--no-audit", "--no-fund", str(PACKAGE), cwd=app)
+    script = (
+        'import { MemoryClient, InvalidRoleError } from "tiermem";'
+        'const m = new MemoryClient("http://127.0.0.1:9");'
+        'await m.add("robot", "hi", "ana").catch((e) => console.log(e instanceof InvalidRoleError, e.field));'
+    )
+    assert run("node", "--input-type=module", "-e", script, cwd=app).strip() == "true role"
