@@ -42,3 +42,22 @@ def test_readme_measured_figures_are_those_of_benchmarks_md() -> None:
     ratio = re.sub(r"[^0-9.x]", "", api[5])
     assert f"takes {ratio} the time" in readme
     assert f"median {api[2]} s against {api[4]} s" in readme
+
+
+def anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives the headings of ``markdown`` (first of each name)."""
+    headings = re.findall(r"^#{1,6}\s+(.+)$", markdown, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_readme_headline_figures_are_those_of_benchmarks_md() -> None:
+    """Every figure of the README's "Why choose it" is in docs/benchmarks.md, and every
+    link there leads to a section of it (where the command that prints the figure is)."""
+    benchmarks, readme = read("docs/benchmarks.md"), read("README.md")
+    why = readme.split("## Why choose it", 1)[1].split("\n## ", 1)[0]
+    figures = re.findall(r"\d[\d,]*\.\d+", why)
+    assert len(figures) >= 15, figures
+    flat = " ".join(benchmarks.split())
+    assert [f for f in figures if f not in flat] == []
+    links = re.findall(r"\(docs/benchmarks\.md#([^)]+)\)", why)
+    assert len(links) >= 5 and set(links) <= anchors(benchmarks), links

@@ -429,18 +429,18 @@ def test_postgres_examples_print_no_warning(env: dict[str, str], tmp_path: Path)
     assert "Ana prefers tea to coffee." in done.stdout
 
 
-def test_readme_names_what_the_browser_tests_need() -> None:
-    """The inspector's browser tests launch Debian's chromium through Playwright: the
-    README and .ci/run ask for that browser and nothing else (no chromium-driver)."""
+def test_contributing_names_what_the_browser_tests_need() -> None:
+    """The inspector's browser tests launch Debian's chromium through Playwright:
+    CONTRIBUTING.md and .ci/run ask for that browser and nothing else (no chromium-driver)."""
     root = Path(__file__).parents[1]
-    readme = flat((root / "README.md").read_text())
+    guide = flat((root / "CONTRIBUTING.md").read_text())
     ci = (root / ".ci" / "run").read_text()
     ui = (root / "tests" / "test_server_ui.py").read_text()
     assert "sync_playwright" in ui and "executable_path=CHROMIUM" in ui
     assert not re.search(r"selenium|webdriver|chromedriver|chromium-driver", ui, re.I)
-    for text in (readme, ci):
+    for text in (guide, ci):
         assert not re.search(r"chromedriver|chromium-driver", text), text
-    assert "`apt-get install chromium`" in readme and "Playwright" in readme
+    assert "`apt-get install chromium`" in guide and "Playwright" in guide
     assert re.search(r"apt-get install -y -q chromium >/dev/null", ci)
 
 
