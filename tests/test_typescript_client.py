@@ -7,12 +7,14 @@ OpenAPI document. Skipped only where node or npm is missing."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -196,3 +198,76 @@ def test_the_package_installs_from_the_repository(package: Path, tmp_path: Path)
         'await m.add("robot", "hi", "ana").catch((e) => console.log(e instanceof InvalidRoleError, e.field));'
     )
     assert run("node", "--input-type=module", "-e", script, cwd=app).strip() == "true role"
+
+
+EXAMPLES = PACKAGE / "examples"
+
+
+@pytest.fixture(scope="module")
+def examples(package: Path) -> Path:
+    """The examples' folder, with their locked dependencies (the OpenAI SDK, LangGraph.js's
+    checkpoint package, and this client from the repository)."""
+    if not (EXAMPLES / "node_modules").is_dir():
+        run("npm", "ci", "--no-audit", "--no-fund", cwd=EXAMPLES)
+    return EXAMPLES
+
+
+def test_the_chat_example_answers_from_memory_with_the_openai_sdk(
+    examples: Path, servers: Callable[[str], str]
+) -> None:
+    from fakeserver import FakeServer
+
+    user = f"chat-{uuid.uuid4().hex[:8]}"
+    with FakeServer() as llm:
+        env = {
+            **os.environ,
+            "TIERMEM_URL": servers("sqlite"),
+            "OPENAI_BASE_URL": llm.openai_url,
+            "OPENAI_API_KEY": "test-key",
+            "CHAT_USER": user,
+            "CHAT_SESSION": "s1",
+        }
+        done = subprocess.run(
+            ["node", "chat.mjs"],
+            cwd=examples,
+            env=env,
+            input="My cat is called Miso.\nWhat is my cat called?\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        replies = [line for line in done.stdout.splitlines() if line.startswith("assistant: ")]
+        assert replies == [
+            "assistant: reply: My cat is called Miso.",
+            "assistant: reply: What is my cat called?",
+        ]
+        chats = [r.json for r in llm.requests if r.path.endswith("/chat/completions")]
+        assert len(chats) == 2 and chats[0]["model"] == "gpt-4o-mini"
+        second = json.dumps(chats[1]["messages"])
+        assert "Miso" in second and "peanuts" in second  # the first turn and the preference
+
+
+def test_the_langgraph_example_keeps_its_store_in_tiermem(
+    examples: Path, servers: Callable[[str], str]
+) -> None:
+    from tiermem.client import MemoryClient
+
+    user = f"leo-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "TIERMEM_URL": servers("sqlite"), "CHAT_USER": user}
+    out = run("node", "langgraph.mjs", cwd=examples, env=env, timeout=120)
+    assert out.splitlines() == [
+        "get: Leo drinks his coffee black",
+        out.splitlines()[1],
+        "filter: 2025",
+        f'namespaces: [["{user}","preference"],["{user}","trips"]]',
+        "context holds the cello: true",
+        "after delete: null",
+    ]
+    assert out.splitlines()[1].startswith("search: Leo plays the cello on Sundays (score ")
+    with MemoryClient(servers("sqlite")) as memory:  # the items are the user's memories
+        contents = sorted(r.content for r in memory.list_memories(user))
+    assert contents == [
+        "preference/music: Leo plays the cello on Sundays",
+        "trips/2025: Leo hiked in the Dolomites",
+    ]
