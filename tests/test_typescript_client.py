@@ -35,7 +35,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def run(*argv: str, cwd: Path = PACKAGE, env: dict[str, str] | None = None, timeout: float = 600) -> str:
+def run(
+    *argv: str, cwd: Path = PACKAGE, env: dict[str, str] | None = None, timeout: float = 600
+) -> str:
     """Run a command in the package; its output (the test fails with it when it fails)."""
     done = subprocess.run(
         argv, cwd=cwd, env=env or os.environ.copy(), capture_output=True, text=True, timeout=timeout
@@ -177,7 +179,9 @@ def test_every_error_class_of_python_has_its_namesake(package: Path) -> None:
     assert names == python
 
 
-def test_the_generated_types_are_the_servers_current_document(package: Path, tmp_path: Path) -> None:
+def test_the_generated_types_are_the_servers_current_document(
+    package: Path, tmp_path: Path
+) -> None:
     fresh = tmp_path / "openapi.ts"
     run("node", "scripts/generate.mjs", str(fresh), env=python_env())
     committed = PACKAGE / "src" / "generated" / "openapi.ts"
