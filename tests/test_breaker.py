@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from conformance.conftest import pg_url  # noqa: F401  (the session-wide PostgreSQL)
 from embedders import HashEmbedder
 from fakeserver import FakeServer
 from tiermem.breaker import (
@@ -44,8 +45,8 @@ from tiermem.stores.facts import FactMarkOp
 from tiermem.summarize import ExtractiveSummarizer, MemorySummarizer
 from tiermem.summarize_worker import SummaryPolicy
 from tiermem.synopsis import SynopsisGenerator
-
 from tiermem.types.records import MemoryRecord
+
 READ_LIMIT = 0.1
 """Seconds any read may take while the model fails."""
 
@@ -415,6 +416,88 @@ def test_the_http_embedder_rests_after_failures_and_a_probe_brings_it_back(
     assert embedder.embed(["text"]).shape == (1, 8) and embedder.breaker.state == "closed"
     assert breaker_for(embedder) is embedder.breaker
     assert OpenAIEmbedder("m", base_url=fake_server.openai_url, dimensions=8).breaker.failures == 3
+
+
+def http_embedder(server: FakeServer, clock: ManualClock) -> OpenAIEmbedder:
+    """An HTTP embedder at the local server, its breaker on ``clock`` (3 failures, 30 s)."""
+    breaker = CircuitBreaker(failures=3, cooldown=30, clock=clock)
+    options: dict[str, Any] = {"dimensions": 8, "max_retries": 0, "cache_size": 0}
+    return OpenAIEmbedder("m", base_url=server.openai_url, breaker=breaker, **options)
+
+
+def test_a_context_with_the_embedder_down_is_found_by_keyword_and_says_so(
+    tmp_path: Path, fake_server: FakeServer
+) -> None:
+    """The HTTP embedder down (the port closed, then answering 503): get_context on every
+    face answers from keyword search, the recent window and the summary, and says so
+    (``degraded``); search raises ProviderUnavailableError, the same on every face, and
+    mode='keyword' still answers; once the embedder is back, contexts use it again."""
+    from liveserver import live_server
+    from tiermem.client import MemoryClient
+    from tiermem.server import create_app
+
+    clock = ManualClock()
+    config = {"memory": {"synopsis": {"enabled": False}}}
+    with Memory(
+        str(tmp_path / "m.db"), config=config, embedder=http_embedder(fake_server, clock)
+    ) as m:
+        m.remember("Ana is allergic to bee stings", "ana")
+        for i in range(12):
+            m.add("user", f"on day {i} we talked about the weather", "ana", "s")
+        assert m.flush(30)
+        fake_server.stop()  # connection refused
+        with live_server(create_app(m)) as url, MemoryClient(url) as client:
+            contexts = [
+                m.get_context("bee stings", "ana", "s"),
+                asyncio.run(m.aget_context("bee stings", "ana", "s")),
+                client.get_context("bee stings", "ana", "s"),
+            ]
+            fake_server.start()
+            fake_server.outage_status = 503
+            contexts.append(m.get_context("bee stings", "ana", "s"))  # the breaker rests
+            for context in contexts:
+                (note,) = context.degraded
+                assert note.startswith("embedder: ") and "found by keyword only" in note
+                assert "allergic to bee stings" in context.text()  # by keyword
+                assert "day 11" in context.text()  # the recent window
+                assert "degraded: embedder" in context.explain()
+            for face in (m, client):
+                with pytest.raises(ProviderUnavailableError):
+                    face.search("bee stings", "ana")
+                hits = face.search("bee stings", "ana", mode="keyword")
+                assert hits[0].record.content == "Ana is allergic to bee stings"
+            asked = len(fake_server.requests)
+            assert m.get_context("bee stings", "ana", "s").degraded  # no request: at once
+            assert len(fake_server.requests) == asked
+
+            fake_server.outage_status = None
+            clock.advance(30)
+            assert m.get_context("bee stings", "ana", "s").degraded == []
+            assert client.get_context("bee stings", "ana", "s").degraded == []
+            assert m.search("bee stings", "ana")[0].record.content.startswith("Ana is")
+
+
+def test_a_native_async_context_with_the_embedder_down(
+    pg_url: str,  # noqa: F811
+    fake_server: FakeServer,
+) -> None:
+    """PostgreSQL's native async context (the reads, keyword and vector searches in one
+    round trip) answers from keyword search when the embedder is down, and says so."""
+    clock = ManualClock()
+    user = f"u-{uuid.uuid4()}"
+    persistent = {"provider": "postgresql", "connection_string": pg_url, "native_async": True}
+    config = {"memory": {"persistent": persistent, "synopsis": {"enabled": False}}}
+    with Memory(config=config, embedder=http_embedder(fake_server, clock)) as m:
+        m.remember("Ana is allergic to bee stings", user)
+        assert m.native_async
+        assert m.flush(30)
+        fake_server.stop()
+        for _ in range(4):  # refused, then the breaker rests: degraded either way
+            context = asyncio.run(m.aget_context("bee stings", user))
+            assert context.degraded and "allergic to bee stings" in context.text()
+        fake_server.start()
+        clock.advance(30)
+        assert asyncio.run(m.aget_context("bee stings", user)).degraded == []
 
 
 def test_an_offline_summarizer_needs_no_breaker() -> None:

@@ -207,7 +207,7 @@ def build_server(resolve: Resolver) -> MCPServer:
             session_id: the conversation, when the client keeps several.
         """
         context = await run(ctx, lambda m, u: m.get_context(query, u, session_id, max_tokens))
-        return {
+        found = {
             "context": context.text(),
             "total_tokens": context.total_tokens,
             "items": [
@@ -221,6 +221,9 @@ def build_server(resolve: Resolver) -> MCPServer:
                 for i in context.items
             ],
         }
+        if context.degraded:  # what was down: the context was built without it
+            found["degraded"] = context.degraded
+        return found
 
     @server.tool()
     async def get_message(message_id: str, ctx: Context) -> dict[str, Any]:

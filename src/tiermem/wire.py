@@ -117,6 +117,7 @@ def context_to_json(context: Context) -> dict[str, Any]:
         ],
         "total_tokens": context.total_tokens,
         "max_tokens": context.max_tokens,
+        "degraded": context.degraded,
     }
 
 
@@ -143,6 +144,7 @@ def context_from_json(data: Mapping[str, Any]) -> Context:
         total_tokens=int(data["total_tokens"]),
         max_tokens=int(data["max_tokens"]),
         query=data.get("query", ""),
+        degraded=list(data.get("degraded") or []),
     )
 
 
@@ -229,12 +231,19 @@ def error_to_json(exc: TiermemError) -> dict[str, Any]:
     """``{error, field, message, fix}`` of a typed error."""
     if isinstance(exc, InputError):
         return {
-            "error": type(exc).__name__,
+            "error": error_name(exc),
             "field": exc.field,
             "message": exc.problem,
             "fix": exc.hint,
         }
-    return {"error": type(exc).__name__, "field": None, "message": str(exc), "fix": ""}
+    return {"error": error_name(exc), "field": None, "message": str(exc), "fix": ""}
+
+
+def error_name(exc: TiermemError) -> str:
+    """The name of ``exc``'s class, or of its nearest base in :mod:`tiermem.errors` (the
+    classes a client raises): ``CircuitOpenError`` is a ``ProviderUnavailableError``."""
+    known = (c for c in type(exc).__mro__ if getattr(errors, c.__name__, None) is c)
+    return next(known, TiermemError).__name__
 
 
 def error_from_json(data: Mapping[str, Any]) -> TiermemError:

@@ -128,8 +128,9 @@ class Reading(Operations):
     def _fit(
         self, query: str, user_id: str, max_tokens: int | None, found: PlannerInputs
     ) -> Context:
-        """The planner's context of ``found``; the memories it used are counted as
-        accessed (queued: written in batches, off the caller's path)."""
+        """The planner's context of ``found`` (with what was down while it was gathered);
+        the memories it used are counted as accessed (queued: written in batches, off
+        the caller's path)."""
         context = self.planner.plan(
             query,
             max_tokens=max_tokens,
@@ -139,6 +140,7 @@ class Reading(Operations):
             synopsis=found.synopsis,
             rerank=self._tiers.rerank,
         )
+        context.degraded = found.degraded
         used = [i.memory_id for i in context.items if i.memory_id is not None]
         if used and not self._tiers.closed:
             self._tiers.accesses.record(user_id, used)

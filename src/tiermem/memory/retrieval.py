@@ -21,6 +21,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar, cast
 
+from tiermem.breaker import model_unavailable
 from tiermem.errors import TiermemError
 from tiermem.facts import fact_line
 from tiermem.memory.retention import Retention
@@ -39,8 +40,8 @@ from tiermem.text import (
     sentences,
     words,
 )
-
 from tiermem.types.filters import MemoryFilter
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -54,6 +55,8 @@ class PlannerInputs:
     candidates: list[Candidate] = field(default_factory=list)
     summary: str | None = None
     synopsis: str | None = None
+    degraded: list[str] = field(default_factory=list)
+    """What was down (:attr:`~tiermem.types.Context.degraded`)."""
 
 
 class Retriever:
@@ -86,8 +89,13 @@ class Retriever:
         if query.strip():  # the keyword search in a thread while the query is embedded
             searches = self.tiers.search_pool()
             keyword = searches.submit(self._keyword_search, query, user_id)
-            vector, pending = self._embed_with_pending(query, read.unindexed)
-            vector_hits, *pinned = store.batch(self._vector_ops(vector, user_id, query))
+            try:
+                vector, pending = self._embed_with_pending(query, read.unindexed)
+            except TiermemError as exc:  # the embedder is down: found by keyword only
+                vector, pending = None, {}
+                inputs.degraded.append(embedder_down(exc))
+            ops = self._vector_ops(vector, user_id, query) if vector is not None else []
+            vector_hits, *pinned = store.batch(ops) if ops else [[]]
             if keyword.cancel():  # no thread was free to start it (a busy machine): here
                 keyword_hits, by_keyword = self._keyword_search(query, user_id)
             else:
@@ -113,7 +121,8 @@ class Retriever:
         vector search joins that batch when the vector is ready, else follows it. The
         last batch is read, its rows shaped, the synopsis read, the candidates made and
         ``finish`` called in one thread (``abatch_then``), so the event loop only awaits
-        it. Every step but the I/O is :meth:`gather`'s."""
+        it. Every step but the I/O is :meth:`gather`'s (an embedder that is down too:
+        the candidates are what the keyword search found)."""
         store = self.tiers.store
         reads = self._reads(user_id, session_id)
         read = partial(self._assemble, query, user_id, session_id, reads)
@@ -130,11 +139,15 @@ class Retriever:
             found: list[Any] = []
             if not embedding.done():  # the reads and keyword search while it is embedded
                 found, batch = await store.abatch(batch), []
-            vector = (await embedding)[0]
-            batch += self._vector_ops(vector, user_id, query)
+            down = None
+            try:
+                vector = (await embedding)[0]
+                batch += self._vector_ops(vector, user_id, query)
+            except TiermemError as exc:
+                vector, down = None, embedder_down(exc)
 
             def search_then_finish(hits: list[Any]) -> T:
-                return finish(read([*found, *hits], vector))
+                return finish(read([*found, *hits], vector, down))
 
             return cast(T, await store.abatch_then(batch, search_then_finish))
         finally:  # a failure: nothing left running, no exception left unread
@@ -149,15 +162,19 @@ class Retriever:
         reads: list[Op],
         found: list[Any],
         vector: Any,
+        down: str | None = None,
     ) -> PlannerInputs:
         """The planner's inputs from the results of :meth:`_reads`, then (with the query's
-        ``vector``) of the keyword and the vector search: what :meth:`agather` does after
-        the I/O, in its thread."""
+        ``vector``, or ``down``: why the embedder gave none) of the keyword and the
+        vector search: what :meth:`agather` does after the I/O, in its thread."""
         read = _Read(self, user_id, session_id, reads, found[: len(reads)])
         inputs = read.inputs()
-        if vector is not None:
-            keyword_hits, vector_hits, *pinned = found[len(reads) :]
-            own = self._embed_pending(read.unindexed)
+        if down is not None:
+            inputs.degraded.append(down)
+        if vector is not None or down is not None:
+            keyword_hits, *searched = found[len(reads) :]
+            vector_hits, *pinned = searched or [[]]
+            own = self._embed_pending(read.unindexed) if vector is not None else {}
             inputs.candidates = self._candidates(
                 query, read, vector, own, vector_hits, keyword_hits, pinned
             )
@@ -245,6 +262,8 @@ class Retriever:
         summaries (``pinned``) are marked ``standing``."""
         if by_keyword is None:
             by_keyword = _by_keyword(keyword_hits)
+        if vector is None:  # the embedder is down: what the keywords find
+            return [*by_keyword.values(), *_unindexed_candidates(query, read.unindexed)]
         pool, user_id = self.pool, read.user_id
         by_id: dict[int, Candidate] = {}  # by the memory id's integer (a UUID hashes in Python)
         for hit in vector_hits:  # the vector hits first, in their order; then the others
@@ -328,6 +347,8 @@ class Retriever:
         try:
             vectors = self.tiers.embed([query, *(transcript_line(r.message) for r in fresh)])
         except TiermemError as exc:  # a row the worker will mark failed: keyword search
+            if model_unavailable(exc):
+                raise  # the embedder is down: no vector for the query either
             log.debug("embedding the pending messages with the query failed: %s", exc)
             return self.tiers.embed([query])[0], {}
         return vectors[0], {r.seq: v for r, v in zip(fresh, vectors[1:], strict=True)}
@@ -431,12 +452,17 @@ def leads_of(query: str, lines: list[str]) -> str:
 
 
 def _unindexed_candidates(
-    query: str, rows: list[Any], vector: Any, vectors: dict[int, Any], nearest: float
+    query: str,
+    rows: list[Any],
+    vector: Any = None,
+    vectors: dict[int, Any] | None = None,
+    nearest: float = math.inf,
 ) -> list[Candidate]:
     """The user's messages not indexed yet, scored as indexed ones are: by cosine to the
     query ``vector`` for those embedded with it (``vectors``, by seq), offered when at
     least ``nearest``; and by how many query keywords a line holds (the planner's
     keyword relevance: :func:`~tiermem.text.keyword_matches`)."""
+    vectors = vectors or {}
     found = []
     for row in rows:
         message = row.message
@@ -460,6 +486,14 @@ def _unindexed_candidates(
                 )
             )
     return found
+
+
+def embedder_down(exc: TiermemError) -> str:
+    """The note a context carries when the embedder could not embed its query; raises
+    ``exc`` again when it is about the query rather than the embedder being down."""
+    if not model_unavailable(exc):
+        raise exc
+    return f"embedder: {type(exc).__name__}: {exc}; found by keyword only"
 
 
 def _by_keyword(hits: list[Any]) -> dict[int, Candidate]:

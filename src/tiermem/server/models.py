@@ -244,6 +244,11 @@ class ContextOut(BaseModel):
     items: list[ContextItemOut]
     total_tokens: int
     max_tokens: int
+    degraded: list[str] = Field(
+        default_factory=list,
+        description="what was down while the context was built, one note each "
+        "('embedder: ...': found by keyword only); empty when every part answered",
+    )
 
 
 class SynopsisOut(BaseModel):

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -51,6 +51,10 @@ class Context:
     total_tokens: int
     max_tokens: int
     query: str = ""
+    degraded: list[str] = field(default_factory=list)
+    """What was down while the context was built, one note each (``"embedder: ..."``:
+    no vector for the query, so keyword search, the recent window, the summary and the
+    synopsis only); empty when every part answered."""
 
     @property
     def tokens(self) -> int:
@@ -74,6 +78,7 @@ class Context:
         candidates), the absolute evidence (cosine similarity ``sim``, share of the
         query's keywords ``kw``), tokens and a preview."""
         lines = [f"context for {self.query!r}: {self.total_tokens}/{self.max_tokens} tokens"]
+        lines += [f"degraded: {note}" for note in self.degraded]
         header = f"{'section':<10} {'source':<9} {'score':>6} {'sim':>6} {'kw':>5} {'tokens':>6}"
         lines.append(header + "  content")
         for item in self.items:
