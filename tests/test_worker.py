@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from embedders import HashEmbedder
+from fakeserver import FakeServer
+from tiermem.embeddings.openai import OpenAIEmbedder
 from tiermem.errors import ProviderUnavailableError
 from tiermem.memory import Memory
 from tiermem.messages import Message
@@ -95,10 +97,7 @@ def test_an_embedder_of_ones_own_raising_connection_errors_fails_no_message(
     the rows back with backoff, marks none failed, and indexes every one once it is back.
     A read meanwhile gets a typed ProviderUnavailableError."""
     embedder = FlakyEmbedder()
-    # the worker's outage backoff doubles per round given back (up to 30 s): rounds that
-    # gather 0.25 s of adds, from 10 ms, keep the last wait short and the test quick
-    config = {"memory": {"worker": {"delay": 0.25, "retry_backoff": 0.01}}}
-    with Memory(str(tmp_path / "m.db"), config=config, embedder=embedder) as memory:
+    with Memory(str(tmp_path / "m.db"), embedder=embedder) as memory:
         said = [memory.add("user", f"before the outage {i}", "ana", "s") for i in range(20)]
         assert memory.flush(30) and memory.work_stats().done == 20
         embedder.down_until = time.monotonic() + 2.5
@@ -118,3 +117,35 @@ def test_an_embedder_of_ones_own_raising_connection_errors_fails_no_message(
         assert memory.failed("ana") == [] and memory.worker.failures == 0
         indexed = {r.content for r in memory.store.list("ana", limit=10_000)}
         assert {f"user: {m.text}" for m in said} <= indexed
+
+
+@pytest.mark.parametrize("kind", ["a class of one's own", "HTTP"])
+def test_rows_are_embedded_soon_after_the_embedder_is_back(
+    tmp_path: Path, fake_server: FakeServer, kind: str
+) -> None:
+    """A 3 s outage under real adds, with every setting at its default: once the embedder
+    answers again, every row is embedded within a few seconds and none failed. The rows
+    given back wait until the embedder may be tried again (its breaker's probe: 5 s for
+    the HTTP embedder; 1 s for a class without a breaker), however long the outage has
+    lasted; before, the wait doubled with each batch given back, to 30 s."""
+    flaky = FlakyEmbedder()
+    http = OpenAIEmbedder("m", base_url=fake_server.openai_url, dimensions=8, max_retries=0)
+    embedder = flaky if kind.endswith("own") else http
+    with Memory(str(tmp_path / "m.db"), embedder=embedder) as memory:
+        said = [memory.add("user", f"before the outage {i}", "ana", "s") for i in range(5)]
+        assert memory.flush(30)
+        flaky.down_until = time.monotonic() + 3
+        fake_server.stop()  # connection refused
+        while time.monotonic() < flaky.down_until:  # real adds during the outage
+            said.append(memory.add("user", f"line {len(said)} said meanwhile", "ana", "s"))
+            time.sleep(0.02)
+        fake_server.start()
+        back = time.monotonic()
+        while memory.work_stats().done < len(said):  # the background worker alone
+            assert time.monotonic() - back < 30, "timed out"
+            time.sleep(0.05)
+        took = time.monotonic() - back
+        assert memory.worker.outages > 0 and memory.work_stats().failed == 0
+        bound = 5 + 3 if embedder is http else 1 + 3  # the probe's wait + a loose margin
+        print(f"{kind}: every row embedded {took:.1f}s after the embedder was back")
+        assert took < bound, f"{took:.1f}s after the embedder was back"

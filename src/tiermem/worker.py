@@ -16,8 +16,10 @@ retried or erased. An embedder that is down rather than refusing a row (unreacha
 timeout, 429, 5xx, rejected credentials, its circuit breaker open, or a connection-level
 error of a user's own embedder class: Python's ``ConnectionError``, ``TimeoutError`` or
 another ``OSError``; :func:`embedder_down`) fails no row: the claimed rows go back
-uncounted and are claimed again after a backoff that doubles while the outage lasts (up
-to :data:`MAX_OUTAGE_WAIT`).
+uncounted and are claimed again once the embedder may be tried again: when its circuit
+breaker lets its probe go, or after :data:`OUTAGE_PROBE` seconds for an embedder without
+one. The wait does not grow with the outage, so rows are embedded within about that
+long once the embedder is back.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tiermem.breaker import model_unavailable
+from tiermem.breaker import CircuitBreaker, model_unavailable
 from tiermem.embeddings.cache import content_hash
 from tiermem.errors import StoreError
 from tiermem.message_vectors import ContextVectors, PassageSettings, embed_with_passages
@@ -53,6 +55,9 @@ COMPLETE_ROWS = 8
 (its line, sentences, vectors and keyword rows) takes about half a millisecond."""
 
 MAX_OUTAGE_WAIT = 30.0
+OUTAGE_PROBE = 1.0
+"""Seconds rows given back wait while an embedder without a circuit breaker of its own
+is down (one batch tries it again then)."""
 """Seconds at most between two tries of an embedder that is down."""
 
 
@@ -131,7 +136,6 @@ class StoreWorker:
         self.outages = 0
         """Batches given back because the embedder was down, since start."""
         self.clock = store.clock
-        self._outage = Backoff(retry_backoff, MAX_OUTAGE_WAIT)  # while the embedder is down
         self._lock = threading.Lock()
         self._rounds = 0  # rounds in progress (this thread's and flush callers')
         self._held_rows: set[tuple[str, int]] = set()  # claimed, not yet completed
@@ -269,7 +273,6 @@ class StoreWorker:
         slots = [first.setdefault(content_hash(i.line), len(first)) for i in items]
         unique = [items[slots.index(n)] for n in range(len(first))]
         embedded = embed_with_passages(self.embedder, [i.message for i in unique], self.passages)
-        self._outage.reset()  # it answered
         for row in embedded.vectors:
             check_vector(row, self.store.dimension)
         own = embedded.vectors[slots]
@@ -300,15 +303,25 @@ class StoreWorker:
         return vectors
 
     def _give_back(self, items: list[WorkItem], exc: BaseException) -> None:
-        """The embedder is down: release ``items`` uncounted, due after the backoff."""
+        """The embedder is down: release ``items`` uncounted, due when it may be tried
+        again (:meth:`outage_wait`)."""
         self.outages += 1
         self.last_error = exc
-        wait = self._outage.next()
+        wait = self.outage_wait()
         log.warning("the embedder is down (%s); %d messages wait %.1fs", exc, len(items), wait)
         by_user: dict[str, list[int]] = {}
         for item in items:
             by_user.setdefault(item.user_id, []).append(item.seq)
         self.store.release(self.owner, by_user, wait)
+
+    def outage_wait(self) -> float:
+        """Seconds rows given back wait while the embedder is down: until its circuit
+        breaker lets the probe go (the probe decides), or :data:`OUTAGE_PROBE` for an
+        embedder without one; the same however long the outage has lasted."""
+        breaker = getattr(self.embedder, "breaker", None)
+        if isinstance(breaker, CircuitBreaker):
+            return max(breaker.retry_in(), self.delay)
+        return OUTAGE_PROBE
 
     # -- summaries --
 

@@ -31,6 +31,13 @@ KNOWN_DIMENSIONS = {
 ENCODINGS = ("float", "base64")
 
 
+COOLDOWN = 5.0
+"""Seconds the default breaker rests before its probe request: the store worker's rows
+wait that long (:meth:`~tiermem.worker.StoreWorker.outage_wait`), so messages are
+embedded within about 5 s of the service coming back; one request per 5 s is nothing
+to a service that is down."""
+
+
 class OpenAIEmbedder(BaseEmbedder):
     """Embeddings from an OpenAI-compatible API.
 
@@ -44,7 +51,8 @@ class OpenAIEmbedder(BaseEmbedder):
             required unless the model is a known OpenAI one.
         encoding_format: ``"float"`` (every server) or ``"base64"`` (smaller, faster).
         timeout, max_retries, backoff: per attempt, see :class:`tiermem._http.HttpClient`.
-        breaker: the circuit breaker of the service (default: 3 failures, 30 s).
+        breaker: the circuit breaker of the service (default: 3 failures, then a probe
+            every :data:`COOLDOWN` seconds).
         **base: ``batch_size`` (inputs per request, default 256), ``cache_size``, ``cache``,
             ``max_chars`` (see BaseEmbedder).
     """
@@ -91,7 +99,7 @@ class OpenAIEmbedder(BaseEmbedder):
             provider="openai",
             auth_hint="check OPENAI_API_KEY or api_key=",
         )
-        self.breaker = breaker if breaker is not None else CircuitBreaker()
+        self.breaker = breaker if breaker is not None else CircuitBreaker(cooldown=COOLDOWN)
         """Opens after failed requests in a row (unreachable, timeouts, 429, 5xx, rejected
         credentials); a refused input (4xx) counts as an answer."""
 
