@@ -220,6 +220,17 @@ def test_retrieved_memories_are_rendered_in_time_order_under_their_dates() -> No
     assert scores == sorted(scores, reverse=True)  # items list the best first
 
 
+
+def test_a_pool_of_duplicates_does_not_hide_what_follows_it() -> None:
+    """Candidates are offered a stretch at a time (POOL_ROOMS times the room): when the
+    best stretch is all one memory said again, the next stretch is offered."""
+    same = [cand("The wifi password is kangaroo, said again", 0.9) for _ in range(60)]
+    other = cand("The guest wifi password is wallaby", 0.1)
+    ctx = planner().plan("wifi password", max_tokens=120, candidates=[*same, other])
+    texts = [i.content for i in ctx.items]
+    assert texts.count("The wifi password is kangaroo, said again") == 1
+    assert "The guest wifi password is wallaby" in texts
+
 # -- deduplication -----------------------------------------------------------------
 
 

@@ -446,18 +446,7 @@ class QueryPlanner:
         header = used = self._tokens({"role": "system", "content": _header(newest_first)})
         for candidate in first:
             used += selection.offer(candidate, cap - used) or 0
-        offered: set[int] = set()
-        waiting: list[Candidate] = []
-        for candidate in by_marginal_relevance(ranked, self.settings.diversity, selection.chosen):
-            if cap - used < _MIN_LINE_TOKENS:
-                break
-            offered.add(id(candidate))
-            cost = selection.offer(candidate, cap - used)
-            if cost is None:
-                waiting.append(candidate)
-            else:
-                used += cost
-        waiting += [c for c in ranked if id(c) not in offered]
+        waiting = self._offer_ranked(ranked, selection, used, cap)
         part = self._fit_rendered(selection, cap)
         while waiting and cap - part.tokens >= _MIN_LINE_TOKENS:
             used, left = part.tokens or header, []
@@ -472,6 +461,30 @@ class QueryPlanner:
             waiting = left
             part = self._fit_rendered(selection, cap)
         return part
+
+    def _offer_ranked(
+        self, ranked: list[Candidate], selection: _Selection, used: int, cap: int
+    ) -> list[Candidate]:
+        """Offer ``ranked`` best first by marginal relevance, a stretch at a time that
+        holds :data:`POOL_ROOMS` times the room left, until the room is filled: the
+        candidates of the stretches offered that were not taken (offered again once the
+        rendered count is known). The rest of a pool of hundreds is never reached, and
+        offering it cost more than all else in a context."""
+        start = 0
+        while start < len(ranked) and cap - used >= _MIN_LINE_TOKENS:
+            end, room = start, POOL_ROOMS * (cap - used)
+            while end < len(ranked) and room >= 0:
+                room -= self._count(ranked[end].content + "\n")
+                end += 1
+            stretch, start = ranked[start:end], end
+            for candidate in by_marginal_relevance(
+                stretch, self.settings.diversity, selection.chosen
+            ):
+                if cap - used < _MIN_LINE_TOKENS:
+                    break
+                used += selection.offer(candidate, cap - used) or 0
+        taken = {id(c) for c in selection.chosen}
+        return [c for c in ranked[:start] if id(c) not in taken]
 
     def _fit_rendered(self, selection: _Selection, cap: int) -> _Part:
         """The chosen memories as one message within ``cap`` (dropping the lowest scored
@@ -542,6 +555,9 @@ _REPLY_PRIMING = 3  # OpenAI adds 3 tokens that prime the reply
 SUPERSEDED = 0.5
 """The share of its relevance a superseded fact keeps when the query is not about the past."""
 _MIN_LINE_TOKENS = 4  # no memory line is cheaper: stop filling below this
+POOL_ROOMS = 3
+"""Candidates are offered a stretch at a time that holds this many times the room left
+(2 left out 0.01 of BEAM's evidence at 2,000 tokens; 3 none, and plans in half the time)."""
 _COUNT_CACHE = 100_000
 
 
