@@ -275,3 +275,18 @@ def test_the_langgraph_example_keeps_its_store_in_tiermem(
         "preference/music: Leo plays the cello on Sundays",
         "trips/2025: Leo hiked in the Dolomites",
     ]
+
+
+DOC = ROOT / "docs" / "client-typescript.md"
+DOC_URL = "http://127.0.0.1:8765"
+
+
+def test_the_docs_example_runs_as_written(examples: Path, servers: Callable[[str], str]) -> None:
+    (code,) = re.findall(r"```js\n(.*?)```", DOC.read_text(), re.S)
+    assert DOC_URL in code
+    served = code.replace(DOC_URL, servers("sqlite"))
+    out = run("node", "--input-type=module", "-e", served, cwd=examples, timeout=120).splitlines()
+    assert out[0].endswith("preference Prefers tea over coffee") or "Eva" in out[0]
+    assert any(line.startswith("true [") for line in out)
+    assert "true role use one of agent_call, agent_response, assistant, system, tool, user" in out
+    assert out[-1] == "end" and "message" in out and "memory" in out
