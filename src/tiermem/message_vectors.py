@@ -92,7 +92,7 @@ def embed_with_passages(
     ``lean`` x the message's, so a passage of a message about the question ranks above a
     like passage of another. Each part is embedded on its own, in the same call as the
     lines. Cheaper routes were measured and not kept (LoCoMo recall within 2,000
-    tokens, 0.903 with this one; docs/benchmarks.md, "Ingest"): the line alone 0.880;
+    tokens, 0.903 with this one; docs/notes/2026-11-25-ingest-and-writes.md): the line alone 0.880;
     sentences pooled from the line's own forward pass ("late chunking", one pass per
     message) 0.879; sentences embedded alone and no line pass, the line taken as their
     token-weighted mean, 0.896.

@@ -75,7 +75,7 @@ def hit_from_json(data: Mapping[str, Any]) -> SearchResult:
 TEXT_CACHE = 8192
 """Timestamps and ids whose text forms are kept: a user's contexts name the same memories
 turn after turn, and an aware ``isoformat`` costs about 5 µs (a context's items were most
-of the server's own CPU per answer, docs/benchmarks.md, Server)."""
+of the server's own CPU per answer, docs/notes/2026-11-28-server.md)."""
 
 
 @lru_cache(maxsize=TEXT_CACHE)

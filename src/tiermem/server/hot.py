@@ -4,7 +4,7 @@
 For every request FastAPI matches the route among all of them, solves its dependencies,
 parses the body, validates it, then checks the answer against the response model and
 encodes it: generic code that costs the event loop about as much CPU as the rest of a
-message's request path together (docs/benchmarks.md, Server). For these two routes this
+message's request path together (docs/notes/2026-11-28-server.md). For these two routes this
 middleware takes the same steps directly: the body model's own JSON validator, the
 caller's tenant (:func:`~tiermem.server.deps.caller`), the route's own endpoint (the
 function FastAPI registered, which it still documents in ``/openapi.json``), the answer

@@ -5,7 +5,7 @@ uvicorn writes a response's head when the app sends ``http.response.start`` and 
 when the app sends ``http.response.body``: two sends on the socket. The first wakes the
 client, which then reads the head and sleeps again until the second; on two cores shared
 with other processes each of those wake-ups can cost the server its core and the client
-a wait for one (docs/benchmarks.md, Server). Here the writes are held and joined: an
+a wait for one (docs/notes/2026-11-28-server.md). Here the writes are held and joined: an
 answer goes out in one send as soon as its last part is written, and whatever a pass of
 the event loop wrote at its end (a streamed body still goes out chunk by chunk).
 """

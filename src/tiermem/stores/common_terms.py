@@ -3,8 +3,8 @@
 A 100k-message user's keyword search ranks the newest ``KEYWORD_SCAN`` matches of the
 query's words, found newest first through ``(user_id, created_at)``; with a word that is
 in a fifth of the user's rows (a speaker's name, "like", "make") the matches are tens of
-thousands and the scan reads about 25,000 rows to rank 5,000 (docs/benchmarks.md, "Where
-the growth comes from"). Such a word says little about which of the user's rows answer
+thousands and the scan reads about 25,000 rows to rank 5,000 (docs/notes/2026-12-02-scale.md,
+"Where the growth comes from"). Such a word says little about which of the user's rows answer
 (its inverse document frequency for the user is low: BM25, as SQLite ranks, gives it
 little weight), so the matches are chosen by the query's other words, which are rarer,
 and every word still ranks them: a row that holds the rare word and the common one comes
@@ -28,7 +28,7 @@ COMMON_SAMPLE = 2_000
 """The user's newest rows whose words are counted."""
 COMMON_SHARE = 0.05
 """A lexeme in more than this share of the sample is common for the user. Measured on
-200 LoCoMo questions asked of a 100k-message user (docs/benchmarks.md): at 0.05 the
+200 LoCoMo questions asked of a 100k-message user (docs/notes/2026-12-02-scale.md): at 0.05 the
 search read 36% of the buffers and its top 10 held 26% more evidence turns; at 0.1, 61%
 and 20% more; at 0.2 no fewer buffers."""
 COMMON_TTL = 300.0

@@ -4,7 +4,7 @@ A user's vector search walks the HNSW graph of their partition (or of the whole 
 unpartitioned) with the user's filter, so it visits other users' rows too: measured with a
 100k-message user, 99.7% of its partition in a 100k-message store and 57% in a 1M-message
 one, the scan removed 474 other users' rows to find the user's 200 nearest and read 11,500
-buffers instead of 7,000 (docs/benchmarks.md, "Where the growth comes from"). A partial
+buffers instead of 7,000 (docs/notes/2026-12-02-scale.md, "Where the growth comes from"). A partial
 index holding only the user's rows makes the search the same at any store size; the
 planner picks it for the store's own statement (the user id is a bound value, planned
 with it). The same user gets a GIN index of their own words (``tsv``, partial the same

@@ -12,7 +12,7 @@ Not on the event loop: received there, a context's results (about 230 rows, 0.3 
 the vector search's vectors) woke the loop about 30 times, each wake-up a pass through
 psycopg's async waiting and the whole chain of awaiting coroutines, and the loop thread,
 which also speaks HTTP for every request, was then the server's bottleneck on busy
-cores (docs/benchmarks.md). A thread waits for the socket in psycopg's C loop.
+cores (docs/notes/2026-11-28-server.md). A thread waits for the socket in psycopg's C loop.
 """
 
 from __future__ import annotations
