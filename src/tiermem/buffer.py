@@ -89,13 +89,28 @@ class BufferMemory(RingBuffer[Message]):
 
     @property
     def summary(self) -> str | None:
-        """The running summary of what left the window, as it stands now.
+        """The running summary of what left the window.
 
-        A read never waits on the summarizer (a model that is down would hold it up):
-        evicted messages not summarized yet are counted in :attr:`pending_messages` and
-        join the summary in the background; :meth:`flush` waits for them.
+        Batches of evicted messages waiting for the summarizer are waited for a short
+        while (``summary_policy.read_wait``, 2 s by default) while it is healthy, so an
+        offline summarizer or a model that answers gives the summary with them (as the
+        seed's, which summarized inside ``add_message``). A summarizer that failed, or
+        was that slow for the last read, is not waited for: the summary as it stands,
+        what is not in it yet counted in :attr:`pending_messages`. :meth:`flush` waits
+        for everything, the incomplete batch included.
         """
+        self._settle()
         return self._summary
+
+    @property
+    def summary_now(self) -> str | None:
+        """The running summary as it stands, never waiting (what a context reads)."""
+        return self._summary
+
+    def _settle(self) -> None:
+        """Wait briefly for the queued summary batches (:meth:`SummaryPipeline.settle`)."""
+        if self.summarization is not None:
+            self.summarization.settle()
 
     @summary.setter
     def summary(self, value: str | None) -> None:
@@ -214,6 +229,7 @@ class BufferMemory(RingBuffer[Message]):
 
     def get_formatted_messages(self) -> list[dict[str, Any]]:
         """OpenAI-format messages, the summary first as a system message (seed 000)."""
+        self._settle()
         with self._lock:
             messages = list(self._items)
             summary = self._summary
@@ -231,6 +247,7 @@ class BufferMemory(RingBuffer[Message]):
         limit = check_size("max_tokens", max_tokens)
         if limit is None:
             return self.get_formatted_messages()
+        self._settle()
         with self._lock:
             messages = list(self._items)
             summary = self._summary

@@ -16,9 +16,11 @@ model's circuit breaker is open (it failed several times in a row:
 :mod:`tiermem.breaker`) the summarizer raises
 :class:`~tiermem.breaker.CircuitOpenError` at once and the batch goes to the fallback
 straight away, with no retry and no wait; the probe after the cool-down brings the model
-back. Nothing waits for the pipeline but :meth:`SummaryPipeline.flush`: a buffer's
-summary is read as it stands. :meth:`SummaryPipeline.to_dict` includes pending batches
-so a restart loses nothing.
+back. A read of a buffer's summary waits for the queued batches a short while
+(:meth:`SummaryPipeline.settle`, ``read_wait`` seconds at most) only while the summarizer
+is healthy: one that failed, or was too slow for the last read, is not waited for and
+the summary is read as it stands. :meth:`SummaryPipeline.flush` waits for everything.
+:meth:`SummaryPipeline.to_dict` includes pending batches so a restart loses nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tiermem.breaker import CircuitOpenError
+from tiermem.breaker import CircuitBreaker, CircuitOpenError
 from tiermem.clock import SYSTEM_CLOCK, Clock
 from tiermem.errors import InvalidSizeError, InvalidTypeError, SerializationError
 from tiermem.messages import Message, messages_from_dicts
@@ -71,6 +73,8 @@ class SummaryPolicy:
         max_pending: queued batches beyond which the backlog is summarized by the
             fallback, so a slow or dead LLM cannot grow the queue without bound.
         fallback: the offline summarizer; default ``ExtractiveSummarizer()``.
+        read_wait: seconds a read of the summary waits at most for the queued batches
+            while the summarizer is healthy (:meth:`SummaryPipeline.settle`; 0: never).
     """
 
     batch_size: int = 10
@@ -80,13 +84,14 @@ class SummaryPolicy:
     max_backoff: float = 60.0
     max_pending: int = 100
     fallback: Summarizer | None = None
+    read_wait: float = 2.0
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "max_failures", "max_pending"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidSizeError(name, f"must be an int >= 1, got {value!r}")
-        for name in ("retry_backoff", "max_backoff"):
+        for name in ("retry_backoff", "max_backoff", "read_wait"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0:
                 raise InvalidSizeError(name, f"must be a number >= 0, got {value!r}")
@@ -169,6 +174,7 @@ class SummaryPipeline:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._running = False
+        self._slow = False  # a read waited read_wait in vain; no read waits until a batch lands
         self._closed = threading.Event()
         self.clock = clock or SYSTEM_CLOCK
 
@@ -228,6 +234,22 @@ class SummaryPipeline:
                 self._partial = []
         with self._idle:
             return self._idle.wait_for(lambda: not self._queue and not self._running, timeout)
+
+    def settle(self) -> bool:
+        """Let a read see the queued batches in the summary: wait for them, at most
+        ``policy.read_wait`` seconds, while the summarizer is healthy (no batch has failed,
+        its circuit breaker counts no failure, the last such wait was not in vain); at
+        once otherwise. True when nothing queued is left (the partial batch aside)."""
+
+        def settled() -> bool:
+            return not self._queue or bool(self._queue[0].failures) or not _healthy(self)
+
+        with self._idle:
+            if settled() or self._slow:
+                return not self._queue
+            if not self._idle.wait_for(settled, self.policy.read_wait):
+                self._slow = True
+            return not self._queue
 
     async def aflush(self, timeout: float | None = None, include_partial: bool = True) -> bool:
         """Async twin of :meth:`flush` (waits in a thread, never blocks the loop)."""
@@ -295,6 +317,7 @@ class SummaryPipeline:
                 continue
             with self._lock:
                 self._queue.popleft()
+                self._slow = False
                 self.stats.batches += 1
                 self.stats.messages += len(batch.messages)
                 self.stats.fallbacks += use_fallback
@@ -325,7 +348,15 @@ class SummaryPipeline:
             return  # next attempt uses the fallback at once
         delay = backoff_delay(self.policy.retry_backoff, failures - 1, self.policy.max_backoff)
         with self._idle:
+            self._idle.notify_all()  # a read waiting in settle() stops waiting
             self.clock.wait_for(self._idle, self._closed.is_set, delay)
+
+
+def _healthy(pipeline: SummaryPipeline) -> bool:
+    """Whether a read may wait for ``pipeline``'s summarizer: it has no circuit breaker,
+    or its breaker counts no failure."""
+    breaker = getattr(pipeline.summarizer, "breaker", None)
+    return not isinstance(breaker, CircuitBreaker) or breaker.failed == 0
 
 
 def _read_state(data: Mapping[str, Any]) -> tuple[list[PendingBatch], list[Message]]:

@@ -3,10 +3,10 @@
 The LLM behind ``OpenAIModel("gpt-3.5-turbo")`` is the local fake OpenAI server,
 reached through ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` as with the official SDK.
 
-One difference, marked in the example: the seed summarizes inside ``add_message``;
-tiermem summarizes in the background (an append never waits on the LLM) and reading
-``buffer.summary`` returns the summary as it stands (a read never waits on the LLM
-either, docs/compat.md), so the example calls ``buffer.flush()`` before it prints.
+The seed summarizes inside ``add_message``; tiermem summarizes in the background (an
+append never waits on the LLM), and reading ``buffer.summary`` waits briefly for the
+batches in progress while the model answers (docs/compat.md), so the example runs as
+the seed wrote it.
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ def test_automatic_summarization(
     for i in range(10):
         buffer.add_message("user", f"Message {i}")
 
-    buffer.flush()  # tiermem: wait for the background summary (the seed's add waited)
     print(buffer.summary)  # Contains summary of oldest messages
 
     assert capsys.readouterr().out == "The user sent messages 0 to 4.\n"

@@ -338,7 +338,7 @@ class InProcess(Retention):
         buffer = self.buffer(user_id, session_id)
         if buffer is None:
             return [], None
-        return (buffer.get_recent(window) if window else []), buffer.summary
+        return (buffer.get_recent(window) if window else []), buffer.summary_now
 
     def recent(self, user_id: str, session_id: str | None, limit: int) -> list[Message]:
         buffer = self.buffer(user_id, session_id)
