@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from test_docs_links import anchors
 from tiermem.embeddings.onnx import MODEL_PACKAGE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,12 +43,6 @@ def test_readme_measured_figures_are_those_of_benchmarks_md() -> None:
     ratio = re.sub(r"[^0-9.x]", "", api[5])
     assert f"takes {ratio} the time" in readme
     assert f"median {api[2]} s against {api[4]} s" in readme
-
-
-def anchors(markdown: str) -> set[str]:
-    """The anchors GitHub gives the headings of ``markdown`` (first of each name)."""
-    headings = re.findall(r"^#{1,6}\s+(.+)$", markdown, re.M)
-    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
 
 
 def test_readme_headline_figures_are_those_of_benchmarks_md() -> None:
