@@ -267,3 +267,28 @@ def test_an_old_file_is_migrated_and_keywords_are_stemmed(tmp_path: Path, monkey
     with SQLiteStore(path, dimension=DIM) as store:
         hits = store.search("u", "painting", mode="keyword")
         assert [h.record.content for h in hits] == ["She paints landscapes every weekend."]
+
+
+def test_a_big_users_keyword_matches_are_chosen_by_the_rarer_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the newest KEYWORD_SCAN matches are ranked; when the query's words match
+    more rows than that, the rarest words choose them, so a common word's newest rows
+    do not push out an older row that holds the rare one too."""
+    import tiermem.stores.ops as ops
+
+    monkeypatch.setattr(ops, "KEYWORD_SCAN", 4)
+    with SQLiteStore(tmp_path / "m.db", dimension=DIM) as store:
+        m = vecs(10)
+        old = store.add("u", "the zebra crossing opens first", embedding=m[0])
+        newer = [store.add("u", f"first note {i}", embedding=m[i + 1]) for i in range(8)]
+        other = store.add("v", "a zebra of another user", embedding=m[9])
+        hits = store.search("u", "zebra first", mode="keyword", limit=8, count_access=False)
+        assert [h.record.id for h in hits] == [old]  # chosen by "zebra" (1 row)
+        hits = store.search("u", "first", mode="keyword", limit=8, count_access=False)
+        assert {h.record.id for h in hits} == set(newer[4:])  # one word: the newest 4
+        # within the limit every word chooses: all the matches are ranked
+        monkeypatch.setattr(ops, "KEYWORD_SCAN", 20)
+        hits = store.search("u", "zebra first", mode="keyword", limit=20, count_access=False)
+        assert hits[0].record.id == old and len(hits) == 9
+        assert other not in {h.record.id for h in hits}

@@ -54,9 +54,43 @@ def document(user_id: str, text: str) -> str:
     return " ".join(prefix + stem(word) for word in words(text))
 
 
-def query(user_id: str, terms: list[str]) -> str:
-    """An FTS5 query matching any of ``terms`` among ``user_id``'s rows ('' if none): each
-    term one phrase ("foo_bar" is the words "foo" then "bar")."""
+def phrases(user_id: str, terms: list[str]) -> list[str]:
+    """The phrases of an FTS5 query matching any of ``terms`` among ``user_id``'s rows:
+    each term one phrase of its words' tokens ("foo_bar" is the words "foo" then "bar")."""
     prefix = owner_prefix(user_id)
-    phrases = (" ".join(prefix + stem(w) for w in words(term)) for term in terms)
-    return " OR ".join(f'"{phrase}"' for phrase in dict.fromkeys(phrases) if phrase)
+    said = (" ".join(prefix + stem(w) for w in words(term)) for term in terms)
+    return [phrase for phrase in dict.fromkeys(said) if phrase]
+
+
+def query(user_id: str, terms: list[str]) -> str:
+    """An FTS5 query matching any of ``terms`` among ``user_id``'s rows ('' if none)."""
+    return match(phrases(user_id, terms))
+
+
+def match(chosen: list[str]) -> str:
+    """The FTS5 query matching any of the ``chosen`` phrases."""
+    return " OR ".join(f'"{phrase}"' for phrase in chosen)
+
+
+def rows_of(chosen: list[str], rows: dict[str, int]) -> list[int]:
+    """Each of the ``chosen`` phrases' rows at most (its rarest token's), ``rows`` giving
+    each token's."""
+    return [min(rows.get(token, 0) for token in phrase.split()) for phrase in chosen]
+
+
+def rarest(chosen: list[str], counts: list[int], most: int) -> list[str]:
+    """The rarest of the ``chosen`` phrases (``counts``: each one's rows) whose rows add
+    up to at most ``most``, at least one, in their order.
+
+    A search ranks only the newest ``most`` matches (ranking is the cost): for a big
+    user a common word ("first", "project") matches thousands of rows, and the newest of
+    them would push every older row out, the ones that hold the query's rare words too.
+    Its weight in bm25 is small anyway: the matches are chosen by the rarer words."""
+    kept: set[str] = set()
+    total = 0
+    for count, phrase in sorted(zip(counts, chosen, strict=True)):
+        if kept and total + count > most:
+            break
+        kept.add(phrase)
+        total += count
+    return [phrase for phrase in chosen if phrase in kept]

@@ -325,6 +325,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         self._lock = threading.RLock()
         self._cache = VectorCache(cache_bytes)
         self._rows = RowCache(ROW_CACHE)
+        self._vocab = False  # the temp fts5vocab table :meth:`_choosing` reads is made
         try:
             self._conn = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
@@ -549,11 +550,13 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         return [SearchResult(records[s], score) for s, score in best if s in records]
 
     def _keyword_plan(self, op: SearchOp, limit: int) -> Plan[list[SearchResult]]:
-        match = keyword_tokens.query(op.user_id, keyword_terms(op.text or ""))
-        if not match:
+        chosen = keyword_tokens.phrases(op.user_id, keyword_terms(op.text or ""))
+        if not chosen:
             return []
+        match = keyword_tokens.match(chosen)
         ranked = f"SELECT rowid, bm25({self.table}_fts) AS rank FROM {self.table}_fts"
         if op.filter == NO_FILTER:  # rank in the index, then read only the best rows
+            match = yield from sync_step(lambda c: self._choosing(c, chosen))
             newest = (  # the newest KEYWORD_SCAN matches, ranked: bm25 per match is the cost
                 f"SELECT rowid, rank FROM ({ranked} WHERE {self.table}_fts MATCH ?"
                 " ORDER BY rowid DESC LIMIT ?)"
@@ -571,6 +574,29 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         )
         rows = yield (sql, [match, *params, limit])
         return [SearchResult(_record(r), -float(r["rank"])) for r in rows]
+
+    def _choosing(self, c: sqlite3.Connection, chosen: list[str]) -> str:
+        """The FTS5 query of the ``chosen`` phrases that chooses the rows to rank: all of
+        them, or the rarest (:func:`~tiermem.stores.keyword_tokens.rarest`) when all
+        match more than ``KEYWORD_SCAN`` rows. Each token's rows come from an
+        ``fts5vocab`` table this connection keeps in its temp schema; only when they add
+        up to more are the matches counted."""
+        fts, vocab = f"{self.table}_fts", f"temp.{self.table}_vocab"
+        if not self._vocab:
+            c.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {fts}, row)"
+            )
+            self._vocab = True
+        everything = keyword_tokens.match(chosen)
+        tokens = list(dict.fromkeys(t for phrase in chosen for t in phrase.split()))
+        sql = f"SELECT term, doc FROM {vocab} WHERE term IN ({_marks(tokens)})"
+        counts = keyword_tokens.rows_of(chosen, dict(c.execute(sql, tokens).fetchall()))
+        if sum(counts) <= ops.KEYWORD_SCAN:
+            return everything
+        sql = f"SELECT count(*) FROM {fts} WHERE {fts} MATCH ?"
+        if c.execute(sql, (everything,)).fetchone()[0] <= ops.KEYWORD_SCAN:
+            return everything
+        return keyword_tokens.match(keyword_tokens.rarest(chosen, counts, ops.KEYWORD_SCAN))
 
     def _stats(self, c: sqlite3.Connection, user_id: str) -> StoreStats:
         row = c.execute(
