@@ -102,6 +102,10 @@ class BufferMemory(RingBuffer[Message]):
         self._settle()
         return self._summary
 
+    @summary.setter
+    def summary(self, value: str | None) -> None:
+        self._summary = value
+
     @property
     def summary_now(self) -> str | None:
         """The running summary as it stands, never waiting (what a context reads)."""
@@ -111,10 +115,6 @@ class BufferMemory(RingBuffer[Message]):
         """Wait briefly for the queued summary batches (:meth:`SummaryPipeline.settle`)."""
         if self.summarization is not None:
             self.summarization.settle()
-
-    @summary.setter
-    def summary(self, value: str | None) -> None:
-        self._summary = value
 
     def _apply_summary(self, entry: str, running: str) -> None:
         self.summaries.append(entry)
