@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from fakeserver import FakeServer
 from liveserver import free_port
 
 SRC = str(Path(__file__).parents[1] / "src")
@@ -499,3 +500,135 @@ def test_missing_extra_on_python_import(
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert done.stdout.startswith(f"MissingExtraError {extra} ")
     assert f"pip install 'tiermem[{extra}]'" in done.stdout
+
+
+def python(env: dict[str, str], script: str, timeout: float = 180) -> tuple[int, str, str]:
+    """Run a user's Python script (``python -c``) in ``env``."""
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+MODEL_DOWN = """
+import sys, time
+from tiermem import Memory
+
+with Memory(llm="openai/gpt-4o-mini") as memory:
+    memory.remember("Ana works as a nurse in Porto", "ana")
+    memory.add("user", "I am moving house next week", "ana", "s1")
+    memory.search("warm up: the embedding model loads", "ana")
+    slowest = 0.0
+    for _ in range(5):
+        start = time.perf_counter()
+        context = memory.get_context("what do I do for a living?", "ana", "s1")
+        slowest = max(slowest, time.perf_counter() - start)
+        assert "nurse in Porto" in context.text()
+    print(f"slowest context: {slowest:.3f}s", flush=True)
+    sys.stdin.readline()  # the test has the model answer again
+    deadline = time.monotonic() + 30
+    while "a nurse who is moving" not in memory.get_context("job?", "ana", "s1").text():
+        assert time.monotonic() < deadline, "the model's synopsis never came"
+        time.sleep(0.1)
+    memory.flush(30)
+    stats = memory.work_stats("ana")
+    print(f"the model's synopsis is in the context; pending {stats.pending}, failed {stats.failed}")
+"""
+
+
+def test_a_model_that_is_down_holds_up_no_read(
+    env: dict[str, str], fake_server: FakeServer
+) -> None:
+    """Issue 35, item 1: a user's chat model (OPENAI_BASE_URL) answers 500, then hangs: the
+    script's contexts come at once all along, with what is known (the offline synopsis);
+    nothing is lost; once the model answers, its synopsis is in the context."""
+    fake_server.chat_reply = lambda body: "IDENTITY: Ana, a nurse who is moving.\nCONTEXT: moving."
+    env = {**env, "OPENAI_BASE_URL": fake_server.openai_url, "OPENAI_API_KEY": "sk-test"}
+    fake_server.api_key = "sk-test"
+    for outage in ("500", "hanging"):
+        if outage == "500":
+            fake_server.outage_status = 500
+        else:
+            fake_server.outage_status = None
+            fake_server.pause(after=len(fake_server.requests))
+        user = subprocess.Popen(
+            [sys.executable, "-c", MODEL_DOWN],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert user.stdout is not None and user.stdin is not None
+        line = user.stdout.readline()
+        assert line.startswith("slowest context: "), user.communicate(timeout=60)
+        assert float(line.split()[-1].rstrip("s")) < 1.0, line  # loose: none waited
+        fake_server.outage_status = None
+        fake_server.resume()
+        out, err = user.communicate("\n", timeout=120)
+        assert user.returncode == 0, err
+        assert "the model's synopsis is in the context; pending 0, failed 0" in out
+
+
+EMBEDDER_DOWN = """
+import numpy as np
+from tiermem import Memory
+
+
+class MyEmbedder:
+    model_id = "mine/v1"
+    dimension = 8
+    down = False
+
+    def embed(self, texts):
+        if self.down:
+            raise ConnectionError("[Errno 111] Connection refused")
+        return np.array([[len(t) % (i + 2) + 1.0 for i in range(8)] for t in texts], "float32")
+
+    async def aembed(self, texts):
+        return self.embed(texts)
+
+
+embedder = MyEmbedder()
+with Memory(embedder=embedder) as memory:
+    memory.remember("Ana works as a nurse in Porto", "ana")
+    memory.flush(30)
+    embedder.down = True
+    memory.add("user", "I am moving house next week", "ana", "s1")
+    context = memory.get_context("where does Ana work as a nurse?", "ana", "s1")
+    print("nurse in Porto" in context.text(), context.degraded)
+    embedder.down = False
+    memory.flush(30)
+    stats = memory.work_stats("ana")
+    print(f"pending {stats.pending}, failed {stats.failed}, done {stats.done}")
+"""
+
+
+def test_an_embedder_raising_connection_error_fails_no_read(env: dict[str, str]) -> None:
+    """Issue 35, item 2: a user's own embedder class raising ConnectionError: add works,
+    the context comes (found by keyword, and says so), no message fails, and every one is
+    embedded once the embedder is back."""
+    code, out, err = python(env, EMBEDDER_DOWN)
+    assert code == 0, err
+    found, stats = out.splitlines()
+    assert found.startswith("True ['embedder: ProviderUnavailableError: ") and "keyword" in found
+    assert stats == "pending 0, failed 0, done 1"
+
+
+def test_search_scores_a_user_can_threshold(env: dict[str, str]) -> None:
+    """Issue 35, item 4: a score is the memory's relevance in [0, 1]; --min-score 0.2 (the
+    docs' recommendation) keeps the memory that answers and leaves out the unrelated."""
+    said = ("I moved to Porto in May", "My cat is called Tom", "I work as a nurse")
+    for text in said:
+        code, _, err = tiermem(env, "add", text, "--user", "ana")
+        assert code == 0, err
+    code, out, err = tiermem(env, "search", "what is my cat called?", "--user", "ana")
+    assert code == 0, err
+    rows = re.findall(r"│ (\d\.\d{3}) │ message .*?│ user: ([^│]*?)\s*│", out)
+    assert rows[0][1] == "My cat is called Tom" and float(rows[0][0]) > 0.5, out
+    assert all(float(score) < 0.05 for score, _ in rows[1:]), out
+    code, out, err = tiermem(
+        env, "search", "what is my cat called?", "--user", "ana", "--min-score", "0.2"
+    )
+    assert code == 0, err
+    assert "My cat is called Tom" in out and "Porto" not in out and "nurse" not in out
