@@ -308,3 +308,34 @@ async def test_get_message_reads_a_long_message_whole(served: tuple[str, Memory]
         refused = await bob.call_tool("get_message", {"message_id": message_id})
         assert refused.is_error and "MessageNotFoundError" in refused.content[0].text
         assert "ERROR" not in refused.content[0].text
+
+
+class DownEmbedder(HashEmbedder):
+    """A local embedder that can be switched off: it raises ConnectionError, as a user's
+    own class does when its service is unreachable."""
+
+    down = False
+
+    def embed(self, texts: Any) -> Any:
+        if self.down:
+            raise ConnectionError("[Errno 111] Connection refused")
+        return super().embed(texts)
+
+
+async def test_the_embedder_down_over_mcp(tmp_path: Path) -> None:
+    """Issue 35, item 2, on MCP: get_context answers from keyword search and says so
+    (``degraded``); search_memory is the typed error the library and the clients raise."""
+    embedder = DownEmbedder(32)
+    memory = Memory(str(tmp_path / "memory.db"), embedder=embedder)
+    with live_server(create_app(memory)) as url:
+        async with http_client(url, "ann") as ann:
+            await call(ann, "add_memory", content="Is allergic to peanuts", importance=0.9)
+            context = await call(ann, "get_context", query="peanuts", max_tokens=300)
+            assert "degraded" not in context
+            embedder.down = True
+            context = await call(ann, "get_context", query="peanuts", max_tokens=300)
+            assert "allergic to peanuts" in context["context"]
+            assert context["degraded"][0].startswith("embedder: ProviderUnavailableError")
+            failed = await ann.call_tool("search_memory", {"query": "peanuts"})
+            assert failed.is_error and "ProviderUnavailableError" in str(failed.content)
+    memory.close()

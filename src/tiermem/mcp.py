@@ -33,7 +33,7 @@ with needs_extra("server", "tiermem.mcp", "the MCP server"):
 from tiermem._version import __version__
 from tiermem.errors import InputError, TiermemError, refuse_unknown
 from tiermem.types.checks import MAX_CONTEXT_TOKENS
-from tiermem.wire import problem_to_error
+from tiermem.wire import error_name, problem_to_error
 
 if TYPE_CHECKING:
     from tiermem.server.service import Service
@@ -109,8 +109,9 @@ def _hit_json(hit: Any) -> dict[str, Any]:
 
 
 def tool_error(exc: TiermemError) -> ToolError:
-    """What the model reads: ``ErrorClass: field: problem (fix)``."""
-    return ToolError(f"{type(exc).__name__}: {exc}")
+    """What the model reads: ``ErrorClass: field: problem (fix)`` (the class a client
+    raises: ``ProviderUnavailableError`` for a ``CircuitOpenError``)."""
+    return ToolError(f"{error_name(exc)}: {exc}")
 
 
 class TypedServer(MCPServer):
