@@ -31,7 +31,8 @@ What is measured, per system and budget (the context's text is its messages' con
   is in the lowercased context as whole words;
 - **knowledge_update**: the share where an ``updated_info`` message is touched, and where
   it is touched and its first matching sentence comes before that of every touched
-  ``original_info`` message;
+  ``original_info`` message (one that is not also an ``updated_info`` one: two questions
+  name the same message as both);
 - the mean tokens of the context, and touched by ability (abstention has no evidence);
 - ``get_context`` latency per budget, each call timed with the embedder's cache emptied
   (it embeds the question), interleaved with one embedding of the question (the cache
@@ -279,8 +280,14 @@ def judge(text: str, tokens: int, question: Question, conv: Conversation) -> Jud
         key = re.escape(answer_key(question.answer))
         result.answer = float(bool(re.search(rf"(?<!\w){key}(?!\w)", flat.lower())))
     if question.ability == "knowledge_update" and question.groups.get("updated_info"):
-        updated = [first[i] for i in question.groups["updated_info"] if first[i] is not None]
-        original = [first[i] for i in question.groups.get("original_info", ()) if i in first]
+        renewed = question.groups["updated_info"]
+        updated = [first[i] for i in renewed if first[i] is not None]
+        # two of BEAM's questions name one message as both: it is not before itself
+        original = [
+            first[i]
+            for i in question.groups.get("original_info", ())
+            if i in first and i not in renewed
+        ]
         touched_original = [p for p in original if p is not None]
         result.updated = float(bool(updated))
         result.updated_first = float(

@@ -171,6 +171,15 @@ def test_judge_touched_sentences_answers_and_updates() -> None:
     got = judge("It was slow before we cached it.", 10, q, conv)
     assert got.touched == 0.5 and got.updated == 0.0 and got.updated_first == 0.0
     assert judge("25ms", 1, q, conv).answer == 0.0  # whole words only
+    both = Question(
+        "c",
+        "knowledge_update",
+        "How fast?",
+        (2,),
+        {"original_info": (2,), "updated_info": (2,)},
+        None,
+    )
+    assert judge(text, 40, both, conv).updated_first == 1.0  # one message is not before itself
 
 
 def test_passages_follow_sentences_within_the_limit() -> None:
