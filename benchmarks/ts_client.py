@@ -33,8 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import nearest_rank, reproduce_command, rich_table, write_json
 from server import QUERIES, seed, served
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients" / "typescript" / "scripts"))
+from built import ensure_built
+
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "clients" / "typescript"
 USER = "ts-bench"
 GOAL_RATIO = 1.1
 GOAL_LOAD_MS = 50.0
@@ -60,14 +62,6 @@ for await (const line of createInterface({ input: process.stdin })) {
 LOAD = (
     "const t = performance.now(); await import(%s); console.log((performance.now() - t).toFixed(2))"
 )
-
-
-def build() -> Path:
-    """The package's entry point, built from its sources (dependencies from its lock)."""
-    if not (PACKAGE / "node_modules").is_dir():
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=PACKAGE, check=True)
-    subprocess.run(["npm", "run", "build"], cwd=PACKAGE, check=True, capture_output=True)
-    return PACKAGE / "dist" / "index.js"
 
 
 def figures(times: list[float]) -> dict[str, float]:
@@ -159,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="benchmarks/results/ts_client.json")
     args = parser.parse_args(argv)
     calls, loads = (20, 3) if args.quick else (args.calls, args.loads)
-    entry = build()
+    entry = ensure_built()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
     with tempfile.TemporaryDirectory(prefix="tiermem-ts-bench-") as folder:
         trips = _served_round_trips(Path(folder), env, entry, calls, args.rounds)

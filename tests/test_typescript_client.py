@@ -28,6 +28,9 @@ from tiermem.api import MemoryAPI, operations
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "clients" / "typescript"
+sys.path.insert(0, str(PACKAGE / "scripts"))
+from built import ensure_built  # noqa: E402
+
 CONFIG = "memory:\n  buffer: {size: 8, summary_batch: 4}\n  facts: {enabled: True}\n"
 
 pytestmark = pytest.mark.skipif(
@@ -42,8 +45,18 @@ def run(
     done = subprocess.run(
         argv, cwd=cwd, env=env or os.environ.copy(), capture_output=True, text=True, timeout=timeout
     )
-    assert done.returncode == 0, f"{' '.join(argv)}:\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"{' '.join(argv)}:\n{_failures(done.stdout)}\n{done.stderr[-3000:]}"
+    )
     return done.stdout
+
+
+def _failures(tap: str) -> str:
+    """The failed tests of ``node --test``'s TAP output, each with its error (else the
+    output's end)."""
+    lines = tap.splitlines()
+    failed = [i for i, line in enumerate(lines) if line.startswith("not ok")]
+    return "\n".join("\n".join(lines[i : i + 30]) for i in failed) or tap[-6000:]
 
 
 def python_env() -> dict[str, str]:
@@ -60,9 +73,7 @@ def python_env() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def package() -> Path:
     """The package built from its sources (its locked dev dependencies installed once)."""
-    if not (PACKAGE / "node_modules").is_dir():
-        run("npm", "ci", "--no-audit", "--no-fund")
-    run("npm", "run", "build")
+    ensure_built()
     return PACKAGE
 
 
@@ -140,6 +151,7 @@ def _database_uri() -> str:
     return f"postgresql://{login}/{dbname}?{urlencode(parts)}"
 
 
+@pytest.mark.slow  # a tiermem serve with the embedding model
 @pytest.mark.parametrize("engine", ["sqlite", "postgres"])
 def test_the_behaviour_suite_passes_on_a_real_server(
     package: Path, servers: Callable[[str], str], engine: str
@@ -191,6 +203,7 @@ def test_the_generated_types_are_the_servers_current_document(
     )
 
 
+@pytest.mark.slow  # npm installs the build tools into a clean copy
 def test_the_package_installs_from_the_repository(tmp_path: Path) -> None:
     """As docs/client-typescript.md says: ``npm ci`` in a clean copy of the package builds
     ``dist/`` (its ``prepare``), and ``npm install <folder>`` puts it in an application."""
@@ -227,6 +240,7 @@ def examples(package: Path) -> Path:
     return EXAMPLES
 
 
+@pytest.mark.slow  # a tiermem serve with the embedding model
 def test_the_chat_example_answers_from_memory_with_the_openai_sdk(
     examples: Path, servers: Callable[[str], str]
 ) -> None:
@@ -263,6 +277,7 @@ def test_the_chat_example_answers_from_memory_with_the_openai_sdk(
         assert "Miso" in second and "peanuts" in second  # the first turn and the preference
 
 
+@pytest.mark.slow  # a tiermem serve with the embedding model
 def test_the_langgraph_example_keeps_its_store_in_tiermem(
     examples: Path, servers: Callable[[str], str]
 ) -> None:
@@ -292,6 +307,7 @@ DOC = ROOT / "docs" / "client-typescript.md"
 DOC_URL = "http://127.0.0.1:8765"
 
 
+@pytest.mark.slow  # a tiermem serve with the embedding model
 def test_the_docs_example_runs_as_written(examples: Path, servers: Callable[[str], str]) -> None:
     (code,) = re.findall(r"```js\n(.*?)```", DOC.read_text(), re.S)
     assert DOC_URL in code

@@ -35,7 +35,7 @@ test("add returns the message and it is stored", async () => {
   const user = newUser();
   const message = await memory.add("user", "I adopted a cat called Miso", user, "s1", { name: "Ann" });
   assert.deepEqual([message.role, message.name, message.metadata.user_id], ["user", "Ann", user]);
-  assert.ok(await memory.flush(10));
+  assert.ok(await memory.flush(60));
   const stored = await memory.listMemories(user, { memoryType: "message" });
   assert.deepEqual(stored.map((r) => r.metadata.message_id), [message.message_id]);
   assert.equal(stored[0].user_id, user);
@@ -58,7 +58,7 @@ test("addMessages keeps order, ids and OpenAI's fields", async () => {
   assert.deepEqual(added.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
   assert.equal(added[1].tool_calls[0].function.name, "weather");
   assert.equal(added[3].message_id, "mine-1");
-  await memory.flush(10);
+  await memory.flush(60);
   const context = await memory.getContext("weather in Oslo", user, "trip");
   const tool = context.messages.filter((m) => m.role === "tool");
   assert.ok(tool.length && tool[0].tool_call_id === "call_1");
@@ -69,7 +69,7 @@ test("sessions, history and work", async () => {
   const first = await memory.add("user", "the first session starts", user, "a");
   await memory.addMessages([{ role: "user", content: "same line" }, { role: "user", content: "same line" }], user, "b");
   await memory.add("assistant", { answer: 42 }, user, "b");
-  await memory.flush(10);
+  await memory.flush(60);
   const sessions = await memory.sessions(user);
   assert.deepEqual(sessions.map((s) => [s.session_id, s.messages]), [["b", 3], ["a", 1]]);
   assert.ok(sessions.every((s) => s.first_at <= s.last_at));
@@ -131,7 +131,7 @@ test("a context is explained and within its budget", async () => {
   for (let i = 0; i < 12; i++) {
     await memory.add(i % 2 === 0 ? "user" : "assistant", `message number ${i} about cooking`, user, "s");
   }
-  await memory.flush(10);
+  await memory.flush(60);
   const context = await memory.getContext("what food allergy", user, "s", 200);
   assert.equal(context.max_tokens, 200);
   assert.ok(context.total_tokens <= 200);
@@ -172,7 +172,7 @@ test("forgetUser erases everything", async () => {
   const user = newUser();
   await memory.remember("has two children", user);
   await memory.add("user", "my kids love football", user, "s");
-  await memory.flush(10);
+  await memory.flush(60);
   assert.equal(await memory.forgetUser(user), 2);
   assert.deepEqual(await memory.search("children football", user), []);
   assert.equal((await memory.stats(user)).count, 0);
@@ -306,7 +306,7 @@ test("users and the running summary of a session", async () => {
   const user = newUser();
   assert.equal(await memory.sessionSummary(user, "s"), null);
   for (let i = 0; i < 12; i++) await memory.add("user", `Line ${i} mentions the lighthouse keeper`, user, "s");
-  assert.ok(await memory.flush(30));
+  assert.ok(await memory.flush(60));
   const summary = await memory.sessionSummary(user, "s");
   assert.ok(typeof summary === "string" && summary.includes("lighthouse"));
   assert.equal(await memory.sessionSummary(user, "another"), null);
@@ -345,7 +345,7 @@ test("forgetMessages", async () => {
   const gone = await memory.add("user", "my PIN is 4321", user, "s");
   assert.equal(await memory.forgetMessages(user, [gone.message_id, "no-such-id"]), 1);
   assert.deepEqual((await memory.history(user, "s")).map((m) => m.message_id), [kept.message_id]);
-  await memory.flush(10);
+  await memory.flush(60);
   assert.ok(!text(await memory.getContext("what is my PIN", user, "s")).includes("4321"));
 });
 
@@ -365,7 +365,7 @@ test("agentId is kept and filtered", async () => {
   await memory.add("user", "planner agent line", user, "s", { agentId: "planner" });
   await memory.addMessages([{ role: "user", content: "coder agent line" }], user, "s", { agentId: "coder" });
   await memory.remember("a planner fact", user, "fact", 0.5, { agentId: "planner" });
-  await memory.flush(10);
+  await memory.flush(60);
   const planner = await memory.listMemories(user, { agentId: "planner" });
   assert.deepEqual(planner.map((r) => r.content).sort(), ["a planner fact", "user: planner agent line"]);
   assert.deepEqual((await memory.listMemories(user, { agentId: "coder" })).map((r) => r.agent_id), ["coder"]);
@@ -400,7 +400,7 @@ test("users are isolated on every operation", async () => {
   const other = `other-${crypto.randomUUID().slice(0, 8)}`;
   const secret = await memory.remember("the vault code is 9911", user);
   const message = await memory.add("user", "my vault is in Bern", user, "s");
-  await memory.flush(10);
+  await memory.flush(60);
   assert.equal(await memory.getMemory(secret, other), null);
   await refuses(memory.updateMemory(secret, other, { content: "hijacked" }), NotFoundError);
   assert.equal(await memory.forget(secret, other), false);
@@ -416,7 +416,7 @@ test("export then import restores the user", async () => {
   const user = newUser();
   await memory.add("user", "I grow tomatoes on the balcony", user, "garden");
   await memory.remember("grows tomatoes", user, "fact", 0.8, { metadata: { source: "chat" } });
-  await memory.flush(10);
+  await memory.flush(60);
   const archive = [];
   for await (const line of memory.export(user)) archive.push(line);
   assert.equal(archive[0].user_id, user);
