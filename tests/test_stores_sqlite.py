@@ -54,6 +54,7 @@ def test_wal_schema_version_and_reopen(tmp_path: Path) -> None:
         ("memories_8", "002_stemmed_keywords"),
         ("memories_8", "003_keywords_by_user"),
         ("memories_8", "004_keywords_of_each_user"),
+        ("memories_8", "005_rows_by_type"),
     }
     raw.close()
     with SQLiteStore(path, dimension=DIM) as store, SQLiteStore(path, dimension=4) as other:
@@ -292,3 +293,17 @@ def test_a_big_users_keyword_matches_are_chosen_by_the_rarer_words(
         hits = store.search("u", "zebra first", mode="keyword", limit=20, count_access=False)
         assert hits[0].record.id == old and len(hits) == 9
         assert other not in {h.record.id for h in hits}
+
+
+def test_a_users_rows_of_a_type_are_found_through_an_index(tmp_path: Path) -> None:
+    """Every context searches among the user's preferences: the rows of a type come from
+    an index (migration 005), not a read of every row of the user."""
+    from tiermem.stores.sqlite import _where
+    from tiermem.types.filters import MemoryFilter
+
+    with SQLiteStore(tmp_path / "m.db", dimension=DIM) as store:
+        store.add("u", "I prefer tea", embedding=vecs(1)[0], memory_type="preference")
+    where, params = _where("u", MemoryFilter(memory_types=("preference",)))
+    raw = sqlite3.connect(tmp_path / "m.db")
+    plan = raw.execute(f"EXPLAIN QUERY PLAN SELECT seq FROM memories_8 WHERE {where}", params)
+    assert "COVERING INDEX memories_8_user_type" in " ".join(str(r[3]) for r in plan)
