@@ -14,6 +14,7 @@ import {
   MessageNotFoundError,
   MissingUserError,
   NotFoundError,
+  toAnthropic,
 } from "../dist/index.js";
 import { newUser, serverUrl } from "./server.mjs";
 
@@ -140,6 +141,8 @@ test("a context is explained and within its budget", async () => {
   assert.ok(text(context).includes("peanuts"));
   assert.ok(text(context).includes("message number 11 about cooking"));
   assert.ok(context.messages.every((m) => ["system", "user", "assistant", "tool"].includes(m.role)));
+  const anthropic = toAnthropic(context);
+  assert.ok(anthropic.messages.length && anthropic.messages.every((m) => ["user", "assistant"].includes(m.role)));
 });
 
 test("synopsis, generateSynopsis and stats", async () => {

@@ -153,3 +153,27 @@ test("the package loads with no dependency and exports the whole contract", asyn
   const manifest = JSON.parse(readFileSync(new URL("../package.json", import.meta.url)));
   assert.equal(manifest.dependencies, undefined);
 });
+
+test("toAnthropic gives Anthropic's shape: system apart, tool calls as blocks, turns merged", () => {
+  const call = { id: "c1", type: "function", function: { name: "weather", arguments: '{"city": "Oslo"}' } };
+  const { system, messages } = tiermem.toAnthropic([
+    { role: "system", content: "You know the user." },
+    { role: "system", content: "Be brief." },
+    { role: "user", content: "Weather in Oslo?" },
+    { role: "assistant", content: null, tool_calls: [call] },
+    { role: "tool", content: "4 degrees", tool_call_id: "c1" },
+    { role: "user", content: [{ type: "text", text: "and tomorrow?" }] },
+  ]);
+  assert.equal(system, "You know the user.\n\nBe brief.");
+  assert.deepEqual(messages, [
+    { role: "user", content: [{ type: "text", text: "Weather in Oslo?" }] },
+    { role: "assistant", content: [{ type: "tool_use", id: "c1", name: "weather", input: { city: "Oslo" } }] },
+    {
+      role: "user",
+      content: [
+        { type: "tool_result", tool_use_id: "c1", content: "4 degrees" },
+        { type: "text", text: "and tomorrow?" },
+      ],
+    },
+  ]);
+});
