@@ -315,13 +315,15 @@ class SummaryPipeline:
             except Exception as exc:
                 self._failed(batch, summarizer, exc)
                 continue
+            # applied before the batch leaves the queue: a read that finds the queue
+            # without it (SummaryPipeline.settle) finds the summary with it
+            self._apply(entry, running)
             with self._lock:
                 self._queue.popleft()
                 self._slow = False
                 self.stats.batches += 1
                 self.stats.messages += len(batch.messages)
                 self.stats.fallbacks += use_fallback
-            self._apply(entry, running)
 
     def _summarize(self, summarizer: Summarizer, batch: PendingBatch) -> tuple[str, str]:
         previous = self._current()
