@@ -57,8 +57,8 @@ __all__ = ["Candidate", "QueryPlanner", "Rerank"]
 if TYPE_CHECKING:
     from tiermem.tokens import TokenCounter
 
-RETRIEVED_HEADER = "Relevant memories from earlier conversations, oldest first:"
-NEWEST_FIRST_HEADER = "Relevant memories from earlier conversations, newest first:"
+RETRIEVED_HEADER = "Relevant memories, oldest first:"
+NEWEST_FIRST_HEADER = "Relevant memories, newest first:"
 """The retrieved section's first line, in time order or (a question about the present:
 a newer statement first, marked so) newest first."""
 SYNOPSIS_HEADER = "What is known about the user:"
