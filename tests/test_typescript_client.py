@@ -8,6 +8,7 @@ OpenAPI document. Skipped only where node or npm is missing."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -317,3 +319,147 @@ def test_the_docs_example_runs_as_written(examples: Path, servers: Callable[[str
     assert any(line.startswith("true [") for line in out)
     assert "true role use one of agent_call, agent_response, assistant, system, tool, user" in out
     assert out[-1] == "end" and "message" in out and "memory" in out
+
+
+SAME_ERRORS: list[tuple[str, Callable[[Any, str], Any], tuple[str, ...]]] = [
+    # (TypeScript call on m and u, the Python client's call, what may differ: the hint
+    # names an argument in each language's spelling)
+    ('m.add("robot", "hi", u)', lambda m, u: m.add("robot", "hi", u), ()),
+    ('m.add("user", "hi", "")', lambda m, u: m.add("user", "hi", ""), ()),
+    ('m.addMessages({ role: "user" }, u)', lambda m, u: m.add_messages({"role": "user"}, u), ()),
+    (
+        'm.add("user", "hi", u, null, { bogus: 1 })',
+        lambda m, u: m.add("user", "hi", u, bogus=1),
+        ("hint",),
+    ),
+    ('m.add("user", 42, u)', lambda m, u: m.add("user", 42, u), ()),
+    ('m.remember("x", u, "fact", 2.5)', lambda m, u: m.remember("x", u, importance=2.5), ()),
+    ('m.remember("x", u, "fact", NaN)', lambda m, u: m.remember("x", u, importance=math.nan), ()),
+    ('m.remember("x", u, "gossip")', lambda m, u: m.remember("x", u, "gossip"), ()),
+    ('m.remember("   ", u)', lambda m, u: m.remember("   ", u), ()),
+    ('m.search("tea", u, 0)', lambda m, u: m.search("tea", u, k=0), ()),
+    (
+        'm.search("tea", u, 10, { user_id: "x" })',
+        lambda m, u: m.search("tea", u, filters={"user_id": "x"}),
+        (),
+    ),
+    (
+        'm.search("tea", u, 10, { bogus: 1 })',
+        lambda m, u: m.search("tea", u, filters={"bogus": 1}),
+        (),
+    ),
+    (
+        'm.search("tea", u, 10, null, { minScore: 1.5 })',
+        lambda m, u: m.search("tea", u, min_score=1.5),
+        (),
+    ),
+    (
+        'm.search("tea", u, 10, null, { minScore: "1" })',
+        lambda m, u: m.search("tea", u, min_score="1"),
+        (),
+    ),
+    (
+        'm.search("tea", u, 10, null, { mode: "fuzzy" })',
+        lambda m, u: m.search("tea", u, mode="fuzzy"),
+        (),
+    ),
+    (
+        "m.listMemories(u, { metadata: { n: NaN } })",
+        lambda m, u: m.list_memories(u, metadata={"n": math.nan}),
+        (),
+    ),
+    (
+        'm.search("tea", u, 10, { metadata: { n: { a: 1 } } })',
+        lambda m, u: m.search("tea", u, filters={"metadata": {"n": {"a": 1}}}),
+        (),
+    ),
+    (
+        'm.search("tea", u, 10, { memory_type: ["fact", "gossip"] })',
+        lambda m, u: m.search("tea", u, filters={"memory_type": ["fact", "gossip"]}),
+        (),
+    ),
+    ('m.getContext("tea", u, null, 0)', lambda m, u: m.get_context("tea", u, max_tokens=0), ()),
+    ('m.getContext("tea", u, null, 2.5)', lambda m, u: m.get_context("tea", u, max_tokens=2.5), ()),
+    ('m.forget("not-a-uuid", u)', lambda m, u: m.forget("not-a-uuid", u), ()),
+    ("m.listMemories(u, { offset: -1 })", lambda m, u: m.list_memories(u, offset=-1), ()),
+    ("m.listMemories(u, { limit: 0 })", lambda m, u: m.list_memories(u, limit=0), ()),
+    (
+        'm.listMemories(u, { memoryType: "gossip" })',
+        lambda m, u: m.list_memories(u, memory_type="gossip"),
+        (),
+    ),
+    ('m.getMessage("", u)', lambda m, u: m.get_message("", user_id=u), ()),
+    ("m.getMessage(42, u)", lambda m, u: m.get_message(42, user_id=u), ()),
+    ('m.getMessage("no-such-id", u)', lambda m, u: m.get_message("no-such-id", user_id=u), ()),
+    ('m.recent(u, "s", 0)', lambda m, u: m.recent(u, "s", limit=0), ()),
+    ('m.history(u, "x".repeat(300))', lambda m, u: m.history(u, "x" * 300), ()),
+    ("m.facts(u, { current: 1 })", lambda m, u: m.facts(u, current=1), ()),
+    ("m.failed(u, 0)", lambda m, u: m.failed(u, limit=0), ()),
+    ("m.forgetMessages(u, 42)", lambda m, u: m.forget_messages(u, 42), ()),
+    (
+        "m.updateMemory(crypto.randomUUID(), u)",
+        lambda m, u: m.update_memory(str(uuid.uuid4()), u),
+        (),
+    ),
+    ('m.factHistory("nope", u)', lambda m, u: m.fact_history("nope", u), ()),
+    ("m.users(0)", lambda m, u: m.users(limit=0), ()),
+    ("m.users(100, 5)", lambda m, u: m.users(after=5), ()),
+    ("m.flush(-1)", lambda m, u: m.flush(-1), ()),
+    ("m.flush(NaN)", lambda m, u: m.flush(math.nan), ()),
+    ('m.importArchive(["{}"])', lambda m, u: m.import_archive(["{}"]), ("hint",)),
+    ('m.importArchive(["{}"], u)', lambda m, u: m.import_archive(["{}"], u), ()),
+]
+
+
+def _python_error(call: Callable[[Any, str], Any], memory: Any, user: str) -> list[Any]:
+    try:
+        call(memory, user)
+    except errors.TiermemError as exc:
+        return [
+            type(exc).__name__,
+            getattr(exc, "field", None),
+            getattr(exc, "problem", str(exc)),
+            getattr(exc, "hint", ""),
+        ]
+    raise AssertionError(f"{call} raised nothing")
+
+
+@pytest.mark.slow  # a tiermem serve with the embedding model
+def test_the_same_bad_input_is_the_same_error_as_in_python(
+    package: Path, servers: Callable[[str], str]
+) -> None:
+    """Each call refused by both clients against one server: the same class, field,
+    problem and hint, whether the client refuses it before sending or the server does."""
+    from tiermem.client import MemoryClient
+
+    url, user = servers("sqlite"), f"same-{uuid.uuid4().hex[:8]}"
+    with MemoryClient(url) as memory:
+        python = [_python_error(call, memory, user) for _, call, _ in SAME_ERRORS]
+    calls = ",\n".join(f"  () => {ts}" for ts, _, _ in SAME_ERRORS)
+    script = f"""
+import {{ MemoryClient }} from "./dist/index.js";
+const m = new MemoryClient({json.dumps(url)});
+const u = {json.dumps(user)};
+const calls = [
+{calls}
+];
+const found = [];
+for (const call of calls) {{
+  try {{
+    await call();
+    found.push(null);
+  }} catch (e) {{
+    found.push([e.name, e.field, e.problem, e.hint]);
+  }}
+}}
+console.log(JSON.stringify(found));
+"""
+    typescript = json.loads(run("node", "--input-type=module", "-e", script))
+    parts = ("class", "field", "problem", "hint")
+    differ = []
+    for (ts, _, may_differ), py, js in zip(SAME_ERRORS, python, typescript, strict=True):
+        found = js or [None] * 4
+        kept = [(p, a, b) for p, a, b in zip(parts, py, found, strict=True) if p not in may_differ]
+        if any(a != b for _, a, b in kept):
+            differ.append(f"{ts}: python {py} / typescript {js}")
+    assert not differ, "\n".join(differ)

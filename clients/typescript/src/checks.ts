@@ -80,7 +80,7 @@ export function checkUnit(value: unknown, name: string): number {
   if (typeof value !== "number") {
     throw new InvalidTypeError(name, `must be a number, got ${typeName(value)}`);
   }
-  if (!(value >= 0 && value <= 1)) throw new InvalidSizeError(name, `${value} is outside [0, 1]`);
+  if (!(value >= 0 && value <= 1)) throw new InvalidSizeError(name, `${shown(value)} is outside [0, 1]`);
   return value;
 }
 
@@ -102,7 +102,7 @@ export function checkTimeout(value: unknown, name = "timeout"): number | null {
     throw new InvalidTypeError(name, `must be seconds or None, got ${typeName(value)}`);
   }
   if (Number.isNaN(value) || value < 0) {
-    throw new InvalidSizeError(name, `must be seconds >= 0 or None, got ${value}`);
+    throw new InvalidSizeError(name, `must be seconds >= 0 or None, got ${shown(value)}`);
   }
   return value;
 }
@@ -133,6 +133,13 @@ export function checkMessageIds(ids: unknown): string[] {
   const found = [...list];
   found.forEach((id, i) => checkTextId(id, `message_ids[${i}]`));
   return found as string[];
+}
+
+/** A number as Python prints it in an error (`nan`, `inf`, `-1`, `0.5`). */
+export function shown(value: number): string {
+  if (Number.isNaN(value)) return "nan";
+  if (!Number.isFinite(value)) return value > 0 ? "inf" : "-inf";
+  return String(value);
 }
 
 /** A plain object (a JSON dict). */
@@ -190,7 +197,7 @@ export function checkContent(content: unknown): void {
  * null) or a bigint is refused, naming the top-level `field` it is under. */
 export function checkJson(value: unknown, field: string): void {
   if (typeof value === "number" && !Number.isFinite(value)) {
-    throw new InputError(field, `holds ${value}, which JSON cannot carry`, "use finite numbers");
+    throw new InputError(field, `holds ${shown(value)}, which JSON cannot carry`, "use finite numbers");
   }
   if (typeof value === "bigint") {
     throw new InvalidTypeError(field, "holds a bigint, which JSON cannot carry", "use a number");
@@ -200,22 +207,42 @@ export function checkJson(value: unknown, field: string): void {
   }
 }
 
-/** A metadata filter: top-level keys equal to text, finite numbers, booleans or null. */
-export function checkMetadataFilter(metadata: unknown): void {
+export const MEMORY_TYPES = ["message", "fact", "preference", "context", "summary", "tool", "passage"];
+
+/** The filters of `search` and `listMemories`, checked as the library's `make_filter`
+ * checks them: memory types, and metadata of top-level keys equal to text, finite
+ * numbers, booleans or null. */
+export function checkFilters(memoryType: unknown, metadata: unknown): void {
+  if (memoryType !== null && memoryType !== undefined) {
+    if (typeof memoryType !== "string" && !Array.isArray(memoryType)) {
+      throw new InvalidTypeError("memory_type", `must be a str or a list of str, got ${typeName(memoryType)}`);
+    }
+    for (const type of typeof memoryType === "string" ? [memoryType] : memoryType) {
+      if (!MEMORY_TYPES.includes(type)) {
+        const listed = MEMORY_TYPES.map((t) => `'${t}'`).join(", ");
+        throw new InputError("memory_type", `${pyRepr(type)} is not a memory type`, `use one of (${listed})`);
+      }
+    }
+  }
   if (metadata === null || metadata === undefined) return;
   if (!isRecord(metadata)) {
-    throw new InvalidTypeError("metadata", `expected a dict, got ${typeName(metadata)}`);
+    throw new InvalidTypeError("metadata", `must be a dict, got ${typeName(metadata)}`);
   }
   for (const [key, value] of Object.entries(metadata)) {
-    if (typeof value === "number" && !Number.isFinite(value)) {
-      throw new InputError(`metadata.${key}`, `is ${value}, which JSON cannot carry`, "use finite numbers");
-    }
+    if (!key) throw new InvalidTypeError("metadata", "filter key '' must be a non-empty str");
     if (!(value === null || ["string", "number", "boolean"].includes(typeof value))) {
-      throw new InvalidTypeError(
-        `metadata.${key}`,
-        `must be a str, int, float, bool or None, got ${typeName(value)}`,
-        "filter on top-level scalar values",
-      );
+      throw new InvalidTypeError(`metadata.${key}`, "filter values must be str, int, float, bool or None");
+    }
+    if (typeof value === "string" && value.includes("\0")) {
+      throw new InputError(`metadata.${key}`, "contains a NUL character");
+    }
+    if (typeof value === "number" && !Number.isFinite(value)) {
+      throw new InputError(`metadata.${key}`, `is ${shown(value)}, which no stored value equals`, "use a finite number");
     }
   }
+}
+
+/** A value as Python's repr shows it in an error (text quoted). */
+function pyRepr(value: unknown): string {
+  return typeof value === "string" ? `'${value}'` : JSON.stringify(value);
 }

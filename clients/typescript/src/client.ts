@@ -13,7 +13,7 @@ import {
   checkLimit,
   checkMessageId,
   checkMessageIds,
-  checkMetadataFilter,
+  checkFilters,
   checkRole,
   checkSearchFilters,
   checkTextId,
@@ -302,7 +302,7 @@ export class MemoryClient {
     if (filters !== null) {
       checkUserId(userId);
       checkSearchFilters(filters);
-      checkMetadataFilter(filters.metadata);
+      checkFilters(filters.memory_type, filters.metadata);
     }
     checkUnit(minScore, "min_score");
     const json = body({ query, user_id: userId, k, filters, mode, min_score: minScore });
@@ -315,7 +315,7 @@ export class MemoryClient {
     const { limit = 100, offset = 0, memoryType, sessionId, agentId, createdAfter, createdBefore, metadata } = options;
     checkUserId(userId);
     checkLimit(offset, "offset", 0);
-    checkMetadataFilter(metadata);
+    checkFilters(memoryType, metadata);
     const params = {
       user_id: userId,
       limit,
