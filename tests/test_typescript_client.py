@@ -463,3 +463,51 @@ console.log(JSON.stringify(found));
         if any(a != b for _, a, b in kept):
             differ.append(f"{ts}: python {py} / typescript {js}")
     assert not differ, "\n".join(differ)
+
+
+@pytest.mark.slow  # a tiermem serve with the embedding model
+def test_the_same_user_reads_the_same_from_both_clients(
+    package: Path, servers: Callable[[str], str]
+) -> None:
+    """A user written by the Python client reads the same from the TypeScript one: the
+    history, sessions, search hits and scores, the context's items and the stats."""
+    from tiermem.client import MemoryClient
+
+    url, user = servers("sqlite"), f"both-{uuid.uuid4().hex[:8]}"
+    with MemoryClient(url) as memory:
+        memory.add_messages(
+            [
+                {"role": "user", "content": "My sister Eva moved to Rome last year"},
+                {"role": "assistant", "content": "Rome is lovely in spring."},
+            ],
+            user,
+            "s1",
+        )
+        memory.remember("Prefers tea over coffee", user, "preference", 0.8)
+        memory.remember("Works as a nurse in Bergen", user, "fact", metadata={"source": "chat"})
+        assert memory.flush(60)
+        python = {
+            "history": [m.to_dict() for m in memory.history(user, "s1")],
+            "sessions": [[s.session_id, s.messages] for s in memory.sessions(user)],
+            "search": [[str(h.record.id), h.score] for h in memory.search("tea or coffee", user)],
+            "context": [
+                [i.section, i.source, i.content, i.score, i.tokens]
+                for i in memory.get_context("where does Eva live?", user, "s1", 300).items
+            ],
+            "stats": [memory.stats(user).count, memory.stats(user).by_type],
+        }
+    script = f"""
+import {{ MemoryClient }} from "./dist/index.js";
+const m = new MemoryClient({json.dumps(url)});
+const u = {json.dumps(user)};
+const context = await m.getContext("where does Eva live?", u, "s1", 300);
+const stats = await m.stats(u);
+console.log(JSON.stringify({{
+  history: await m.history(u, "s1"),
+  sessions: (await m.sessions(u)).map((s) => [s.session_id, s.messages]),
+  search: (await m.search("tea or coffee", u)).map((h) => [h.memory.id, h.score]),
+  context: context.items.map((i) => [i.section, i.source, i.content, i.score, i.tokens]),
+  stats: [stats.count, stats.by_type],
+}}));
+"""
+    assert json.loads(run("node", "--input-type=module", "-e", script)) == python
