@@ -217,7 +217,7 @@ export class MemoryClient {
   ): Promise<Message[]> {
     checkUserId(userId);
     checkTextId(sessionId, "session_id");
-    if (!isIterable(messages) || typeof messages === "string" || isRecord(messages) && !Array.isArray(messages) && !(Symbol.iterator in messages)) {
+    if (!isIterable(messages) || typeof messages === "string") {
       throw new InvalidTypeError("messages", `expected a list of messages, got ${typeName(messages)}`, "wrap a single message in a list");
     }
     const batch = [...messages].map((raw, i) => {
@@ -521,7 +521,7 @@ export class MemoryClient {
     archive: Iterable<string | ArchiveLine> | AsyncIterable<string | ArchiveLine>,
     userId: string | null = null,
   ): Promise<Imported> {
-    if (typeof archive === "string" || isRecord(archive) && !(Symbol.iterator in archive) && !(Symbol.asyncIterator in archive)) {
+    if (typeof archive === "string" || !(isIterable(archive) || Symbol.asyncIterator in Object(archive))) {
       throw new InvalidTypeError("archive", "expected an iterable of lines", "pass a list of lines or export()'s objects");
     }
     const lines: string[] = [];
