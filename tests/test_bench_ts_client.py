@@ -11,7 +11,9 @@ from benchsmoke import run_benchmark
 
 
 @pytest.mark.slow  # a server process with MiniLM, a Node process
-@pytest.mark.skipif(not shutil.which("node"), reason="node is not installed")
+@pytest.mark.skipif(
+    not (shutil.which("node") and shutil.which("npm")), reason="node and npm are not installed"
+)
 def test_ts_client_benchmark_times_both_clients_and_the_load(tmp_path: Path) -> None:
     proc, report = run_benchmark("ts_client", "--quick", out=tmp_path / "ts.json", timeout=600)
     for side in ("node", "python"):
