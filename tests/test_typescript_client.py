@@ -183,14 +183,20 @@ def test_every_operation_of_the_contract_is_a_method(package: Path) -> None:
 
 
 def test_every_error_class_of_python_has_its_namesake(package: Path) -> None:
-    script = 'import { ERROR_NAMES } from "./dist/index.js"; console.log(ERROR_NAMES.join(" "))'
-    names = set(run("node", "--input-type=module", "-e", script).split())
+    """The same classes, each under the same parent (Python's first base)."""
+    script = (
+        'import * as tiermem from "./dist/index.js";'
+        "const parents = Object.fromEntries(tiermem.ERROR_NAMES.map("
+        "(n) => [n, Object.getPrototypeOf(tiermem[n]).name]));"
+        "console.log(JSON.stringify(parents))"
+    )
+    typescript = json.loads(run("node", "--input-type=module", "-e", script))
     python = {
-        name
+        name: value.__bases__[0].__name__
         for name, value in vars(errors).items()
         if isinstance(value, type) and issubclass(value, errors.TiermemError)
     }
-    assert names == python
+    assert typescript == {**python, "TiermemError": "Error"}
 
 
 def test_the_generated_types_are_the_servers_current_document(
