@@ -361,9 +361,9 @@ def test_an_embedder_outage_fails_no_message_and_a_refused_one_fails_alone(
             backoff=0.01,
             breaker=CircuitBreaker(failures=3, cooldown=30, clock=clock),
         )
-        memory = Memory(
-            str(tmp_path / "m.db"), config={"memory": {"worker": worker}}, embedder=embedder
-        )
+        store = SQLiteStore(tmp_path / "m.db", dimension=32)
+        store.clock = clock  # rows given back are due when the breaker's probe may go
+        memory = Memory(store=store, config={"memory": {"worker": worker}}, embedder=embedder)
         try:
             memory.add("user", "before the outage", "ana", "s")
             assert memory.flush(30)

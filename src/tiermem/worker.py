@@ -55,10 +55,10 @@ COMPLETE_ROWS = 8
 (its line, sentences, vectors and keyword rows) takes about half a millisecond."""
 
 MAX_OUTAGE_WAIT = 30.0
+"""Seconds at most between two looks at a store that refuses rounds."""
 OUTAGE_PROBE = 1.0
 """Seconds rows given back wait while an embedder without a circuit breaker of its own
 is down (one batch tries it again then)."""
-"""Seconds at most between two tries of an embedder that is down."""
 
 
 def embedder_down(exc: BaseException) -> bool:
@@ -83,7 +83,8 @@ class StoreWorker:
         lease: seconds a claim is held before another process may take the rows (the
             background runner renews what a round holds every third of it).
         max_attempts: tries of one row before it is marked failed.
-        retry_backoff: seconds before a failed row's first retry (doubles per try).
+        retry_backoff: seconds before a failed row's first retry (doubles per try), and
+            between tries of an embedder that is down while its breaker still counts.
         delay: seconds a wake-up waits before claiming, so a burst of adds is embedded in
             one batch (fewer, larger transactions beside the adds).
         idle_interval: seconds between looks at the store when there is nothing to do
@@ -316,11 +317,12 @@ class StoreWorker:
 
     def outage_wait(self) -> float:
         """Seconds rows given back wait while the embedder is down: until its circuit
-        breaker lets the probe go (the probe decides), or :data:`OUTAGE_PROBE` for an
-        embedder without one; the same however long the outage has lasted."""
+        breaker lets the probe go (the probe decides; ``retry_backoff`` while it is still
+        closed and counting failures), or :data:`OUTAGE_PROBE` for an embedder without
+        one; the same however long the outage has lasted."""
         breaker = getattr(self.embedder, "breaker", None)
         if isinstance(breaker, CircuitBreaker):
-            return max(breaker.retry_in(), self.delay)
+            return max(breaker.retry_in(), self.retry_backoff)
         return OUTAGE_PROBE
 
     # -- summaries --
