@@ -197,8 +197,8 @@ def test_keys_create_list_revoke(env: dict[str, str]) -> None:
 
 def test_list_users_sessions_and_memories(env: dict[str, str]) -> None:
     """Issue 35, item 5: what was added can be found from the shell: the users, a user's
-    sessions and memories (the library's values with --json), and a bad page size is the
-    library's error."""
+    sessions, memories and search hits (the library's values with --json), and a bad page
+    size is the library's error."""
     code, _, err = tiermem(
         env, "add", "I moved to Porto in May", "--user", "ana", "--session", "s1"
     )
@@ -219,6 +219,11 @@ def test_list_users_sessions_and_memories(env: dict[str, str]) -> None:
     assert code == 0 and "Ana prefers tea" in out and "Porto" not in out, err
     code, out, err = tiermem(env, "memories", "ana", "--limit", "0")
     assert (code, out, flat(err)) == (1, "", "error: limit: 0 is outside [1, 10000]")
+    code, out, err = tiermem(env, "search", "which drink?", "--user", "ana", "-k", "1", "--json")
+    assert code == 0, err  # --json was refused as an unrecognized argument
+    [hit] = json.loads(out)  # as POST /v1/search writes its results
+    assert hit["memory"]["content"] == "Ana prefers tea" and 0 <= hit["score"] <= 1
+    assert hit["evidence"]["similarity"] > 0
 
 
 def test_readme_example_writes_where_the_readme_says(env: dict[str, str], tmp_path: Path) -> None:

@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="leave out hits that score less (relevance, 0 to 1; 0.2 is a good start)",
     )
+    search.add_argument(
+        "--json", action="store_true", help="print the hits as JSON, as the REST API writes them"
+    )
 
     context = _command(commands, "context", cmd_context, "build and explain a prompt's context")
     context.add_argument("query")

@@ -252,7 +252,12 @@ def cmd_search(args: argparse.Namespace) -> int:
             args.query, args.user, k=args.k, mode=args.mode, min_score=args.min_score
         )
         ids = [str(hit.record.id) for hit in hits]
-        shown = short_ids(_user_ids(memory, args.user), ids) if ids else {}
+        shown = short_ids(_user_ids(memory, args.user), ids) if ids and not args.json else {}
+    if args.json:  # the hits as POST /v1/search writes its results
+        from tiermem.wire import hit_to_json
+
+        print(json.dumps([hit_to_json(hit) for hit in hits], ensure_ascii=False, indent=2))
+        return 0
     table = Table("score", "type", "created", "content", title=f"search: {args.query!r}")
     table.add_column("id", no_wrap=True, min_width=8)
     for hit, memory_id in zip(hits, ids, strict=True):
