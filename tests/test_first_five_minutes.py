@@ -288,9 +288,25 @@ def serving(env: dict[str, str], *argv: str) -> Iterator[tuple[str, subprocess.P
 
 
 def test_serve_healthz_and_client(env: dict[str, str]) -> None:
+    """`tiermem serve` with no flags says which file it serves and where its pages are
+    (it printed only uvicorn's lines), then answers the client."""
     from tiermem.client import MemoryClient
 
-    with serving(env) as (url, _):
+    with serving(env) as (url, server):
+        assert server.stderr is not None
+        where = Path(env["XDG_DATA_HOME"]) / "tiermem" / "memory.db"
+        assert server.stderr.readline() == (
+            f"tiermem serve: SQLite {where} (development mode: no key needed)\n"
+        )
+        assert server.stderr.readline().split() == [
+            "inspector",
+            f"{url}/ui,",
+            "API",
+            "docs",
+            f"{url}/docs,",
+            "MCP",
+            f"{url}/mcp",
+        ]
         assert httpx.get(url + "/healthz").json()["status"] == "ok"
         with MemoryClient(url) as client:
             client.add("user", "My sister Lena lives in Graz", "ana", "s1")

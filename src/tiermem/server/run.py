@@ -74,6 +74,25 @@ def _unusable(host: str, port: int, exc: OSError) -> ConfigError:
     return ConfigError("--host", f"cannot listen on {where}: {exc.strerror or exc}")
 
 
+def announce(location: str | None, host: str, port: int, protected: bool) -> None:
+    """Say on stderr, before uvicorn's lines, which store is served, whether a key is
+    needed, and where the inspector, the API's docs and MCP are."""
+    import sys
+
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    if location == ":memory:":
+        store = "SQLite in memory (nothing is kept once the server stops)"
+    else:
+        store = f"SQLite {location}" if location else "the configured PostgreSQL store"
+    mode = "keys required" if protected else "development mode: no key needed"
+    print(
+        f"tiermem serve: {store} ({mode})\n"
+        f"  inspector {url}/ui, API docs {url}/docs, MCP {url}/mcp",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def build_memory(config: str | None, db: str | None) -> Any:
     from tiermem.memory import Memory
 
@@ -132,6 +151,7 @@ def serve(
             f"{host} is not a loopback address and no key exists (development mode)",
             "create a key first (tiermem keys create --tenant NAME) or serve on 127.0.0.1",
         )
+    announce(memory.location, host, port, protected)
     # no access log (the metrics count requests); an answer in one write (server/writes.py)
     serving: dict[str, Any] = {
         "host": host,
