@@ -258,8 +258,7 @@ class QueryPlanner:
     ) -> list[Candidate]:
         """The candidates with enough evidence to be offered (``floor``).
 
-        Sets each candidate's ``keywords`` (the share of the query's keywords it holds,
-        words compared by their first five letters), then keeps those with absolute
+        Sets each candidate's ``keywords`` (:func:`_set_keywords`), then keeps those with absolute
         evidence: the similarity reaches ``floor.similarity``, the ``keywords`` reach
         ``floor.keywords``, the memory falls in a time the query names ("in March 2025"),
         or (``floor.neighbours``) the message right before or after it in its session
@@ -269,13 +268,10 @@ class QueryPlanner:
         to the pool, which tells the strong evidence from the weak only when the pool is
         larger than the context. With the floor off, all are kept.
         """
-        wanted = len(query_stems(query))
-        counts = keyword_counts(query, [c.content for c in candidates])
-        for candidate, found in zip(candidates, counts, strict=True):
-            candidate.keywords = found / wanted if wanted else 0.0
         floor = self.settings.floor
         if not floor.enabled:
             return list(candidates)
+        _set_keywords(query, candidates)
         windows = windows_named(query, candidates)
         similar, matching = floor.similarity, floor.keywords
         passed = {  # on their own evidence
@@ -378,6 +374,7 @@ class QueryPlanner:
             _rescore(query, fresh, rerank)
         cap = min(left, int(budget * shares.get("retrieved", 1.0)))
         parts["retrieved"] = self._retrieved(
+            query,
             self.above_floor(query, fresh, cap),
             cap,
             self._standing(query, fresh),
@@ -425,6 +422,7 @@ class QueryPlanner:
 
     def _retrieved(
         self,
+        query: str,
         candidates: Sequence[Candidate],
         cap: int,
         first: Sequence[Candidate] = (),
@@ -447,7 +445,7 @@ class QueryPlanner:
         for candidate in first:
             used += selection.offer(candidate, cap - used) or 0
         waiting = self._offer_ranked(ranked, selection, used, cap)
-        part = self._fit_rendered(selection, cap)
+        part = self._fit_rendered(query, selection, cap)
         while waiting and cap - part.tokens >= _MIN_LINE_TOKENS:
             used, left = part.tokens or header, []
             for candidate in waiting:
@@ -459,7 +457,7 @@ class QueryPlanner:
             if len(left) == len(waiting):
                 break
             waiting = left
-            part = self._fit_rendered(selection, cap)
+            part = self._fit_rendered(query, selection, cap)
         return part
 
     def _offer_ranked(
@@ -486,11 +484,12 @@ class QueryPlanner:
         taken = {id(c) for c in selection.chosen}
         return [c for c in ranked[:start] if id(c) not in taken]
 
-    def _fit_rendered(self, selection: _Selection, cap: int) -> _Part:
+    def _fit_rendered(self, query: str, selection: _Selection, cap: int) -> _Part:
         """The chosen memories as one message within ``cap`` (dropping the lowest scored
         in the rare case that token merges at line joins push it over)."""
         while selection.chosen:
             chosen = selection.shown()
+            _set_keywords(query, chosen)
             lines = _render(chosen, selection.newest_first)
             message = {"role": "system", "content": "\n".join(lines)}
             tokens = self._lines_tokens(lines, message)
@@ -569,6 +568,15 @@ def _rescore(query: str, candidates: Sequence[Candidate], rerank: Rerank) -> Non
         new = rerank.rescore(query, [c.content for c in best], relevance)
         for candidate, value in zip(best, new, strict=True):
             candidate.relevance = value
+
+
+def _set_keywords(query: str, candidates: Sequence[Candidate]) -> None:
+    """Set each candidate's ``keywords``: the share of the query's keywords it holds,
+    words compared by their first five letters (for the floor, and the items shown)."""
+    wanted = len(query_stems(query))
+    counts = keyword_counts(query, [c.content for c in candidates])
+    for candidate, found in zip(candidates, counts, strict=True):
+        candidate.keywords = found / wanted if wanted else 0.0
 
 
 def _by_assistant(candidate: Candidate, speaker: str | None) -> bool:
