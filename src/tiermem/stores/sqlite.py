@@ -564,7 +564,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         match = keyword_tokens.match(chosen)
         ranked = f"SELECT rowid, bm25({self.table}_fts) AS rank FROM {self.table}_fts"
         if op.filter == NO_FILTER:  # rank in the index, then read only the best rows
-            match = yield from sync_step(lambda c: self._choosing(c, chosen))
+            match = yield from sync_step(lambda c: self._choosing(c, op.user_id, chosen))
             newest = (  # the newest KEYWORD_SCAN matches, ranked: bm25 per match is the cost
                 f"SELECT rowid, rank FROM ({ranked} WHERE {self.table}_fts MATCH ?"
                 " ORDER BY rowid DESC LIMIT ?)"
@@ -583,19 +583,24 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         rows = yield (sql, [match, *params, limit])
         return [SearchResult(_record(r), -float(r["rank"])) for r in rows]
 
-    def _choosing(self, c: sqlite3.Connection, chosen: list[str]) -> str:
+    def _choosing(self, c: sqlite3.Connection, user_id: str, chosen: list[str]) -> str:
         """The FTS5 query of the ``chosen`` phrases that chooses the rows to rank: all of
         them, or the rarest (:func:`~tiermem.stores.keyword_tokens.rarest`) when all
         match more than ``KEYWORD_SCAN`` rows. Each token's rows come from an
         ``fts5vocab`` table this connection keeps in its temp schema; only when they add
-        up to more are the matches counted."""
+        up to more are the matches counted. A user with at most half as many vectors
+        cached (room left for rows not yet embedded) is matched by all without a look."""
+        everything = keyword_tokens.match(chosen)
+        with self._cache.lock:
+            known = self._cache.get(user_id)
+        if known is not None and known.size <= ops.KEYWORD_SCAN // 2:
+            return everything
         fts, vocab = f"{self.table}_fts", f"temp.{self.table}_vocab"
         if not self._vocab:
             c.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {fts}, row)"
             )
             self._vocab = True
-        everything = keyword_tokens.match(chosen)
         tokens = list(dict.fromkeys(t for phrase in chosen for t in phrase.split()))
         sql = f"SELECT term, doc FROM {vocab} WHERE term IN ({_marks(tokens)})"
         counts = keyword_tokens.rows_of(chosen, dict(c.execute(sql, tokens).fetchall()))
