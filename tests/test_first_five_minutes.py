@@ -466,6 +466,18 @@ def test_contributing_names_what_the_browser_tests_need() -> None:
     assert re.search(r"apt-get install -y -q chromium >/dev/null", ci)
 
 
+def test_chat_without_a_model_shows_yaml_that_loads(env: dict[str, str]) -> None:
+    """`tiermem chat` with no model says what to configure; its YAML, copied from an
+    80-column terminal, is a configuration tiermem loads (rich broke its longest line)."""
+    from tiermem.config import TiermemConfig
+
+    code, out, err = tiermem(env, "chat")
+    assert (code, out) == (2, ""), err
+    snippet = err.split("--config:\n", 1)[1].split("\nor name the model", 1)[0]
+    config = TiermemConfig.load(snippet, environ={"OPENAI_API_KEY": "sk-test"})
+    assert config.chat_model == "openai/gpt-4o-mini"
+
+
 def test_doctor(env: dict[str, str]) -> None:
     code, out, err = tiermem(env, "doctor")
     assert code == 0, out + err

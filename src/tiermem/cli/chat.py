@@ -54,7 +54,8 @@ def run_chat(args: argparse.Namespace, stdin: IO[str] | None = None, console: An
     config = TiermemConfig.load(args.config)
     model = args.model or config.chat_model
     if not model:
-        Console(stderr=True).print(NO_MODEL, markup=False, highlight=False)
+        # soft_wrap: a narrow terminal wraps the YAML as it shows it, rich adds no line break
+        Console(stderr=True).print(NO_MODEL, markup=False, highlight=False, soft_wrap=True)
         return 2
     llm = get_llm(model, **config.llm.provider_options())
     memory: Any = None
