@@ -468,6 +468,17 @@ def test_context_for_an_unknown_user_is_empty(memory: Memory) -> None:
     assert ctx.messages == [] and ctx.items == [] and ctx.total_tokens == 0
 
 
+def test_recent_items_name_their_message(memory: Memory) -> None:
+    """A recent item is a message: its ``message_id`` names it, as a retrieved message's
+    does, so ``get_message`` (or ``forget_messages``) reaches it (it was None)."""
+    u = user()
+    added = memory.add("user", "I adopted a greyhound named Pixel.", u, "s1")
+    ctx = memory.get_context("What is my dog called?", u, "s1", max_tokens=500)
+    (item,) = [i for i in ctx.items if i.section == "recent"]
+    assert item.message_id == added.message_id
+    assert memory.get_message(item.message_id, user_id=u).content == added.content
+
+
 def test_dedupe_same_fact_twice_and_recent_not_repeated(memory: Memory) -> None:
     u = user()
     first = memory.remember("The wifi password is kangaroo", u)

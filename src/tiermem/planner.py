@@ -402,7 +402,15 @@ class QueryPlanner:
     def _recent(self, recent: Sequence[Message], cap: int) -> _Part:
         kept = newest_within(recent, self.counter, cap)
         items = [
-            ContextItem("recent", "buffer", m.text, 1.0, self.counter.count_message(m), m.timestamp)
+            ContextItem(
+                "recent",
+                "buffer",
+                m.text,
+                1.0,
+                self.counter.count_message(m),
+                m.timestamp,
+                message_id=m.message_id,
+            )
             for m in kept
         ]
         return _Part([m.to_openai() for m in kept], items, sum(i.tokens for i in items))
