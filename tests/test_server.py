@@ -442,6 +442,32 @@ def test_openapi_lists_every_route(dev: tuple[str, Memory]) -> None:
         assert path in paths
 
 
+def test_routes_named_in_the_schema_exist(dev: tuple[str, Memory]) -> None:
+    """A route a description of the schema sends the reader to is one the server has (the
+    context item's message_id named GET /v1/users/{user_id}/messages/{message_id})."""
+    url, _ = dev
+    import re
+
+    document = httpx.get(url + "/openapi.json").json()
+    routes = {(m.upper(), path) for path, ops in document["paths"].items() for m in ops}
+
+    def texts(node: Any) -> Iterator[str]:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield from [value] if key == "description" and isinstance(value, str) else []
+                yield from texts(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from texts(value)
+
+    named = {
+        (method, path)
+        for text in texts(document)
+        for method, path in re.findall(r"\b(GET|POST|PATCH|DELETE) (/v1/[^\s?,;)]+)", text)
+    }
+    assert named and not named - routes, named - routes
+
+
 @pytest.mark.parametrize(
     ("error", "status"),
     [

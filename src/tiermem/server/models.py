@@ -231,7 +231,7 @@ class ContextItemOut(BaseModel):
     message_id: str | None = Field(
         default=None,
         description="the message it is, or shows an excerpt of: "
-        "GET /v1/users/{user_id}/messages/{message_id} gives it whole",
+        "GET /v1/messages/{message_id}?user_id= gives it whole",
     )
     span: list[int] | None = Field(
         default=None, description="[start, end): the characters of the message's text it shows"

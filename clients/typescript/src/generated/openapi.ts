@@ -698,7 +698,7 @@ export interface components {
             memory_id: string | null;
             /**
              * Message Id
-             * @description the message it is, or shows an excerpt of: GET /v1/users/{user_id}/messages/{message_id} gives it whole
+             * @description the message it is, or shows an excerpt of: GET /v1/messages/{message_id}?user_id= gives it whole
              */
             message_id?: string | null;
             /** Score */
