@@ -131,6 +131,20 @@ def test_demo(env: dict[str, str]) -> None:
     assert not [line for line in out.splitlines() if "get_context(" in line and "─" in line]
 
 
+def test_demo_kept_and_run_again(env: dict[str, str], tmp_path: Path) -> None:
+    """`tiermem demo --db demo.db` run twice shows the file as the first run left it (the
+    second run imported the conversation again: "the 6 most recent of 34 messages")."""
+    db = str(tmp_path / "demo.db")
+    code, out, err = tiermem(env, "demo", "--db", db)
+    assert code == 0 and "Imported 17 messages" in flat(out), err
+    code, out, err = tiermem(env, "demo", "--db", db)
+    text = flat(out)
+    assert code == 0, err
+    assert "already holds the demo's conversation (17 messages)" in text
+    assert f"{db}alreadyholds" in "".join(out.split())  # a long path may be folded
+    assert "Imported" not in text and "Buffer: the 6 most recent of 17 messages" in text
+
+
 def test_add_search_context(env: dict[str, str]) -> None:
     code, out, err = tiermem(env, "add", "I moved to Porto in May", "--user", "ana")
     assert code == 0, err

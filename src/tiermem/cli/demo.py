@@ -124,6 +124,14 @@ def _next_step(db: str | None) -> str:
 def _import(memory: Any, console: Console) -> None:
     with console.status("loading the local embedding model..."):
         memory.search("warm up", USER, k=1)  # the first query loads the model
+    held = sum(s.messages for s in memory.sessions(USER) if s.session_id == "s1")
+    if held:  # a --db kept from an earlier run: show it, do not add the conversation twice
+        console.print(
+            f"{escape(str(memory.location))} already holds the demo's conversation ({held} "
+            "messages): shown as it is, not imported again.",
+            highlight=False,
+        )
+        return
     start = time.perf_counter()
     added = 0
     for when, turns in SESSIONS:
