@@ -289,7 +289,7 @@ def fit_turns(turns: list[Turn], budget: int, counter: Any) -> tuple[str, int]:
         for i, t in enumerate(turns[:300])
     ]
     planner.settings = PlannerConfig(weights={"recency": 0.0, "importance": 0.0})
-    messages = planner._retrieved(candidates, budget - 3).messages
+    messages = planner._retrieved("", candidates, budget - 3).messages
     tokens = sum(counter.count_message(Message.from_openai(m)) for m in messages)
     assert tokens <= budget
     return "\n".join(m["content"] for m in messages), tokens

@@ -104,10 +104,12 @@ GRID: dict[str, dict[str, Any]] = {
     "assistant-1": {"weights": {"assistant": 1.0}},
     "assistant-0.3": {"weights": {"assistant": 0.3}},
     "no-standing": {"standing": 0},
+    "standing-3": {"standing": 3},
+    "standing-12": {"standing": 12},
     "pool-400": {"k": 400},
 }
 """Named planner settings: overrides of ``memory.planner`` (nested dicts), default first."""
-RETRIEVER_FIELDS = ("recent_messages", "k", "follow_up", "pending_vectors")
+RETRIEVER_FIELDS = ("recent_messages", "k", "follow_up", "pending_vectors", "standing")
 """PlannerConfig fields the retriever reads when a Memory is built (a change reopens it)."""
 
 

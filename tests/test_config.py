@@ -77,7 +77,7 @@ def test_defaults_are_the_embedded_setup() -> None:
         "assistant": 0.3,
     }
     assert planner.floor.enabled is False  # on long histories it leaves evidence out
-    assert (planner.standing, planner.standing_similarity) == (3, 0.15)
+    assert (planner.standing, planner.standing_similarity) == (8, 0.15)
     assert config.memory.passages.enabled and config.memory.passages.over == 2000
     assert config.memory.buffer.summary_batch == 10
 

@@ -114,7 +114,7 @@ class PlannerConfig(Section):
         "(found by meaning at once); older ones are found by keyword (0: keyword only).",
     )
     standing: int = Field(
-        default=3, ge=0, le=20, description="Standing instructions offered first (0: none)."
+        default=8, ge=0, le=20, description="Standing instructions offered first (0: none)."
     )
     standing_similarity: float = Field(
         default=0.15, ge=-1, le=1, description="Their least similarity to the query."
