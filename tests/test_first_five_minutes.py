@@ -238,6 +238,8 @@ def test_list_users_sessions_and_memories(env: dict[str, str]) -> None:
     [hit] = json.loads(out)  # as POST /v1/search writes its results
     assert hit["memory"]["content"] == "Ana prefers tea" and 0 <= hit["score"] <= 1
     assert hit["evidence"]["similarity"] > 0
+    code, out, err = tiermem(env, "search", "which drink?", "--user", "bo")
+    assert (code, out, err) == (0, "", "no memory of user 'bo' matches 'which drink?'\n")
 
 
 def test_readme_example_writes_where_the_readme_says(env: dict[str, str], tmp_path: Path) -> None:

@@ -258,6 +258,14 @@ def cmd_search(args: argparse.Namespace) -> int:
 
         print(json.dumps([hit_to_json(hit) for hit in hits], ensure_ascii=False, indent=2))
         return 0
+    if not hits:  # said on stderr, as `tiermem memories` says it, instead of an empty table
+        least = f"scores {args.min_score} or more for" if args.min_score else "matches"
+        make_console(stderr=True).print(
+            f"no memory of user {args.user!r} {least} {args.query!r}",
+            markup=False,
+            highlight=False,
+        )
+        return 0
     table = Table("score", "type", "created", "content", title=f"search: {args.query!r}")
     table.add_column("id", no_wrap=True, min_width=8)
     for hit, memory_id in zip(hits, ids, strict=True):
