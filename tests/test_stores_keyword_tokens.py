@@ -60,9 +60,21 @@ def test_each_users_tokens_carry_its_own_prefix() -> None:
     a, b = keyword_tokens.owner_prefix("alice"), keyword_tokens.owner_prefix("bob")
     assert a != b and len(a) == 17
     assert keyword_tokens.document("alice", "Paints boats") == f"{a}paint {a}boat"
-    assert keyword_tokens.query("alice", ["painting", "paints"]) == f'"{a}paint"'
-    assert keyword_tokens.query("alice", ["boat_trips", "_"]) == f'"{a}boat {a}trip"'
-    assert keyword_tokens.query("alice", ["_"]) == ""
+    assert keyword_tokens.phrases("alice", ["painting", "paints"]) == [f"{a}paint"]
+    assert keyword_tokens.phrases("alice", ["boat_trips", "_"]) == [f"{a}boat {a}trip"]
+    assert keyword_tokens.phrases("alice", ["_"]) == []
+    assert keyword_tokens.match([f"{a}paint", f"{a}boat {a}trip"]) == (
+        f'"{a}paint" OR "{a}boat {a}trip"'
+    )
+
+
+def test_the_rarest_phrases_choose_the_matches_within_the_limit() -> None:
+    chosen = ["kfirst", "kzebra", "kboat ktrip"]
+    counts = keyword_tokens.rows_of(chosen, {"kfirst": 900, "kzebra": 3, "kboat": 50})
+    assert counts == [900, 3, 0]  # a phrase: its rarest token's rows at most
+    assert keyword_tokens.rarest(chosen, counts, 100) == ["kzebra", "kboat ktrip"]
+    assert keyword_tokens.rarest(chosen, counts, 2) == ["kboat ktrip"]  # at least one
+    assert keyword_tokens.rarest(chosen, counts, 1000) == chosen  # in their order
 
 
 def vocabulary(path: Path) -> dict[str, int]:

@@ -62,11 +62,6 @@ def phrases(user_id: str, terms: list[str]) -> list[str]:
     return [phrase for phrase in dict.fromkeys(said) if phrase]
 
 
-def query(user_id: str, terms: list[str]) -> str:
-    """An FTS5 query matching any of ``terms`` among ``user_id``'s rows ('' if none)."""
-    return match(phrases(user_id, terms))
-
-
 def match(chosen: list[str]) -> str:
     """The FTS5 query matching any of the ``chosen`` phrases."""
     return " OR ".join(f'"{phrase}"' for phrase in chosen)
