@@ -1,6 +1,6 @@
 """The ``tiermem demo`` walk-through: a multi-session conversation written for it.
 
-It imports three sessions of a conversation with their own dates, stores three facts,
+It imports three conversations with their own dates into one session, stores three facts,
 and shows each tier as ``Memory``'s public methods read it: the newest messages and the
 running summary of the older ones (from the transcript), the long-term store, the user
 synopsis, and the context the planner builds, explained, for a few questions. It reads
@@ -90,8 +90,9 @@ def run_demo(db: str | None = None, max_tokens: int = 500, console: Console | No
     path = str(Path(folder.name) / "demo.db") if folder is not None else str(db)
     console.print(
         Panel.fit(
-            "[bold]tiermem demo[/]: one user, three sessions over two weeks, on the embedded "
-            f"default (SQLite at {path}, local MiniLM embeddings, offline summaries)."
+            "[bold]tiermem demo[/]: one user, three conversations over two weeks in session s1, "
+            f"on the embedded default (SQLite at {path}, local MiniLM embeddings, offline "
+            "summaries)."
         )
     )
     try:
@@ -151,7 +152,7 @@ def _import(memory: Any, console: Console) -> None:
     with console.status("embedding and archiving in the background..."):
         memory.flush()
     console.print(
-        f"Imported {added} messages from 3 sessions and remembered {len(FACTS)} facts in "
+        f"Imported {added} messages of 3 conversations and remembered {len(FACTS)} facts in "
         f"{appended * 1000:.0f} ms (facts are embedded at once; messages off the hot path, "
         f"all archived after {time.perf_counter() - start:.1f} s)."
     )
