@@ -409,6 +409,38 @@ def test_inspector_says_what_to_do_first(env: dict[str, str]) -> None:
         assert "showWelcome" in script and "/v1/messages" in script
 
 
+def test_serve_workers_share_the_sqlite_file(env: dict[str, str]) -> None:
+    """`tiermem serve --workers 2` on the default SQLite file (docs/server.md, scaling.md):
+    each request goes to either worker, and every context shows the message added just
+    before it, whichever worker took the add."""
+    with serving(env, "--workers", "2") as (url, server):
+        with httpx.Client(base_url=url, timeout=30) as web:
+            for i in range(12):
+                text = f"note {i} about the garden"
+                added = web.post(
+                    "/v1/messages",
+                    json={
+                        "user_id": "ana",
+                        "session_id": "s1",
+                        "messages": [{"role": "user", "content": text}],
+                    },
+                    headers={"Connection": "close"},  # a new connection: any worker may answer
+                )
+                assert added.status_code == 201, added.text
+                context = web.post(
+                    "/v1/context",
+                    json={"user_id": "ana", "session_id": "s1", "query": "garden"},
+                    headers={"Connection": "close"},
+                ).json()
+                recent = [
+                    item["content"] for item in context["items"] if item["section"] == "recent"
+                ]
+                assert recent[-1] == text, recent
+        server.terminate()
+        _, err = server.communicate(timeout=60)
+    assert err.count("Started server process") == 2, err
+
+
 def test_second_serve_on_the_same_port(env: dict[str, str]) -> None:
     """A second `tiermem serve` on a port in use says so at once, in one error line (not
     uvicorn's [Errno 98] after the model has loaded), and the first keeps serving."""
