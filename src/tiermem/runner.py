@@ -33,6 +33,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from tiermem.clock import SYSTEM_CLOCK, Clock
 
@@ -248,3 +249,17 @@ class Runner:
 
 
 __all__ = ["Backoff", "Runner", "backoff_delay"]
+
+
+_pools: dict[str, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def shared_pool(name: str, threads: int) -> ThreadPoolExecutor:
+    """The process's pool of ``threads`` named ``tiermem-{name}``, made on first use and
+    shared by every caller that names it (a process that never needs one starts none)."""
+    with _pools_lock:
+        pool = _pools.get(name)
+        if pool is None:
+            pool = _pools[name] = ThreadPoolExecutor(threads, thread_name_prefix=f"tiermem-{name}")
+        return pool

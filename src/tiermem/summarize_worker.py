@@ -30,7 +30,6 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -39,24 +38,13 @@ from tiermem.breaker import CircuitBreaker, CircuitOpenError
 from tiermem.clock import SYSTEM_CLOCK, Clock
 from tiermem.errors import InvalidSizeError, InvalidTypeError, SerializationError
 from tiermem.messages import Message, messages_from_dicts
-from tiermem.runner import backoff_delay
+from tiermem.runner import backoff_delay, shared_pool
 from tiermem.summarize import ExtractiveSummarizer, Summarizer
 
 log = logging.getLogger(__name__)
 
 WORKER_THREADS = 4
 """Threads shared by every pipeline of the process (one batch per pipeline at a time)."""
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="tiermem-summarize")
-        return _pool
 
 
 @dataclass(frozen=True)
@@ -204,7 +192,7 @@ class SummaryPipeline:
         if self.policy.mode == "sync":
             self._drain()
         else:
-            _executor().submit(self._drain)
+            shared_pool("summarize", WORKER_THREADS).submit(self._drain)
 
     # -- inspection ----------------------------------------------------------------------
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 
 from tiermem.breaker import CircuitBreaker, breaker_for
 from tiermem.errors import InvalidSizeError
 from tiermem.rerank.base import Reranker, check_scores, validate_input
+from tiermem.runner import shared_pool
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +25,6 @@ DEFAULT_TIMEOUT = 2.0
 THREADS = 16
 """Threads that run sync rerank calls (a late call keeps its thread until it ends; the
 breaker bounds how many are late)."""
-
-_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
 
 
 def rerank_scores(
@@ -58,7 +55,7 @@ def rerank_scores(
         return opened
     reranker, texts, guard = opened
     try:
-        future = _executor().submit(reranker.rerank, query, texts)
+        future = shared_pool("rerank", THREADS).submit(reranker.rerank, query, texts)
     except Exception as exc:  # no rerank method, or the process is shutting down
         _failed(guard, reranker, f"{type(exc).__name__}: {exc}")
         return None
@@ -192,11 +189,3 @@ def _failed(guard: CircuitBreaker, reranker: Reranker, why: str) -> None:
 
 def _name(reranker: Reranker) -> str:
     return str(getattr(reranker, "model_id", type(reranker).__name__))
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="tiermem-rerank")
-        return _pool

@@ -1,8 +1,8 @@
 """Cached synopses: a hit per tier, generation on a miss, invalidation on new facts.
 
 A read never waits on the LLM: on a miss it caches and returns the offline synopsis,
-and the LLM's is written in the background (:func:`_executor`), behind the model's
-circuit breaker, replacing it for the reads after.
+and the LLM's is written in the background (:func:`~tiermem.runner.shared_pool`),
+behind the model's circuit breaker, replacing it for the reads after.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import logging
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tiermem.breaker import breaker_for
 from tiermem.errors import InvalidTypeError
+from tiermem.runner import shared_pool
 from tiermem.synopsis.cache import InMemorySynopsisCache, SynopsisCache
 from tiermem.synopsis.generator import SynopsisGenerator
 from tiermem.synopsis.redis import RedisSynopsisCache
@@ -33,17 +33,6 @@ log = logging.getLogger(__name__)
 
 THREADS = 2
 """Threads shared by every service of the process, writing LLM synopses in the background."""
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="tiermem-synopsis")
-        return _pool
 
 
 FetchMemories = Callable[[str], Sequence[MemoryRecord]]
@@ -233,7 +222,9 @@ class SynopsisService:
                 return
             self._writing.add(user_id)
         try:
-            _executor().submit(self._write_llm, user_id, list(records), parts, generation)
+            shared_pool("synopsis", THREADS).submit(
+                self._write_llm, user_id, list(records), parts, generation
+            )
         except RuntimeError:  # the interpreter is exiting: the offline tiers stay
             self._done_writing(user_id)
 
