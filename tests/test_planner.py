@@ -220,7 +220,6 @@ def test_retrieved_memories_are_rendered_in_time_order_under_their_dates() -> No
     assert scores == sorted(scores, reverse=True)  # items list the best first
 
 
-
 def test_a_pool_of_duplicates_does_not_hide_what_follows_it() -> None:
     """Candidates are offered a stretch at a time (POOL_ROOMS times the room): when the
     best stretch is all one memory said again, the next stretch is offered."""
@@ -230,6 +229,7 @@ def test_a_pool_of_duplicates_does_not_hide_what_follows_it() -> None:
     texts = [i.content for i in ctx.items]
     assert texts.count("The wifi password is kangaroo, said again") == 1
     assert "The guest wifi password is wallaby" in texts
+
 
 # -- deduplication -----------------------------------------------------------------
 

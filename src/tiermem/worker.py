@@ -56,6 +56,8 @@ COMPLETE_ROWS = 8
 
 MAX_OUTAGE_WAIT = 30.0
 """Seconds at most between two looks at a store that refuses rounds."""
+PASSAGES = PassageSettings()
+"""When a long message is also indexed as passages, unless the worker is told otherwise."""
 OUTAGE_PROBE = 1.0
 """Seconds rows given back wait while an embedder without a circuit breaker of its own
 is down (one batch tries it again then)."""
@@ -112,7 +114,7 @@ class StoreWorker:
         idle_interval: float = 1.0,
         background: bool = True,
         facts: FactWorker | None = None,
-        passages: PassageSettings | None = PassageSettings(),
+        passages: PassageSettings | None = PASSAGES,
     ) -> None:
         self.store = store
         self.passages = passages
@@ -267,9 +269,10 @@ class StoreWorker:
 
     def _embed(self, items: list[WorkItem]) -> list[tuple[Any, list[Any], list[Any]]]:
         """The vector to index each of ``items`` with, and the spans and vectors of its
-        passages and of the standing instructions it states. Identical lines are embedded once (hashed before the embedder is called,
-        as simonw/llm does): a line's own vector depends on its text alone; the context
-        each message's vector leans toward is its own."""
+        passages and of the standing instructions it states. Identical lines are embedded
+        once (hashed before the embedder is called, as simonw/llm does): a line's own
+        vector depends on its text alone; the context each message's vector leans toward
+        is its own."""
         first: dict[str, int] = {}
         slots = [first.setdefault(content_hash(i.line), len(first)) for i in items]
         unique = [items[slots.index(n)] for n in range(len(first))]
