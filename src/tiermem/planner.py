@@ -10,14 +10,15 @@ Seed 001's five steps:
    near duplicates, items already in the recent window);
 5. fit to ``max_tokens``, counted with the configured counter: never over budget.
 
-Only memories above the relevance floor are offered (some absolute evidence: cosine
-similarity or the share of the query's keywords; and a relevance not too far below the
-best memory's, see :class:`~tiermem.planner_settings.FloorConfig`), so ``max_tokens`` is a
-cap: a context stops when the memories stop being relevant.
+With the relevance floor on (:class:`~tiermem.planner_settings.FloorConfig`; off by
+default), only memories with some absolute evidence (cosine similarity or the share of
+the query's keywords) and a relevance not too far below the best memory's are offered,
+so ``max_tokens`` is a cap: a context stops when the memories stop being relevant.
 
-Retrieved memories are rendered as one system message, in time order, grouped under their
-date (``[8 May 2023]``), so the model sees when things were said and neighbouring lines
-read as dialogue; one shared header costs fewer tokens than one message per memory.
+Retrieved memories are rendered as one system message grouped under their dates
+(``[8 May 2023]``), newest first (a statement that updates an earlier one comes before
+it), or in time order when the query asks about order or past time; one shared header,
+which says which, costs fewer tokens than one message per memory.
 
 The result, a :class:`Context`, says for each item which tier it came from, its score and
 its tokens (:meth:`Context.explain`).
@@ -258,15 +259,15 @@ class QueryPlanner:
     ) -> list[Candidate]:
         """The candidates with enough evidence to be offered (``floor``).
 
-        Sets each candidate's ``keywords`` (:func:`_set_keywords`), then keeps those with absolute
-        evidence: the similarity reaches ``floor.similarity``, the ``keywords`` reach
-        ``floor.keywords``, the memory falls in a time the query names ("in March 2025"),
-        or (``floor.neighbours``) the message right before or after it in its session
-        passes on similarity or keywords. When those hold more than ``room`` tokens (or
-        ``room`` is None), only the ones whose ``relevance`` (set by
-        :meth:`rank_relevance`) reaches ``floor.relevance`` stay: the relevance is relative
-        to the pool, which tells the strong evidence from the weak only when the pool is
-        larger than the context. With the floor off, all are kept.
+        With the floor on, sets each candidate's ``keywords`` (:func:`_set_keywords`) and
+        keeps those with absolute evidence: the similarity reaches ``floor.similarity``,
+        the ``keywords`` reach ``floor.keywords``, the memory falls in a time the query
+        names ("in March 2025"), or (``floor.neighbours``) the message right before or
+        after it in its session passes on similarity or keywords. When those hold more
+        than ``room`` tokens (or ``room`` is None), only the ones whose ``relevance`` (set
+        by :meth:`rank_relevance`) reaches ``floor.relevance`` stay: the relevance is
+        relative to the pool, which tells the strong evidence from the weak only when the
+        pool is larger than the context. With the floor off, all are kept.
         """
         floor = self.settings.floor
         if not floor.enabled:
