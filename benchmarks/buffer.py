@@ -152,7 +152,7 @@ class TiermemConversation(_DictBuffer):
     dist = "tiermem"
 
     def __init__(self) -> None:
-        from tiermem.buffer import ConversationBuffer
+        from tiermem.buffer.memory import ConversationBuffer
 
         super().__init__(ConversationBuffer)
 
@@ -163,7 +163,7 @@ class _TiermemMemory(Subject):
     dist = "tiermem"
 
     def __init__(self) -> None:
-        from tiermem.buffer import BufferMemory
+        from tiermem.buffer.memory import BufferMemory
 
         self.cls = BufferMemory
 

@@ -56,7 +56,7 @@ def fake_model_server() -> Any:
     from datetime import datetime, timezone
 
     from fakeserver import FakeServer
-    from tiermem.extract import OfflineExtractor, SourceMessage
+    from tiermem.facts.extract import OfflineExtractor, SourceMessage
 
     line = re.compile(r"^(m\d+) \[([^\]]*)\] ([^:]+): (.*)$", re.M)
 

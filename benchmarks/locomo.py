@@ -280,8 +280,8 @@ def fit_turns(turns: list[Turn], budget: int, counter: Any) -> tuple[str, int]:
 
     Returns the rendered text and the tokens it takes."""
     from tiermem.messages import Message
-    from tiermem.planner import Candidate, QueryPlanner
-    from tiermem.planner_settings import PlannerConfig
+    from tiermem.planner.planner import Candidate, QueryPlanner
+    from tiermem.planner.settings import PlannerConfig
 
     planner = QueryPlanner(counter=counter)
     candidates = [

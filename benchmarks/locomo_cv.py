@@ -59,7 +59,7 @@ LEVERS: dict[str, list[Any]] = {
 """Each lever and the values tried (the default among them). ``follow_up`` is the
 retriever's: how many of the best first-pass hits lend their names, capitalised spans and
 numbers to a second keyword search, and ``pool`` how many candidates each search returns
-(``memory.planner.k``); the others are :class:`~tiermem.planner_settings.PlannerConfig`
+(``memory.planner.k``); the others are :class:`~tiermem.planner.settings.PlannerConfig`
 fields (dotted: nested)."""
 RETRIEVAL = {"follow_up", "pool"}
 

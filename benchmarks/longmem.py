@@ -38,7 +38,7 @@ What is measured, per system and budget (the context's text is its messages' con
   (it embeds the question), interleaved with one embedding of the question (the cache
   emptied too: no hit), and their ratio.
 
-Cross-validation: the planner's settings (``tiermem.planner_settings.PlannerConfig``) at each point
+Cross-validation: the planner's settings (``tiermem.planner.settings.PlannerConfig``) at each point
 of a small grid (``--grid``, ``--grid-json``), applied to the live Memory
 (``memory.planner.settings``; a setting the retriever reads, such as ``k``, reopens a Memory
 on the same SQLite file with the new configuration). Leave-one-conversation-out: each
@@ -733,7 +733,7 @@ def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any
 
 def planner_settings(base: Any, overrides: dict[str, Any]) -> Any:
     """``base`` (a PlannerConfig) with ``overrides`` (nested dicts) applied, validated."""
-    from tiermem.planner_settings import PlannerConfig
+    from tiermem.planner.settings import PlannerConfig
 
     return PlannerConfig.model_validate(deep_merge(base.model_dump(), overrides))
 
@@ -798,7 +798,7 @@ def load_grid(
     default all built-in ones, or the default and the file's. The default always first."""
     from pydantic import ValidationError
 
-    from tiermem.planner_settings import PlannerConfig
+    from tiermem.planner.settings import PlannerConfig
 
     available = dict(GRID)
     own: dict[str, Any] = {}

@@ -404,8 +404,8 @@ def probe(args: argparse.Namespace) -> Generator[None, None, dict[str, Any]]:
     """The serving process's figures for one store (run in a fresh process, one unit of
     work a turn: it yields after each, and :func:`take_turns` waits for the next turn)."""
     from tiermem.embeddings import get_embedder
-    from tiermem.heap import freeze_startup
     from tiermem.memory import Memory
+    from tiermem.server.heap import freeze_startup
 
     corpus = Corpus(args.data_dir, args.fixtures)
     started = time.perf_counter()

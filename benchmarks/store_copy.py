@@ -23,7 +23,7 @@ import numpy as np
 from rich.console import Console
 
 from _common import reproduce_command, rich_table, write_json
-from tiermem.copying import copy_store, verify
+from tiermem.cli.copying import copy_store, verify
 from tiermem.messages import Message
 from tiermem.stores.migrate import open_store
 from tiermem.stores.records import NewMemory

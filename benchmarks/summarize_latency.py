@@ -28,10 +28,10 @@ from typing import Any
 from rich.console import Console
 
 from _common import nearest_rank, reproduce_command, rich_table, write_json
-from tiermem.buffer import BufferMemory
+from tiermem.buffer.memory import BufferMemory
 from tiermem.llm import OpenAIModel
-from tiermem.summarize import MemorySummarizer
-from tiermem.summarize_worker import SummaryPolicy
+from tiermem.summaries.summarize import MemorySummarizer
+from tiermem.summaries.worker import SummaryPolicy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fakeserver import FakeServer

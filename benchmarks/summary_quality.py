@@ -30,7 +30,7 @@ from typing import Any
 from rich.console import Console
 
 from _common import locomo_folder, reproduce_command, rich_table, write_json
-from tiermem.summarize import ExtractiveSummarizer
+from tiermem.summaries.summarize import ExtractiveSummarizer
 from tiermem.text import sentences
 from tiermem.tokens import TokenCounter, get_token_counter
 

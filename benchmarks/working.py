@@ -30,7 +30,7 @@ import numpy as np
 from rich.console import Console
 
 from _common import nearest_rank, reproduce_command, rich_table, write_json
-from tiermem.working import WorkingMemory
+from tiermem.working.memory import WorkingMemory
 
 DIM = 384
 K = 5

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from embedders import HashEmbedder, wait_until
-from tiermem.access import AccessLog
 from tiermem.clock import ManualClock
 from tiermem.errors import InputError
 from tiermem.memory import Memory
+from tiermem.memory.access import AccessLog
 from tiermem.stores.sqlite import SQLiteStore
 
 
@@ -129,7 +129,7 @@ def test_discard_user_and_the_pending_limit(
     log.record("kept", [str(uuid.uuid4())])
     log.discard_user("gone")
     assert log.pending == 1
-    with caplog.at_level(logging.WARNING, logger="tiermem.access"):
+    with caplog.at_level(logging.WARNING, logger="tiermem.memory.access"):
         log.record("kept", [str(uuid.uuid4()) for _ in range(4)])
     assert log.pending == 3 and "dropped 2 access counts" in caplog.text
     log.close()

@@ -52,3 +52,45 @@ def test_no_module_over_700_lines() -> None:
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+CORE = frozenset(
+    {"_version", "errors", "messages", "tokens", "text", "clock", "runner", "breaker"}
+    | {"extras", "paths", "sections", "aio"}
+)
+"""The core: top-level modules, and ``aio/`` (twins, one object per event loop, HTTP)."""
+ROOMS = {
+    "aio": frozenset(),
+    "types": frozenset(),
+    "buffer": frozenset({"summaries"}),
+    "summaries": frozenset({"buffer", "llm"}),
+    "working": frozenset({"embeddings"}),
+    "planner": frozenset({"types"}),
+    "facts": frozenset({"types", "embeddings", "stores", "planner"}),
+    "work": frozenset({"types", "embeddings", "stores", "working", "summaries", "facts", "memory"}),
+    "client": frozenset({"types", "api", "wire"}),
+    "config": frozenset({"embeddings", "llm", "rerank", "planner", "work"}),
+    "stores": frozenset({"types", "embeddings"}),
+}
+"""What each room's modules may import of ours beside the core (docs/architecture.md's
+"may import" column); ``work/process.py`` (a process that only works) builds a Memory."""
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def test_each_room_imports_only_what_it_may() -> None:
+    found = {
+        f"{name} -> {target}"
+        for name, targets in graph().items()
+        if (room := _room(name)) in ROOMS
+        for target in targets
+        if _room(target) not in ROOMS[room] | CORE | {room}
+    }
+    assert sorted(found) == []
+
+
+def test_the_top_level_holds_at_most_15_modules() -> None:
+    assert len(list(PACKAGE.glob("*.py"))) <= 15

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 from embedders import FailingEmbedder, HashEmbedder, SlowEmbedder, wait_until
-from tiermem.archiver import ArchivedMessage, Archiver, Sink, transcript_sink, working_sink
 from tiermem.clock import ManualClock
-from tiermem.message_vectors import CONTEXT_WEIGHT, embed_messages
 from tiermem.messages import Message, transcript_line
 from tiermem.stores.queue import WorkItem
 from tiermem.stores.sqlite import SQLiteStore
 from tiermem.stores.validate import message_entry
-from tiermem.working import WorkingMemory
+from tiermem.work.archiver import ArchivedMessage, Archiver, Sink, transcript_sink, working_sink
+from tiermem.work.vectors import CONTEXT_WEIGHT, embed_messages
+from tiermem.working.memory import WorkingMemory
 
 DIM = 16
 

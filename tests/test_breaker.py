@@ -26,7 +26,7 @@ from tiermem.breaker import (
     guarded,
     model_unavailable,
 )
-from tiermem.buffer import BufferMemory
+from tiermem.buffer.memory import BufferMemory
 from tiermem.clock import ManualClock
 from tiermem.embeddings.openai import OpenAIEmbedder
 from tiermem.errors import (
@@ -38,12 +38,12 @@ from tiermem.errors import (
     ProviderUnavailableError,
     StoreUnavailableError,
 )
-from tiermem.extract import LLMExtractor, SourceMessage
+from tiermem.facts.extract import LLMExtractor, SourceMessage
 from tiermem.llm import OpenAIModel
 from tiermem.memory import Memory
 from tiermem.stores.facts import FactMarkOp
-from tiermem.summarize import ExtractiveSummarizer, MemorySummarizer
-from tiermem.summarize_worker import SummaryPolicy
+from tiermem.summaries.summarize import ExtractiveSummarizer, MemorySummarizer
+from tiermem.summaries.worker import SummaryPolicy
 from tiermem.synopsis import SynopsisGenerator
 from tiermem.types.records import MemoryRecord
 
@@ -467,7 +467,7 @@ def test_a_context_with_the_embedder_down_is_found_by_keyword_and_says_so(
     (``degraded``); search raises ProviderUnavailableError, the same on every face, and
     mode='keyword' still answers; once the embedder is back, contexts use it again."""
     from liveserver import live_server
-    from tiermem.client import MemoryClient
+    from tiermem.client.client import MemoryClient
     from tiermem.server import create_app
 
     clock = ManualClock()

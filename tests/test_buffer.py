@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiermem.buffer import BufferMemory, BufferRegistry, ConversationBuffer
+from tiermem.buffer.memory import BufferMemory, BufferRegistry, ConversationBuffer
 from tiermem.errors import (
     InvalidRoleError,
     InvalidSizeError,
@@ -511,7 +511,7 @@ def test_vector_search_embeds_each_message_once() -> None:
 
 
 def test_buffer_bad_input_gets_typed_errors() -> None:
-    from tiermem.buffer import BufferMemory
+    from tiermem.buffer.memory import BufferMemory
     from tiermem.errors import InvalidSizeError, InvalidTypeError
 
     deep: object = "x"

@@ -9,7 +9,7 @@ from typing import Any
 import platformdirs
 import pytest
 
-from tiermem.config import MASK, TiermemConfig, check_config, default_sqlite_path
+from tiermem.config.model import MASK, TiermemConfig, check_config, default_sqlite_path
 from tiermem.errors import ConfigError, InputError
 
 SECRET = "postgresql://app:hunter2-s3cr3t@db.internal:5432/tiermem"

@@ -1,4 +1,4 @@
-"""``tiermem copy`` (src/tiermem/copying.py) on real SQLite and PostgreSQL: every kind of
+"""``tiermem copy`` (src/tiermem/cli/copying.py) on real SQLite and PostgreSQL: every kind of
 data, verified; killed with SIGKILL and run again; a destination that goes away; the
 refusals (another dimension, a store of other data)."""
 
@@ -22,7 +22,7 @@ from conformance.conftest import pg_url  # noqa: F401  (the session-wide Postgre
 from embedders import HashEmbedder
 from test_export import CONFIG, fill
 from tiermem.cli import main
-from tiermem.copying import CopyReport, copy_store
+from tiermem.cli.copying import CopyReport, copy_store
 from tiermem.errors import DimensionMismatchError, InputError, StoreUnavailableError
 from tiermem.memory import Memory
 from tiermem.messages import Message

@@ -248,7 +248,7 @@ def test_get_embedder_parses_model_strings_without_loading(tmp_path: Path) -> No
 
 def test_import_does_not_import_torch() -> None:
     code = (
-        "import sys, tiermem.embeddings as e, tiermem.working\n"
+        "import sys, tiermem.embeddings as e, tiermem.working.memory\n"
         "assert e.get_embedder().dimension == 384\n"
         "heavy = ('torch', 'sentence_transformers', 'transformers', 'onnxruntime')\n"
         "bad = [m for m in heavy if m in sys.modules]\n"

@@ -19,7 +19,7 @@ from tiermem.embeddings import SentenceTransformerEmbedder
 from tiermem.embeddings.forward import direct_encoder
 from tiermem.embeddings.local import DIRECT_MAX_TEXTS, packaged_model_path
 from tiermem.errors import ModelLoadError
-from tiermem.working import WorkingMemory
+from tiermem.working.memory import WorkingMemory
 
 pytestmark = pytest.mark.slow
 SRC = str(Path(__file__).parents[1] / "src")

@@ -22,7 +22,7 @@ from tiermem.errors import (
     ProviderTimeoutError,
     RateLimitError,
 )
-from tiermem.working import WorkingMemory
+from tiermem.working.memory import WorkingMemory
 
 DIM = 24
 _hash = HashEmbedder(DIM, cache_size=0)

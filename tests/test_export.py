@@ -13,8 +13,8 @@ import pytest
 from embedders import HashEmbedder
 from test_memory import pg_url
 from tiermem.errors import InputError, InvalidTypeError, MissingUserError
-from tiermem.export import dumps
 from tiermem.memory import Memory
+from tiermem.memory.export import dumps
 from tiermem.stores.postgres import PostgresStore
 from tiermem.stores.sqlite import SQLiteStore
 
@@ -211,7 +211,7 @@ def test_server_export_import_and_forget_through_rest_and_both_clients(tmp_path:
     import httpx
 
     from liveserver import live_server
-    from tiermem.client import AsyncMemoryClient, MemoryClient
+    from tiermem.client.client import AsyncMemoryClient, MemoryClient
     from tiermem.server import create_app
 
     memory = sqlite_memory(tmp_path)

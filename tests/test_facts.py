@@ -26,7 +26,7 @@ from tiermem.errors import (
     ProviderTimeoutError,
     RateLimitError,
 )
-from tiermem.extract import KnownFact, OfflineExtractor, SourceMessage, parse_facts
+from tiermem.facts.extract import KnownFact, OfflineExtractor, SourceMessage, parse_facts
 from tiermem.llm import OpenAIModel
 from tiermem.memory import Memory
 from tiermem.stores.facts import FactMarkOp
@@ -402,8 +402,8 @@ def test_the_example_of_docs_facts_md_prints_what_it_says(
 
 
 def test_a_fact_is_left_out_when_the_messages_it_was_read_from_are_taken() -> None:
-    from tiermem.planner import Candidate, QueryPlanner
-    from tiermem.temporal import asks_about_past
+    from tiermem.planner.planner import Candidate, QueryPlanner
+    from tiermem.planner.temporal import asks_about_past
     from tiermem.text import folded
     from tiermem.tokens import get_token_counter
 
@@ -453,7 +453,7 @@ def test_the_end_of_a_session_reads_its_last_messages(tmp_path: Path) -> None:
 
 def test_bad_input_to_the_fact_api_is_a_typed_error(tmp_path: Path) -> None:
     from tiermem.errors import InputError, InvalidSizeError, InvalidTypeError, MissingUserError
-    from tiermem.extract import LLMExtractor
+    from tiermem.facts.extract import LLMExtractor
 
     with open_memory(tmp_path) as m:
         with pytest.raises(MissingUserError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tiermem.instructions import standing
+from tiermem.work.instructions import standing
 
 
 def said(text: str) -> list[str]:

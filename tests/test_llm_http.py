@@ -11,7 +11,7 @@ import time
 import pytest
 
 from fakeserver import FakeServer, Reply
-from tiermem._http import HttpClient, require_api_key
+from tiermem.aio.http import HttpClient, require_api_key
 from tiermem.errors import (
     AuthenticationError,
     InputError,

@@ -13,8 +13,8 @@ import pytest
 
 from embedders import HashEmbedder
 from liveserver import live_server
-from tiermem.client import MemoryClient
-from tiermem.config import TiermemConfig
+from tiermem.client.client import MemoryClient
+from tiermem.config.model import TiermemConfig
 from tiermem.errors import ConfigError, ContentTooLargeError, MessageNotFoundError
 from tiermem.memory import Memory
 from tiermem.server import create_app

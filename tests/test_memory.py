@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from conformance.conftest import _server_url
 from embedders import HashEmbedder, SlowEmbedder, minilm, wait_until
-from tiermem.config import TiermemConfig
+from tiermem.config.model import TiermemConfig
 from tiermem.errors import (
     ClosedError,
     ConfigError,

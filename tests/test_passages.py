@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tiermem.message_vectors import PassageSettings
 from tiermem.messages import Message
-from tiermem.passages import cut
+from tiermem.work.passages import cut
+from tiermem.work.vectors import PassageSettings
 
 CODE = "```python\n" + "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(30)) + "```"
 DOC = "\n\n".join(
@@ -85,7 +85,7 @@ def test_only_a_message_over_the_length_has_passages() -> None:
 
 def test_a_batch_of_short_and_long_messages_embeds_each_with_its_passages() -> None:
     from embedders import HashEmbedder
-    from tiermem.message_vectors import embed_with_passages
+    from tiermem.work.vectors import embed_with_passages
 
     settings = PassageSettings(over=500, max_chars=300, min_chars=80)
     messages = [

@@ -10,7 +10,7 @@ import pytest
 
 from embedders import HashEmbedder
 from tiermem import Memory
-from tiermem.config import TiermemConfig
+from tiermem.config.model import TiermemConfig
 
 FILLER = [
     f"Section {i}. The quarterly report covers revenue in region {i} and the churn of plan {i}."

@@ -72,7 +72,7 @@ def test_window_keeps_tool_call_with_its_results_and_reindexes() -> None:
 
 
 def test_summarizer_folds_what_leaves_the_window() -> None:
-    from tiermem.summarize import ExtractiveSummarizer
+    from tiermem.summaries.summarize import ExtractiveSummarizer
 
     memory = ConversationMemory(max_messages=2, summarizer=ExtractiveSummarizer())
     for text in ["My sister Ana lives in Porto since 2019.", "ok", "ok then", "fine"]:

@@ -13,15 +13,15 @@ from hypothesis import strategies as st
 
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message, summary_message
-from tiermem.planner import (
+from tiermem.planner.planner import (
     NEWEST_FIRST_HEADER,
     RETRIEVED_HEADER,
     SYNOPSIS_HEADER,
     Candidate,
     QueryPlanner,
 )
-from tiermem.planner_settings import PlannerConfig
-from tiermem.ranking import Substrings, specific, stacked
+from tiermem.planner.ranking import Substrings, specific, stacked
+from tiermem.planner.settings import PlannerConfig
 from tiermem.text import folded
 from tiermem.tokens import get_token_counter
 from tiermem.types.context import SECTIONS, Context
@@ -714,7 +714,7 @@ def test_explain_shows_the_absolute_evidence_beside_the_score() -> None:
     ],
 )
 def test_bad_floor_settings_are_refused(floor: dict[str, float]) -> None:
-    from tiermem.config import TiermemConfig
+    from tiermem.config.model import TiermemConfig
     from tiermem.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"memory\.planner\.floor"):

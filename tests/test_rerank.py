@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tiermem.clock import ManualClock
-from tiermem.config import MASK, RerankConfig, TiermemConfig, check_config
+from tiermem.config.model import MASK, RerankConfig, TiermemConfig, check_config
 from tiermem.errors import ConfigError, InvalidSizeError, InvalidTypeError, ProviderResponseError
 from tiermem.rerank import (
     BaseReranker,

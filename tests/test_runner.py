@@ -22,7 +22,7 @@ from tiermem.runner import Backoff, Runner, backoff_delay
 from tiermem.stores.postgres import PostgresStore
 from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.sqlite import SQLiteStore
-from tiermem.worker import StoreWorker
+from tiermem.work.worker import StoreWorker
 
 DIM = 16
 

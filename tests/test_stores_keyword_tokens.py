@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiermem.porter import stem
 from tiermem.stores import keyword_tokens, schema
+from tiermem.stores.porter import stem
 from tiermem.stores.sqlite import MIGRATIONS, SQLiteStore
 
 DIM = 8

@@ -14,7 +14,7 @@ from tiermem.errors import (
     ProviderResponseError,
 )
 from tiermem.llm import OpenAIModel
-from tiermem.summarize import (
+from tiermem.summaries.summarize import (
     DEFAULT_TEMPLATE,
     ExtractiveSummarizer,
     MemorySummarizer,

@@ -8,7 +8,7 @@ from fakeserver import FakeServer
 from tiermem.errors import InvalidSizeError, InvalidTypeError
 from tiermem.llm import OpenAIModel
 from tiermem.messages import Message
-from tiermem.summarize_chat import (
+from tiermem.summaries.chat import (
     BufferSummaryChatMemory,
     chat_message,
     human_message,
@@ -17,7 +17,7 @@ from tiermem.summarize_chat import (
     summary_message,
     system_message,
 )
-from tiermem.summarize_worker import SummaryPolicy
+from tiermem.summaries.worker import SummaryPolicy
 
 
 def llm(server: FakeServer) -> OpenAIModel:

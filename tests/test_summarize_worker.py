@@ -11,13 +11,13 @@ import pytest
 
 from embedders import wait_until
 from fakeserver import FakeServer
-from tiermem.buffer import BufferMemory
+from tiermem.buffer.memory import BufferMemory
 from tiermem.clock import ManualClock
 from tiermem.errors import InvalidSizeError, InvalidTypeError, SerializationError
 from tiermem.llm import OpenAIModel
 from tiermem.messages import Message
-from tiermem.summarize import ExtractiveSummarizer, MemorySummarizer
-from tiermem.summarize_worker import SummaryPipeline, SummaryPolicy
+from tiermem.summaries.summarize import ExtractiveSummarizer, MemorySummarizer
+from tiermem.summaries.worker import SummaryPipeline, SummaryPolicy
 
 
 class Recorder:

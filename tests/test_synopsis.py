@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from fakeserver import FakeServer, Reply
-from tiermem.config import TiermemConfig
+from tiermem.config.model import TiermemConfig
 from tiermem.errors import (
     CacheError,
     ConfigError,

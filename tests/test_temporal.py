@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tiermem.temporal import (
+from tiermem.planner.temporal import (
     DAY_AFTER,
     DAY_BEFORE,
     MONTH_AFTER,

@@ -16,7 +16,7 @@ from tiermem.errors import ProviderUnavailableError
 from tiermem.memory import Memory
 from tiermem.messages import Message
 from tiermem.stores.sqlite import SQLiteStore
-from tiermem.worker import StoreWorker
+from tiermem.work.worker import StoreWorker
 
 DIM = 32
 

@@ -28,7 +28,7 @@ from tiermem.errors import (
     ProviderTimeoutError,
     SerializationError,
 )
-from tiermem.working import WorkingItem, WorkingMemory
+from tiermem.working.memory import WorkingItem, WorkingMemory
 
 DIM = 32
 

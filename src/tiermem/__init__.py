@@ -13,26 +13,26 @@ from tiermem._version import __version__
 _EXPORTS = {
     "Message": "tiermem.messages",
     "ROLES": "tiermem.messages",
-    "BufferMemory": "tiermem.buffer",
-    "BufferRegistry": "tiermem.buffer",
-    "ConversationBuffer": "tiermem.buffer",
+    "BufferMemory": "tiermem.buffer.memory",
+    "BufferRegistry": "tiermem.buffer.memory",
+    "ConversationBuffer": "tiermem.buffer.memory",
     "TokenCounter": "tiermem.tokens",
     "TiktokenCounter": "tiermem.tokens",
     "ApproxTokenCounter": "tiermem.tokens",
     "get_token_counter": "tiermem.tokens",
     "Memory": "tiermem.memory",
     "Context": "tiermem.types",
-    "QueryPlanner": "tiermem.planner",
-    "TiermemConfig": "tiermem.config",
+    "QueryPlanner": "tiermem.planner.planner",
+    "TiermemConfig": "tiermem.config.model",
     "get_embedder": "tiermem.embeddings",
     "Embedder": "tiermem.embeddings",
-    "WorkingMemory": "tiermem.working",
+    "WorkingMemory": "tiermem.working.memory",
     "get_llm": "tiermem.llm",
     "OpenAIModel": "tiermem.llm",
     "AnthropicModel": "tiermem.llm",
-    "MemorySummarizer": "tiermem.summarize",
-    "ExtractiveSummarizer": "tiermem.summarize",
-    "BufferSummaryChatMemory": "tiermem.summarize_chat",
+    "MemorySummarizer": "tiermem.summaries.summarize",
+    "ExtractiveSummarizer": "tiermem.summaries.summarize",
+    "BufferSummaryChatMemory": "tiermem.summaries.chat",
     "SQLiteStore": "tiermem.stores",
     "MemoryStore": "tiermem.stores",
     "calculate_importance": "tiermem.stores",
@@ -52,8 +52,8 @@ _EXPORTS = {
 
 if TYPE_CHECKING:
     from tiermem.agent import Agent
-    from tiermem.buffer import BufferMemory, BufferRegistry, ConversationBuffer
-    from tiermem.config import TiermemConfig
+    from tiermem.buffer.memory import BufferMemory, BufferRegistry, ConversationBuffer
+    from tiermem.config.model import TiermemConfig
     from tiermem.embeddings import Embedder, get_embedder
     from tiermem.llm import AnthropicModel, OpenAIModel, get_llm
     from tiermem.memory import Memory
@@ -69,14 +69,14 @@ if TYPE_CHECKING:
         manage_token_limit,
         summarize_memory,
     )
-    from tiermem.planner import QueryPlanner
+    from tiermem.planner.planner import QueryPlanner
     from tiermem.stores import MemoryStore, SQLiteStore, calculate_importance
-    from tiermem.summarize import ExtractiveSummarizer, MemorySummarizer
-    from tiermem.summarize_chat import BufferSummaryChatMemory
+    from tiermem.summaries.chat import BufferSummaryChatMemory
+    from tiermem.summaries.summarize import ExtractiveSummarizer, MemorySummarizer
     from tiermem.synopsis import SynopsisCache
     from tiermem.tokens import ApproxTokenCounter, TiktokenCounter, TokenCounter, get_token_counter
     from tiermem.types import Context, Synopsis
-    from tiermem.working import WorkingMemory
+    from tiermem.working.memory import WorkingMemory
 
 __all__ = [
     "ROLES",

@@ -22,7 +22,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tiermem.buffer import BufferMemory
+from tiermem.buffer.memory import BufferMemory
 from tiermem.errors import ConfigError, InputError, InvalidSizeError, InvalidTypeError
 from tiermem.llm.base import LLM, Completion
 from tiermem.messages import Message
@@ -268,7 +268,7 @@ class Agent:
         memory = self.memory
         if not isinstance(memory, ConversationMemory):
             return ""
-        from tiermem.summarize import ExtractiveSummarizer, MemorySummarizer
+        from tiermem.summaries.summarize import ExtractiveSummarizer, MemorySummarizer
 
         summarizer = (
             MemorySummarizer(self.model) if self.model is not None else ExtractiveSummarizer()

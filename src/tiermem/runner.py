@@ -18,11 +18,12 @@ every loop the same behaviour:
 
 Every wait is on a :class:`~tiermem.clock.Clock`, so a test with a
 :class:`~tiermem.clock.ManualClock` moves a loop's time instead of sleeping. The loops:
-the store worker (:mod:`tiermem.worker`), the fact worker's sweep (:mod:`tiermem.facts`),
-the access log (:mod:`tiermem.access`), the archiver (:mod:`tiermem.archiver`), the
-server's group commit (:mod:`tiermem.server.commits`) and the working memory's cleanup
-(:mod:`tiermem.working`). Jobs on a thread pool are not loops and do not use it: fact
-extractions and buffer summaries (:mod:`tiermem.summarize_worker`) run on small shared
+the store worker (:mod:`tiermem.work.worker`), the fact worker's sweep
+(:mod:`tiermem.facts.worker`), the access log (:mod:`tiermem.memory.access`), the archiver
+(:mod:`tiermem.work.archiver`), the server's group commit (:mod:`tiermem.server.commits`)
+and the working memory's cleanup
+(:mod:`tiermem.working.memory`). Jobs on a thread pool are not loops and do not use it: fact
+extractions and buffer summaries (:mod:`tiermem.summaries.worker`) run on small shared
 pools, one job per session or buffer; they take their retry waits from
 :func:`backoff_delay` and a clock.
 """

@@ -1,7 +1,7 @@
 """The base of every configuration section: a strict pydantic model (unknown keys are
 errors, assignments are validated) where a section written with no keys under it means
 all defaults. A leaf, so a tier's own settings (the planner's,
-:mod:`tiermem.planner_settings`) live with the tier and :mod:`tiermem.config` imports them.
+:mod:`tiermem.planner.settings`) live with the tier and :mod:`tiermem.config.model` imports them.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def test_automatic_summarization(
 ) -> None:
     from tiermem.buffer import BufferMemory
     from tiermem.llm import OpenAIModel
-    from tiermem.summarize import MemorySummarizer
+    from tiermem.summaries import MemorySummarizer
 
     # Create summarizer with a model
     summarizer = MemorySummarizer(model=OpenAIModel("gpt-3.5-turbo"))
@@ -69,7 +69,7 @@ def test_automatic_summarization(
 
 def test_summarize_with_seed_message_dicts(openai_env: FakeServer) -> None:
     from tiermem.llm import OpenAIModel
-    from tiermem.summarize import MemorySummarizer
+    from tiermem.summaries import MemorySummarizer
 
     # The seed's add_message hands the summarizer its stored dicts (with timestamps)
     to_summarize = [

@@ -43,7 +43,7 @@ def test_buffer_memory_size_and_multiplier() -> None:
 
 def test_buffer_overflow_summarizes_the_oldest_batch() -> None:
     from tiermem.buffer import BufferMemory
-    from tiermem.summarize import ExtractiveSummarizer
+    from tiermem.summaries import ExtractiveSummarizer
 
     buffer = BufferMemory(size=50, multiplier=10, summarizer=ExtractiveSummarizer())
     for i in range(1, 52):  # Messages: [1, 2, 3, ..., 50, 51] <- overflow!
@@ -69,8 +69,7 @@ def test_buffer_overflow_summarizes_the_oldest_batch() -> None:
 
 def test_summaries_ring_keeps_size_times_multiplier() -> None:
     from tiermem.buffer import BufferMemory
-    from tiermem.summarize import ExtractiveSummarizer
-    from tiermem.summarize_worker import SummaryPolicy
+    from tiermem.summaries import ExtractiveSummarizer, SummaryPolicy
 
     buffer = BufferMemory(
         size=2,

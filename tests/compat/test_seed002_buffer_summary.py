@@ -28,10 +28,10 @@ def openai_env(fake_server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> Fake
 
 def test_seed002_example(openai_env: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
     from tiermem.llm import get_llm as build_llm
-    from tiermem.summarize_chat import BufferSummaryChatMemory
-    from tiermem.summarize_chat import chat_message as TinyChatMessage
-    from tiermem.summarize_chat import human_message as TinyHumanMessage
-    from tiermem.summarize_chat import plan_message as TinyPlanMessage
+    from tiermem.summaries import BufferSummaryChatMemory
+    from tiermem.summaries import chat_message as TinyChatMessage
+    from tiermem.summaries import human_message as TinyHumanMessage
+    from tiermem.summaries import plan_message as TinyPlanMessage
 
     memory = BufferSummaryChatMemory(
         build_llm("openai:gpt-4o-mini"),

@@ -21,7 +21,7 @@ import pytest
 from embedders import HashEmbedder
 from liveserver import live_server
 from tiermem.api import AsyncMemoryAPI, MemoryAPI, operations
-from tiermem.client import AsyncMemoryClient, MemoryClient
+from tiermem.client.client import AsyncMemoryClient, MemoryClient
 from tiermem.errors import (
     ContentTooLargeError,
     InputError,
@@ -390,7 +390,7 @@ def mcp_face(face: str, tmp_path: Path, url: str, user: str) -> Iterator[Any]:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    from tiermem.mcp import build_server
+    from tiermem.server.mcp import build_server
 
     with ExitStack() as stack:
         if face == "mcp-http":

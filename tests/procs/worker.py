@@ -22,7 +22,7 @@ def main() -> int:
     from embedders import HashEmbedder, SlowEmbedder
     from tiermem.cli.worker import run_worker
     from tiermem.memory import Memory
-    from tiermem.worker_process import WorkerProcess
+    from tiermem.work.process import WorkerProcess
 
     parser = argparse.ArgumentParser()
     parser.add_argument("store")

@@ -47,7 +47,7 @@ def run_chat(args: argparse.Namespace, stdin: IO[str] | None = None, console: An
     from rich.console import Console
 
     from tiermem.agent import Agent
-    from tiermem.config import TiermemConfig
+    from tiermem.config.model import TiermemConfig
     from tiermem.llm import get_llm
 
     out = console or Console()
@@ -84,7 +84,7 @@ def run_chat(args: argparse.Namespace, stdin: IO[str] | None = None, console: An
 
 def _agent(agent_cls: Any, llm: Any, args: argparse.Namespace, config: Any) -> Any:
     if args.buffer_only:
-        from tiermem.buffer import BufferMemory
+        from tiermem.buffer.memory import BufferMemory
 
         buffer = BufferMemory(buffer_size=config.memory.buffer.size)
         return agent_cls("assistant", llm, args.system, buffer_memory=buffer)

@@ -188,7 +188,7 @@ def _in_file(exc: InputError, places: Sequence[str], start: int) -> InputError:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``tiermem export``: the user's archive (docs/export.md) to a file or stdout."""
-    from tiermem.export import dumps
+    from tiermem.memory.export import dumps
 
     with _memory(args) as memory:
         lines = memory.export(args.user, include_vectors=args.vectors)
@@ -206,7 +206,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def _is_archive(path: Path) -> bool:
     """Whether a file is a tiermem archive (its first line is the archive's header)."""
-    from tiermem.export import FORMAT
+    from tiermem.memory.export import FORMAT
 
     with path.open(encoding="utf-8", errors="replace") as f:
         first = f.readline(4096)
@@ -343,7 +343,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_config_check(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from tiermem.config import check_config
+    from tiermem.config.model import check_config
 
     rows = check_config(args.path, secrets_file=args.secrets_file)
     table = Table("key", "value", title=f"{args.path}: valid")
@@ -376,7 +376,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
     from rich.table import Table
 
-    from tiermem.copying import copy_store
+    from tiermem.cli.copying import copy_store
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     bar = Progress(*columns, console=make_console(stderr=True), transient=True)
@@ -465,10 +465,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     import os
 
-    from tiermem.mcp import run_stdio
+    from tiermem.server.mcp import run_stdio
 
     if args.url:
-        from tiermem.client import MemoryClient
+        from tiermem.client.client import MemoryClient
 
         with MemoryClient(args.url, os.environ.get("TIERMEM_API_KEY")) as client:
             run_stdio(client, args.user)
@@ -480,7 +480,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _keys(args: argparse.Namespace) -> Iterator[Any]:
-    from tiermem.config import TiermemConfig
+    from tiermem.config.model import TiermemConfig
     from tiermem.server.keys import KeyStore, keys_location
 
     keys = KeyStore(keys_location(TiermemConfig.load(args.config), args.db))

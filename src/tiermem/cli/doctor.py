@@ -41,7 +41,7 @@ def _failed(name: str, exc: Exception, fix: str) -> Check:
 
 def run_checks(config_path: str | os.PathLike[str] | None, db: str | None = None) -> list[Check]:
     """Run every check for the configuration at ``config_path`` (None: the defaults)."""
-    from tiermem.config import TiermemConfig
+    from tiermem.config.model import TiermemConfig
 
     try:
         config = TiermemConfig.load(config_path)

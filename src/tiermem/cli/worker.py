@@ -1,5 +1,5 @@
 """``tiermem worker``: a process that only runs the store's claimed work, with a health
-check and Prometheus metrics on a port (:class:`~tiermem.worker_process.WorkerProcess`).
+check and Prometheus metrics on a port (:class:`~tiermem.work.process.WorkerProcess`).
 
 SIGTERM (or Ctrl-C) stops it cleanly: the round in hand ends (up to ``--grace`` seconds),
 the rows it still holds are given back at once, and it exits 0.
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from tiermem.extras import needs_extra
 
 if TYPE_CHECKING:
-    from tiermem.worker_process import WorkerProcess
+    from tiermem.work.process import WorkerProcess
 
 
 def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,7 +93,7 @@ def run_worker(process: WorkerProcess, host: str, port: int | None, grace: float
 def cmd_worker(args: argparse.Namespace) -> int:
     from tiermem.cli.commands import check_db
     from tiermem.memory import Memory
-    from tiermem.worker_process import WorkerProcess
+    from tiermem.work.process import WorkerProcess
 
     if args.port is not None:  # the extra is checked before the model loads
         with needs_extra("server", "tiermem worker --port", "the worker's /metrics"):

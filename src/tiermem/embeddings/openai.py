@@ -1,7 +1,7 @@
 """``openai/<name>``: any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint.
 
 OpenAI itself, Azure-style proxies, vLLM, LiteLLM, llama.cpp server, Ollama's ``/v1``.
-HTTP, retries and error mapping come from :class:`tiermem._http.HttpClient`. Each
+HTTP, retries and error mapping come from :class:`tiermem.aio.http.HttpClient`. Each
 request goes through the embedder's circuit breaker (:attr:`OpenAIEmbedder.breaker`):
 after a few failed requests in a row the service is left alone for a cool-down and a
 call raises :class:`~tiermem.breaker.CircuitOpenError` at once (the worker gives its
@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from tiermem._http import HttpClient, require_api_key
+from tiermem.aio.http import HttpClient, require_api_key
 from tiermem.breaker import CircuitBreaker, aguarded, guarded
 from tiermem.embeddings.base import BaseEmbedder
 from tiermem.errors import ConfigError, ProviderResponseError
@@ -33,7 +33,7 @@ ENCODINGS = ("float", "base64")
 
 COOLDOWN = 5.0
 """Seconds the default breaker rests before its probe request: the store worker's rows
-wait that long (:meth:`~tiermem.worker.StoreWorker.outage_wait`), so messages are
+wait that long (:meth:`~tiermem.work.worker.StoreWorker.outage_wait`), so messages are
 embedded within about 5 s of the service coming back; one request per 5 s is nothing
 to a service that is down."""
 
@@ -50,7 +50,7 @@ class OpenAIEmbedder(BaseEmbedder):
             which shortens the vectors; for other models it states their width and is
             required unless the model is a known OpenAI one.
         encoding_format: ``"float"`` (every server) or ``"base64"`` (smaller, faster).
-        timeout, max_retries, backoff: per attempt, see :class:`tiermem._http.HttpClient`.
+        timeout, max_retries, backoff: per attempt, see :class:`tiermem.aio.http.HttpClient`.
         breaker: the circuit breaker of the service (default: 3 failures, then a probe
             every :data:`COOLDOWN` seconds).
         **base: ``batch_size`` (inputs per request, default 256), ``cache_size``, ``cache``,

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from tiermem._http import HttpClient, require_api_key
+from tiermem.aio.http import HttpClient, require_api_key
 from tiermem.errors import InputError, InvalidTypeError, ProviderResponseError
 from tiermem.messages import Message
 from tiermem.tokens import get_token_counter

@@ -3,7 +3,7 @@
 ``Memory()`` is the embedded default: a SQLite file, local MiniLM embeddings, extractive
 summaries and an in-process synopsis cache; no server, no key. The store is the source
 of truth: ``add`` commits each message to its transcript (and, without a vector, to the
-keyword index) before it returns; a :class:`~tiermem.worker.StoreWorker` in any process
+keyword index) before it returns; a :class:`~tiermem.work.worker.StoreWorker` in any process
 sharing the store embeds it and folds what leaves a session's window into the session's
 summary. Each public method checks its arguments and hands the work to a part:
 :mod:`~tiermem.memory.wiring` builds the tiers, :mod:`~tiermem.memory.retention` keeps the
@@ -18,8 +18,7 @@ import itertools
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from tiermem.access import AccessLog
-from tiermem.archiver import Archiver
+from tiermem.aio.twins import twin
 from tiermem.errors import (
     ConfigError,
     InputError,
@@ -28,17 +27,17 @@ from tiermem.errors import (
     StoreUnavailableError,
 )
 from tiermem.memory import inputs
+from tiermem.memory.access import AccessLog
 from tiermem.memory.reading import Reading
 from tiermem.memory.retention import RETENTIONS, retention_for
 from tiermem.memory.retrieval import Retriever
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Content, Message
-from tiermem.planner import QueryPlanner
+from tiermem.planner.planner import QueryPlanner
 from tiermem.stores.ops import ListOp
 from tiermem.stores.transcript import AppendOp
 from tiermem.stores.validate import append_op
 from tiermem.tokens import TokenCounter
-from tiermem.twins import twin
 from tiermem.types.checks import (
     build_message,
     build_messages,
@@ -54,6 +53,7 @@ from tiermem.types.checks import (
 )
 from tiermem.types.records import MemoryRecord, StoreStats
 from tiermem.types.transcript import SessionInfo
+from tiermem.work.archiver import Archiver
 
 if TYPE_CHECKING:
     from tiermem.api import AsyncMemoryAPI, MemoryAPI
@@ -65,7 +65,7 @@ class Memory(Reading):
 
     Args:
         path: SQLite file of the embedded store (default: ``memory.persistent.path``).
-        config: a :class:`~tiermem.config.TiermemConfig`, or what ``TiermemConfig.load``
+        config: a :class:`~tiermem.config.model.TiermemConfig`, or what ``TiermemConfig.load``
             takes (a YAML path, YAML text or a dict); default: the embedded setup.
         store: a :class:`~tiermem.stores.MemoryStore` to use instead of the configured one.
         embedder: an Embedder or a model string instead of the configured model.
@@ -122,7 +122,7 @@ class Memory(Reading):
         )
         self.buffers = tiers.buffers
         self.changes = tiers.changes
-        """Where every write reports a change of a user's data (see :mod:`tiermem.changes`)."""
+        """Where every write reports a change of a user's data (:mod:`tiermem.memory.changes`)."""
         self.unarchived: list[Message] = []
         """Messages a failing store never accepted before :meth:`close` (normally empty)."""
 
@@ -132,7 +132,7 @@ class Memory(Reading):
 
         ``parts`` are the component overrides of :class:`Memory` (``store=``...).
         """
-        from tiermem.config import TiermemConfig
+        from tiermem.config.model import TiermemConfig
 
         return cls(config=TiermemConfig.load(source, secrets_file=secrets_file), **parts)
 
@@ -165,7 +165,7 @@ class Memory(Reading):
 
     @property
     def worker(self) -> Any:
-        """The :class:`~tiermem.worker.StoreWorker` that embeds and summarizes the store's
+        """The :class:`~tiermem.work.worker.StoreWorker` that embeds and summarizes the store's
         pending work (shared with every process using the same store)."""
         return self._tiers.worker
 
@@ -354,7 +354,7 @@ class Memory(Reading):
         """The user's archive (docs/export.md), one dict per JSON line, read from the
         store page by page: transcript, summaries, fact marks, memories (facts with every
         version), with their vectors when ``include_vectors``."""
-        from tiermem.export import archive_lines
+        from tiermem.memory.export import archive_lines
 
         user_id = self._open(user_id)
         if not isinstance(include_vectors, bool):
@@ -380,7 +380,7 @@ class Memory(Reading):
         (``line 7.content``) and leaves the store as it was. Vectors of another model
         than this Memory's embedder are not used: the memories are embedded again.
         """
-        from tiermem.export import read_archive
+        from tiermem.memory.export import read_archive
 
         self._tiers.check_open()
         check_list(archive, "archive", "an iterable of lines", "pass open(path) or a list of lines")
@@ -491,7 +491,7 @@ class Memory(Reading):
     def facts(self, user_id: str, *, current: bool = True, limit: int = 1000) -> list[MemoryRecord]:
         """The user's facts extracted from conversations (the current versions, or every
         version with ``current=False``), newest first."""
-        from tiermem.facts import CURRENT
+        from tiermem.facts.worker import CURRENT
 
         user_id = self._open(user_id)
         flt = CURRENT if check_flag(current, "current") else CURRENT._replace(metadata=None)

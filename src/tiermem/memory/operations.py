@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tiermem.aio.twins import at_once, twin
 from tiermem.errors import StoreUnavailableError
 from tiermem.memory.retention import Retention
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message
 from tiermem.stores.records import ReplicaStatus
-from tiermem.twins import at_once, twin
 from tiermem.types.checks import check_timeout, check_user_id
 from tiermem.types.transcript import TranscriptRow, WorkStats
 

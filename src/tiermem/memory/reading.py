@@ -1,7 +1,7 @@
 """Memory's reads and their async twins: search, context, a page, one memory, one message.
 
 Each read is written once, as its checks, its store call and what it makes of the
-answer (:func:`~tiermem.twins.stepped`: a generator of its waits); the sync method
+answer (:func:`~tiermem.aio.twins.stepped`: a generator of its waits); the sync method
 calls the store's sync API, the async twin the store's async one. On a store that reads
 natively in async calls (PostgreSQL with ``memory.persistent.native_async``) an async
 read leaves the event loop only for CPU work (embedding, planning: a context's reads go
@@ -18,13 +18,13 @@ from typing import Any, cast
 
 from typing_extensions import Unpack
 
+from tiermem.aio.twins import Steps, stepped, stepped_twin
 from tiermem.errors import InvalidTypeError, MessageNotFoundError
 from tiermem.memory.operations import Operations
 from tiermem.memory.retrieval import PlannerInputs, Retriever
 from tiermem.messages import Message
-from tiermem.planner import QueryPlanner
+from tiermem.planner.planner import QueryPlanner
 from tiermem.stores.relevance import rescore
-from tiermem.twins import Steps, stepped, stepped_twin
 from tiermem.types.checks import (
     check_encodable,
     check_limit,

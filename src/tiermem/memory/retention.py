@@ -16,14 +16,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tiermem.archiver import ArchivedMessage, Archiver, transcript_sink, working_sink
-from tiermem.buffer import BufferMemory
+from tiermem.buffer.memory import BufferMemory
 from tiermem.errors import ConfigError, StoreUnavailableError
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message
 from tiermem.stores.ops import Op
 from tiermem.stores.transcript import AppendOp, RecentOp, SummaryOp, UnindexedOp
 from tiermem.stores.validate import append_op, message_entry
+from tiermem.work.archiver import ArchivedMessage, Archiver, transcript_sink, working_sink
 
 log = logging.getLogger(__name__)
 

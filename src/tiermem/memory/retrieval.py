@@ -4,7 +4,7 @@ For a query it reads the session's recent window and running summary, searches t
 store by keyword (in a thread) while the query is embedded, with the user's newest
 messages not indexed yet in the same forward pass (``memory.planner.pending_vectors``),
 then by vector; adds the working memory's and the session buffer's nearest and the
-user's synopsis. The planner (:class:`~tiermem.planner.QueryPlanner`, a pure function of
+user's synopsis. The planner (:class:`~tiermem.planner.planner.QueryPlanner`, a pure function of
 these inputs) ranks and fits them.
 """
 
@@ -23,12 +23,12 @@ from typing import Any, TypeVar, cast
 
 from tiermem.breaker import model_unavailable
 from tiermem.errors import TiermemError
-from tiermem.facts import fact_line
+from tiermem.facts.worker import fact_line
 from tiermem.memory.retention import Retention
 from tiermem.memory.wiring import Tiers
 from tiermem.messages import Message, transcript_line
-from tiermem.planner import Candidate
-from tiermem.ranking import Excerpt, asks_summary
+from tiermem.planner.planner import Candidate
+from tiermem.planner.ranking import Excerpt, asks_summary
 from tiermem.stores.ops import Op, SearchOp
 from tiermem.stores.transcript import GenerationOp
 from tiermem.text import (
@@ -49,7 +49,7 @@ T = TypeVar("T")
 
 @dataclass
 class PlannerInputs:
-    """What :meth:`~tiermem.planner.QueryPlanner.plan` takes besides the query."""
+    """What :meth:`~tiermem.planner.planner.QueryPlanner.plan` takes besides the query."""
 
     recent: list[Message] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)

@@ -17,11 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from tiermem.access import AccessLog
 from tiermem.breaker import model_unavailable
-from tiermem.buffer import BufferMemory, BufferRegistry
-from tiermem.changes import Changes
-from tiermem.config import TiermemConfig
+from tiermem.buffer.memory import BufferMemory, BufferRegistry
+from tiermem.config.model import TiermemConfig
 from tiermem.errors import (
     ClosedError,
     ConfigError,
@@ -31,6 +29,8 @@ from tiermem.errors import (
     ProviderUnavailableError,
     TiermemError,
 )
+from tiermem.memory.access import AccessLog
+from tiermem.memory.changes import Changes
 from tiermem.paths import sqlite_file
 from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.transcript import GenerationOp
@@ -188,7 +188,7 @@ class Tiers:
     @property
     def rerank(self) -> Any:
         """The second stage of a context (``memory.rerank``: a
-        :class:`~tiermem.planner.Rerank`), or None when off. Built on first use; a read
+        :class:`~tiermem.planner.planner.Rerank`), or None when off. Built on first use; a read
         waits at most ``timeout`` for it, and its breaker skips it while it keeps failing."""
         settings = self.config.memory.rerank
         provider = settings.provider
@@ -196,7 +196,7 @@ class Tiers:
             return None
 
         def build() -> Any:
-            from tiermem.planner import Rerank
+            from tiermem.planner.planner import Rerank
             from tiermem.rerank import blend, get_reranker, rerank_scores
 
             reranker = get_reranker(provider, llm=self.llm, **settings.provider_options())
@@ -259,7 +259,7 @@ class Tiers:
         )
 
     def generation(self, user_id: str) -> int:
-        """The user's change generation in the store (see :mod:`tiermem.changes`)."""
+        """The user's change generation in the store (see :mod:`tiermem.memory.changes`)."""
         return int(self.store.batch([GenerationOp(user_id)])[0])
 
     # -- caches in process -------------------------------------------------------------------
@@ -272,7 +272,7 @@ class Tiers:
             return self._working
 
         def build() -> Any:
-            from tiermem.working import WorkingMemory
+            from tiermem.working.memory import WorkingMemory
 
             return WorkingMemory(
                 embedder=self.embedder,
@@ -346,12 +346,12 @@ class Tiers:
 
     @property
     def worker(self) -> Any:
-        """The :class:`~tiermem.worker.StoreWorker` that embeds and summarizes the store's
+        """The :class:`~tiermem.work.worker.StoreWorker` that embeds and summarizes the store's
         pending work (shared with every process using the same store)."""
         return self._open_once("_worker", self._build_worker)
 
     def _build_worker(self) -> Any:
-        from tiermem.worker import StoreWorker
+        from tiermem.work.worker import StoreWorker
 
         settings = self.config.memory.buffer
         work = self.config.memory.worker
@@ -376,12 +376,12 @@ class Tiers:
         settings = self.config.memory.facts
         if not settings.enabled:
             return None
-        from tiermem.facts import FactWorker
+        from tiermem.facts.worker import FactWorker
 
         use_llm = self.uses_llm(settings.extractor, "memory.facts.extractor", "offline")
 
         def extractor() -> Any:
-            from tiermem.extract import LLMExtractor, OfflineExtractor
+            from tiermem.facts.extract import LLMExtractor, OfflineExtractor
 
             if use_llm:
                 return LLMExtractor(self.llm, structured=settings.structured)
@@ -403,7 +403,7 @@ class Tiers:
 
     def new_summarizer(self) -> Any:
         """The summarizer of sessions: the one given, else by ``memory.buffer.summarizer``."""
-        from tiermem.summarize import ExtractiveSummarizer, MemorySummarizer
+        from tiermem.summaries.summarize import ExtractiveSummarizer, MemorySummarizer
 
         if self._summarizer is not None:
             return self._summarizer
@@ -413,7 +413,7 @@ class Tiers:
 
     def new_buffer(self, user_id: str, session_id: str | None) -> BufferMemory:
         """A session's buffer (retention without the store keeps the conversation there)."""
-        from tiermem.summarize_worker import SummaryPolicy
+        from tiermem.summaries.worker import SummaryPolicy
 
         settings = self.config.memory.buffer
         return BufferMemory(

@@ -2,7 +2,7 @@
 
 :class:`ConversationMemory` is one agent's conversation: messages in order, never edited
 once added, optionally windowed with a running summary of what left the window (it is a
-:class:`~tiermem.buffer.BufferMemory` underneath, so eviction keeps tool calls with their
+:class:`~tiermem.buffer.memory.BufferMemory` underneath, so eviction keeps tool calls with their
 results and summarizes off the append path).
 
 :class:`MemoryManager` hands out one conversation per agent and applies a retention
@@ -18,10 +18,10 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from tiermem.buffer import BufferMemory
+from tiermem.buffer.memory import BufferMemory
 from tiermem.errors import ConfigError, InputError, InvalidSizeError, InvalidTypeError
 from tiermem.messages import Message, summary_message
-from tiermem.summarize import ExtractiveSummarizer
+from tiermem.summaries.summarize import ExtractiveSummarizer
 from tiermem.tokens import TokenCounter
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class ConversationMemory:
     Args:
         max_messages: messages kept; older ones leave the memory (None: no limit).
         summarizer: summarizes the messages that leave, into :attr:`summary`, which
-            :meth:`to_llm_format` puts first. Any :class:`~tiermem.summarize.Summarizer`.
+            :meth:`to_llm_format` puts first. Any :class:`~tiermem.summaries.summarize.Summarizer`.
         token_counter: used by the summarizer pipeline and token helpers.
     """
 

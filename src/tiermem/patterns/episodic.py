@@ -5,7 +5,7 @@ embeds the messages of past episodes and returns the episode holding the message
 similar to the query (above ``min_similarity``), so "the trip to Japan" finds the
 episode where the user talked about "flights to Tokyo". :meth:`summarize_episodes`
 writes a real summary of each episode with a tiermem summarizer (offline extractive by
-default, or an LLM's :class:`~tiermem.summarize.MemorySummarizer`).
+default, or an LLM's :class:`~tiermem.summaries.summarize.MemorySummarizer`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tiermem.errors import InvalidSizeError, InvalidTypeError
 from tiermem.messages import Message
 from tiermem.patterns.conversation import ConversationMemory
 from tiermem.patterns.vectors import MessageVectors, default_embedder
-from tiermem.summarize import ExtractiveSummarizer
+from tiermem.summaries.summarize import ExtractiveSummarizer
 
 DEFAULT_MIN_SIMILARITY = 0.3
 """Cosine similarity below which no episode counts as relevant (MiniLM: unrelated

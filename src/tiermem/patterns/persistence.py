@@ -12,7 +12,7 @@ Each agent's conversation is kept in the user's ``memories`` table as:
 
 Rows are append-only: a message that left the window (or was cleared) stays in
 long-term memory; only the state row is updated. Everything goes through the public
-contract (:class:`~tiermem.api.MemoryAPI`), so a :class:`~tiermem.client.MemoryClient`
+contract (:class:`~tiermem.api.MemoryAPI`), so a :class:`~tiermem.client.client.MemoryClient`
 works as well as a :class:`~tiermem.Memory`.
 
 A save writes the new message rows in one transaction (:meth:`~tiermem.Memory.remember_many`)
@@ -39,7 +39,7 @@ from tiermem.types.records import MemoryRecord
 
 if TYPE_CHECKING:
     from tiermem.api import MemoryAPI
-    from tiermem.buffer import BufferMemory
+    from tiermem.buffer.memory import BufferMemory
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ default) where the seed estimated ``len(text) // 4``, counts what the model is r
 sent (role overhead, names, tool-call arguments), and never separates a tool call from
 its results. :func:`summarize_memory` accepts the seed's summarizer agent (an object
 whose ``run(prompt)`` returns something with ``.content``), an :class:`~tiermem.llm.LLM`,
-or any tiermem :class:`~tiermem.summarize.Summarizer`.
+or any tiermem :class:`~tiermem.summaries.summarize.Summarizer`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tiermem.errors import InvalidSizeError, InvalidTypeError
 from tiermem.llm.base import LLM
 from tiermem.messages import Message, summary_message, tool_groups
 from tiermem.patterns.conversation import check_message
-from tiermem.summarize import Summarizer
+from tiermem.summaries.summarize import Summarizer
 from tiermem.tokens import TokenCounter, get_token_counter
 
 SUMMARY_PROMPT = """

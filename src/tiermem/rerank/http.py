@@ -13,7 +13,7 @@ the shapes differ only in names:
 
 Every document is asked for (``top_n`` / ``top_k`` = their number) and the scores are
 put back in the input order; the four APIs give relevances between 0 and 1. HTTP,
-timeouts, retries and the typed errors come from :class:`tiermem._http.HttpClient`.
+timeouts, retries and the typed errors come from :class:`tiermem.aio.http.HttpClient`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from tiermem._http import HttpClient, require_api_key
+from tiermem.aio.http import HttpClient, require_api_key
 from tiermem.errors import ConfigError, InputError, ProviderResponseError
 from tiermem.rerank.base import BaseReranker
 
@@ -133,7 +133,7 @@ class HTTPReranker(BaseReranker):
         base_url: the server's root URL (the API's path is added); required for ``tei``
             (``http://127.0.0.1:8080``), else the service's own host. A compatible
             server (vLLM, a proxy) works with its URL.
-        timeout, max_retries, backoff: per attempt, see :class:`tiermem._http.HttpClient`.
+        timeout, max_retries, backoff: per attempt, see :class:`tiermem.aio.http.HttpClient`.
         **fields: more request fields (``max_tokens_per_doc``, ``truncation``, ...).
     """
 

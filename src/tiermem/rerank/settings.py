@@ -1,6 +1,7 @@
-"""``memory.rerank``: the reranker's settings, a section of :class:`tiermem.config.TiermemConfig`.
+"""``memory.rerank``: the reranker's settings, a section of
+:class:`tiermem.config.model.TiermemConfig`.
 
-It lives with the rerankers (config.py holds the other sections and is at the house's
+It lives with the rerankers (config/model.py holds the other sections and is at the house's
 700-line limit); it validates like them: unknown keys are errors with a "did you mean",
 ``${ENV}`` and ``${{ secrets.NAME }}`` are interpolated before it sees a value, and the
 key is a ``SecretStr``.

@@ -93,7 +93,7 @@ def create_app(
     service = Service(memory, keystore, admin_key or os.environ.get(ADMIN_KEY_ENV) or None)
     endpoint = None
     if mcp:
-        from tiermem.mcp import ALLOWED_HOSTS_ENV, HttpEndpoint
+        from tiermem.server.mcp import ALLOWED_HOSTS_ENV, HttpEndpoint
 
         extra_hosts = os.environ.get(ALLOWED_HOSTS_ENV, "")
         endpoint = HttpEndpoint(service, [h.strip() for h in extra_hosts.split(",") if h.strip()])

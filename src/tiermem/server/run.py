@@ -15,7 +15,7 @@ from typing import Any
 
 from tiermem.errors import ConfigError
 from tiermem.extras import needs_extra
-from tiermem.heap import freeze_startup
+from tiermem.server.heap import freeze_startup
 
 CONFIG_ENV = "TIERMEM_SERVE_CONFIG"
 DB_ENV = "TIERMEM_SERVE_DB"
@@ -109,7 +109,7 @@ def app_from_env() -> Any:
 
 def frozen(app: Any) -> Any:
     """``app``, with what the process holds so far (FastAPI, pydantic's schemas, MCP) out
-    of full collections (:func:`~tiermem.heap.freeze_startup`)."""
+    of full collections (:func:`~tiermem.server.heap.freeze_startup`)."""
     freeze_startup()
     return app
 

@@ -25,7 +25,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from tiermem.porter import stem
+from tiermem.stores.porter import stem
 
 SQL_FUNCTION = "tiermem_keywords"
 """The SQL function (user_id, text) -> :func:`document` the index's triggers call."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 
+from tiermem.aio.twins import Steps, stepped, stepped_twin
 from tiermem.errors import DimensionMismatchError, InputError, InvalidSizeError, InvalidTypeError
 from tiermem.stores.ops import (
     SEARCH_MODES,
@@ -39,7 +40,6 @@ from tiermem.stores.queue import WorkQueue
 from tiermem.stores.records import NewMemory, ReplicaStatus
 from tiermem.stores.transcript_api import TranscriptAPI
 from tiermem.stores.validate import check_vector
-from tiermem.twins import Steps, stepped, stepped_twin
 from tiermem.types.checks import (
     check_aware,
     check_content,

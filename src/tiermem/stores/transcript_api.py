@@ -2,7 +2,7 @@
 
 :class:`TranscriptAPI` gives :class:`~tiermem.stores.protocol.MemoryStore` its
 transcript methods (see :mod:`tiermem.stores.transcript`): each checks its arguments into
-one op (a ``_..._op`` builder) and is written once (:func:`~tiermem.twins.stepped`): the
+one op (a ``_..._op`` builder) and is written once (:func:`~tiermem.aio.twins.stepped`): the
 method runs the op with ``batch``, its ``a``-prefixed twin with ``abatch`` (natively
 async where the store reads so, e.g. on PostgreSQL).
 """
@@ -15,9 +15,9 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import tiermem.stores.transcript as tr
+from tiermem.aio.twins import Steps, stepped, stepped_twin
 from tiermem.errors import InputError, InvalidTypeError
 from tiermem.stores.validate import MAX_MESSAGE_CHARS, append_op, check_position
-from tiermem.twins import Steps, stepped, stepped_twin
 from tiermem.types.checks import check_limit, check_message_id, check_text_id, check_user_id
 from tiermem.types.transcript import SessionInfo, TranscriptRow
 
@@ -85,7 +85,7 @@ class TranscriptAPI(ABC):
     # -- the methods, each run by batch and, as its twin, by abatch --
 
     def _step(self, op: Any, /) -> Any:
-        """Run one op (:func:`~tiermem.twins.stepped`'s wait) in a transaction of its own."""
+        """Run one op (:func:`~tiermem.aio.twins.stepped`'s wait) in a transaction of its own."""
         return self.batch([op])[0]
 
     async def _astep(self, op: Any, /) -> Any:

@@ -8,8 +8,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from tiermem.aio.loops import PerLoop
 from tiermem.errors import CacheError, ConfigError, InvalidSizeError
-from tiermem.loops import PerLoop
 from tiermem.synopsis.cache import (
     DEFAULT_CONTEXT_TTL,
     DEFAULT_IDENTITY_TTL,

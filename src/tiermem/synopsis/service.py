@@ -27,7 +27,7 @@ from tiermem.types.records import MemoryRecord
 from tiermem.types.synopsis import IDENTITY_TYPES, TIERS, Synopsis, SynopsisTier, Tier
 
 if TYPE_CHECKING:
-    from tiermem.config import SynopsisConfig
+    from tiermem.config.model import SynopsisConfig
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ def router(service: Service) -> APIRouter:
     )
     def export(user_id: PathUser, tenant: Caller, include_vectors: bool = False) -> Response:
         """The user's archive as JSON Lines, streamed (Memory.export)."""
-        from tiermem.export import dumps
+        from tiermem.memory.export import dumps
 
         scoped = tenant.scope(user_id)
         lines = memory.export(scoped, include_vectors=include_vectors)
@@ -37,7 +37,7 @@ def router(service: Service) -> APIRouter:
     async def import_archive(user_id: PathUser, tenant: Caller, request: Request) -> Any:
         """Restore an archive (JSON Lines in the body; Memory.import_archive) as this user:
         all or nothing, and nothing twice; another user's archive is restored as a copy."""
-        from tiermem.export import read_archive
+        from tiermem.memory.export import read_archive
 
         scoped = tenant.scope(user_id)
         text = (await request.body()).decode("utf-8", errors="replace")

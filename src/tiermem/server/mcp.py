@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from tiermem.extras import needs_extra
 
-with needs_extra("server", "tiermem.mcp", "the MCP server"):
+with needs_extra("server", "tiermem.server.mcp", "the MCP server"):
     import anyio
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError

@@ -1,6 +1,6 @@
 """How a message becomes a vector: its line plus its sentences (or, when long, its
 passages), leaned toward the message before it in its session (the store's worker and
-the :class:`~tiermem.archiver.Archiver` share these)."""
+the :class:`~tiermem.work.archiver.Archiver` share these)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tiermem.instructions import standing
 from tiermem.messages import Message, speaker, transcript_line
-from tiermem.passages import Span, cut
+from tiermem.work.instructions import standing
+from tiermem.work.passages import Span, cut
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,7 +61,7 @@ class PassageSettings(BaseModel):
 @dataclass(frozen=True)
 class Embedded:
     """A batch's vectors: one per message; each long message's passages, and each user
-    message's standing instructions and preferences (:func:`~tiermem.instructions.standing`),
+    message's standing instructions and preferences (:func:`~tiermem.work.instructions.standing`),
     with theirs."""
 
     vectors: np.ndarray

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 from tiermem.clock import Clock
 from tiermem.errors import ClosedError
-from tiermem.message_vectors import ContextVectors, embed_messages
 from tiermem.messages import Message, transcript_line
 from tiermem.runner import Backoff, Runner
+from tiermem.work.vectors import ContextVectors, embed_messages
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder
     from tiermem.stores.protocol import MemoryStore
-    from tiermem.working import WorkingMemory
+    from tiermem.working.memory import WorkingMemory
 
 log = logging.getLogger(__name__)
 

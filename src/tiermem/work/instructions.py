@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from tiermem.passages import Span
+from tiermem.work.passages import Span
 
 __all__ = ["standing"]
 

@@ -1,6 +1,6 @@
 """``memory.planner``: how ``get_context`` fills the budget (the shares of each section,
 the ranking's weights, the relevance floor). The planner's own settings, beside it: the
-planner imports them, and :mod:`tiermem.config` puts them under ``memory.planner``."""
+planner imports them, and :mod:`tiermem.config.model` puts them under ``memory.planner``."""
 
 from __future__ import annotations
 

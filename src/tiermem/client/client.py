@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import httpx
 
-from tiermem import client_requests as calls
-from tiermem.client_requests import Call, T
+from tiermem.client import requests as calls
+from tiermem.client.requests import Call, T
 from tiermem.errors import StoreUnavailableError, TiermemError
 from tiermem.wire import error_from_json
 

@@ -3,7 +3,7 @@
 tinygent's class of the same name prunes the oldest messages over ``max_token_limit``
 into an LLM summary. This one keeps its API (``llm``, ``max_token_limit``,
 ``return_messages``, ``save_context``, ``load_variables``, ``prune``, ``clear``) on top
-of :class:`~tiermem.buffer.BufferMemory`, so saving a message never waits on the LLM,
+of :class:`~tiermem.buffer.memory.BufferMemory`, so saving a message never waits on the LLM,
 a failing LLM loses nothing, and ``load_variables`` only reads: tinygent's version
 writes the summary into the stored history on every call, so the history grows with
 each read.
@@ -26,11 +26,16 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from tiermem.buffer import BufferMemory
+from tiermem.buffer.memory import BufferMemory
 from tiermem.errors import InvalidTypeError
 from tiermem.messages import Message
-from tiermem.summarize import ExtractiveSummarizer, MemorySummarizer, Summarizer, message_lines
-from tiermem.summarize_worker import SummaryPolicy
+from tiermem.summaries.summarize import (
+    ExtractiveSummarizer,
+    MemorySummarizer,
+    Summarizer,
+    message_lines,
+)
+from tiermem.summaries.worker import SummaryPolicy
 from tiermem.tokens import TokenCounter
 
 MEMORY_KEY = "summarized_chat"
@@ -67,7 +72,7 @@ class BufferSummaryChatMemory:
     Args:
         llm: the LLM that writes the summary (any :class:`~tiermem.llm.LLM`, a model
             string, or an object with ``generate``); None uses the offline
-            :class:`~tiermem.summarize.ExtractiveSummarizer`.
+            :class:`~tiermem.summaries.summarize.ExtractiveSummarizer`.
         max_token_limit: tokens of recent messages kept verbatim (default 2000).
         return_messages: ``load_variables`` returns messages (True) or one string.
         summarizer: use this summarizer instead of one built from ``llm``.

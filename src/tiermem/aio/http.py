@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tiermem.aio.loops import PerLoop
 from tiermem.errors import (
     AuthenticationError,
     InvalidSizeError,
@@ -29,7 +30,6 @@ from tiermem.errors import (
     ProviderUnavailableError,
     RateLimitError,
 )
-from tiermem.loops import PerLoop
 
 if TYPE_CHECKING:
     import httpx

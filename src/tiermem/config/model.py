@@ -38,16 +38,16 @@ from pydantic import (
     model_validator,
 )
 
-from tiermem.config_source import Resolver, key_path, read_source, secrets_path
+from tiermem.config.source import Resolver, key_path, read_source, secrets_path
 from tiermem.embeddings.factory import DEFAULT_MODEL as DEFAULT_EMBEDDING_MODEL
 from tiermem.embeddings.factory import PROVIDERS as EMBEDDING_PROVIDERS
 from tiermem.errors import ConfigError
 from tiermem.llm.factory import PROVIDERS as CHAT_PROVIDERS
-from tiermem.message_vectors import PassageSettings
 from tiermem.paths import default_sqlite_path
-from tiermem.planner_settings import PlannerConfig
+from tiermem.planner.settings import PlannerConfig
 from tiermem.rerank.settings import RerankConfig
 from tiermem.sections import KeyProblem, Section, unwrap
+from tiermem.work.vectors import PassageSettings
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import cast
 import numpy as np
 from typing_extensions import Buffer
 
-from tiermem.temporal import names_a_time, says_when, time_windows
+from tiermem.planner.temporal import names_a_time, says_when, time_windows
 from tiermem.text import term_set, terms
 
 
@@ -204,7 +204,7 @@ _FLOAT32 = np.dtype(np.float32)
 def line_facts(content: str) -> tuple[bool, str | None, bool]:
     """What the ranking reads of a memory's line alone: whether it asks
     (:func:`asks_question`), who said it, were it a message (``"speaker: text"``;
-    lower-cased), and whether it says when (:func:`~tiermem.temporal.says_when`, read
+    lower-cased), and whether it says when (:func:`~tiermem.planner.temporal.says_when`, read
     for every candidate of a query that asks when), kept by line (:data:`LINES`)."""
     name, said, _ = content.partition(": ")
     found = LINES[content] = (

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from tiermem.errors import DimensionMismatchError, InputError, StoreError
-from tiermem.export import (
+from tiermem.memory.export import (
     KINDS,
     archive_lines,
     dumps,

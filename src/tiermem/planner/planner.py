@@ -10,7 +10,7 @@ Seed 001's five steps:
    near duplicates, items already in the recent window);
 5. fit to ``max_tokens``, counted with the configured counter: never over budget.
 
-With the relevance floor on (:class:`~tiermem.planner_settings.FloorConfig`; off by
+With the relevance floor on (:class:`~tiermem.planner.settings.FloorConfig`; off by
 default), only memories with some absolute evidence (cosine similarity or the share of
 the query's keywords) and a relevance not too far below the best memory's are offered,
 so ``max_tokens`` is a cap: a context stops when the memories stop being relevant.
@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message, summary_message, transcript_line
-from tiermem.planner_settings import PlannerConfig
-from tiermem.ranking import (
+from tiermem.planner.ranking import (
     LINES,
     Candidate,
     Excerpt,
@@ -48,7 +47,8 @@ from tiermem.ranking import (
     specific,
     windows_named,
 )
-from tiermem.temporal import asks_about_past, asks_order, asks_when, within
+from tiermem.planner.settings import PlannerConfig
+from tiermem.planner.temporal import asks_about_past, asks_order, asks_when, within
 from tiermem.text import folded, keyword_counts, query_stems, term_set
 from tiermem.tokens import newest_within
 from tiermem.types import Context, ContextItem, Section
@@ -171,7 +171,8 @@ class QueryPlanner:
         4. minus ``question_weight`` for a message that asks (ends with "?"): a question
            shares the words of the topic it asks about but rarely holds the answer; and,
            when the query asks when, plus ``when_weight`` for a memory that says when
-           ("yesterday", "last week", "3 years", a month: :func:`~tiermem.temporal.says_when`);
+           ("yesterday", "last week", "3 years", a month:
+           :func:`~tiermem.planner.temporal.says_when`);
         5. each message then gets at least ``neighbour_weight`` x the relevance of the
            message before or after it (answers often sit next to the matching line), and
            at least ``reply_weight`` x the relevance of the question it follows;

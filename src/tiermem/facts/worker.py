@@ -1,9 +1,9 @@
 """Facts from conversations: extracted in batches off the hot path, versioned on change.
 
-A :class:`FactWorker` runs beside the :class:`~tiermem.worker.StoreWorker`: when a
+A :class:`FactWorker` runs beside the :class:`~tiermem.work.worker.StoreWorker`: when a
 session has at least ``batch`` messages past its mark it leases the session's user from
 the store (:class:`~tiermem.stores.facts.FactsDueOp`), shows the batch and the user's
-related current facts to an extractor (:mod:`tiermem.extract`: one LLM call, or offline
+related current facts to an extractor (:mod:`tiermem.facts.extract`: one LLM call, or offline
 rules), decides per candidate (add, update, supersede, none), embeds the new facts and
 saves everything with the mark in one transaction (:class:`~tiermem.stores.facts.
 SaveFactsOp`). Extraction runs on a small thread pool, never on ``add``; when it fails
@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tiermem.errors import MalformedAnswerError
-from tiermem.extract import (
+from tiermem.facts.extract import (
     Extractor,
     FactCandidate,
     KnownFact,

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from tiermem.breaker import guarded
 from tiermem.errors import InputError, MalformedAnswerError, ProviderError
-from tiermem.temporal import MONTHS
+from tiermem.planner.temporal import MONTHS
 from tiermem.text import folded, sentences, term_set
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Short-term memory: recent messages with count and token windows.
 
 :class:`BufferMemory` (seeds 000 and 001) and :class:`ConversationBuffer` (seed 003) are
-built on one core, :class:`~tiermem.ring.RingBuffer` (O(1) append, eviction consumers that
+built on one core, :class:`~tiermem.buffer.ring.RingBuffer` (O(1) append, eviction consumers that
 see every message that leaves, tool calls kept with their results); :class:`BufferRegistry`
 keeps one buffer per user and session.
 """
@@ -14,6 +14,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from typing import Any
 
+from tiermem.buffer.ring import EvictionConsumer, RingBuffer, check_size
 from tiermem.errors import (
     InvalidRoleError,
     InvalidSizeError,
@@ -31,9 +32,8 @@ from tiermem.messages import (
     parse_json,
     summary_message,
 )
-from tiermem.ring import EvictionConsumer, RingBuffer, check_size
-from tiermem.summarize import ExtractiveSummarizer
-from tiermem.summarize_worker import SummaryPipeline, SummaryPolicy
+from tiermem.summaries.summarize import ExtractiveSummarizer
+from tiermem.summaries.worker import SummaryPipeline, SummaryPolicy
 from tiermem.tokens import TokenCounter, newest_within
 
 SERIAL_VERSION = 1
@@ -46,8 +46,8 @@ class BufferMemory(RingBuffer[Message]):
     Args:
         buffer_size: messages kept (count window); None for no count limit.
         max_tokens: tokens kept (token window), counted with ``token_counter``.
-        summarizer: summarizes evicted messages (see :mod:`tiermem.summarize`), in
-            batches, off the append path (see :mod:`tiermem.summarize_worker`).
+        summarizer: summarizes evicted messages (see :mod:`tiermem.summaries.summarize`), in
+            batches, off the append path (see :mod:`tiermem.summaries.worker`).
         multiplier: the ``summaries`` ring holds ``buffer_size * multiplier`` entries.
         token_counter: defaults to the exact o200k_base counter.
         size: seed 001's name for ``buffer_size``.

@@ -11,7 +11,7 @@ thread, so it is not a :class:`~tiermem.runner.Runner`: many buffers share four 
 A batch whose summarizer fails (provider error, timeout) stays pending: it is
 visible in :attr:`SummaryPipeline.pending`, counted in :attr:`SummaryPipeline.stats`,
 retried with exponential backoff, and after ``max_failures`` failures summarized
-by the offline fallback (:class:`~tiermem.summarize.ExtractiveSummarizer`). While the
+by the offline fallback (:class:`~tiermem.summaries.summarize.ExtractiveSummarizer`). While the
 model's circuit breaker is open (it failed several times in a row:
 :mod:`tiermem.breaker`) the summarizer raises
 :class:`~tiermem.breaker.CircuitOpenError` at once and the batch goes to the fallback
@@ -39,7 +39,7 @@ from tiermem.clock import SYSTEM_CLOCK, Clock
 from tiermem.errors import InvalidSizeError, InvalidTypeError, SerializationError
 from tiermem.messages import Message, messages_from_dicts
 from tiermem.runner import backoff_delay, shared_pool
-from tiermem.summarize import ExtractiveSummarizer, Summarizer
+from tiermem.summaries.summarize import ExtractiveSummarizer, Summarizer
 
 log = logging.getLogger(__name__)
 

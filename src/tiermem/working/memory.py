@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from tiermem.aio.twins import Steps, at_once, stepped, stepped_twin
 from tiermem.clock import Clock
 from tiermem.embeddings.base import Embedder, normalize_rows
 from tiermem.errors import (
@@ -50,8 +51,7 @@ from tiermem.errors import (
     TiermemError,
 )
 from tiermem.runner import Backoff, Runner
-from tiermem.twins import Steps, at_once, stepped, stepped_twin
-from tiermem.working_items import (
+from tiermem.working.items import (
     PendingItem,
     Record,
     WorkingItem,

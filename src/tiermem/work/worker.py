@@ -35,17 +35,17 @@ from typing import TYPE_CHECKING, Any
 from tiermem.breaker import CircuitBreaker, model_unavailable
 from tiermem.embeddings.cache import content_hash
 from tiermem.errors import StoreError
-from tiermem.message_vectors import ContextVectors, PassageSettings, embed_with_passages
 from tiermem.runner import Backoff, Runner, backoff_delay
 from tiermem.stores.queue import WorkItem
 from tiermem.stores.records import NewMemory
 from tiermem.stores.validate import check_vector
+from tiermem.work.vectors import ContextVectors, PassageSettings, embed_with_passages
 
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder
-    from tiermem.facts import FactWorker
+    from tiermem.facts.worker import FactWorker
     from tiermem.stores.protocol import MemoryStore
-    from tiermem.summarize import Summarizer
+    from tiermem.summaries.summarize import Summarizer
 
 log = logging.getLogger(__name__)
 
@@ -392,7 +392,7 @@ class StoreWorker:
 
     def _fold(self, messages: list[Any], previous: str | None) -> str:
         """The summary with ``messages`` merged in; the offline summarizer if the LLM fails."""
-        from tiermem.summarize import ExtractiveSummarizer
+        from tiermem.summaries.summarize import ExtractiveSummarizer
 
         if self._summarizer is None:
             assert self._summarizer_factory is not None
