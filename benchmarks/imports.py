@@ -1,4 +1,4 @@
-"""What an import costs: ``import tiermem.client.client`` beside ``import httpx``, and the
+"""What an import costs: ``import tiermem.client`` beside ``import httpx``, and the
 planner's import chain.
 
 Each figure is a fresh process (as a script meets it) that imports one module and
@@ -7,8 +7,8 @@ every module's bytecode cached as an installed package has it (a warm-up round w
 to a temporary ``PYTHONPYCACHEPREFIX``: the checkout's sources are not compiled on every
 import, nor httpx's cached otherwise); rounds alternate the two imports so machine load
 hits both alike; median and min of ``--runs`` runs. The client needs only httpx, the contract and the wire format (goal: at
-most 1.5x the modules and 1.5x the time of ``import httpx``; ``import tiermem.client.client``
-includes httpx's own). The planner's chain: the tiermem modules ``import tiermem.planner.planner``
+most 1.5x the modules and 1.5x the time of ``import httpx``; ``import tiermem.client``
+includes httpx's own). The planner's chain: the tiermem modules ``import tiermem.planner``
 loads, any provider (``llm``, ``embeddings``, ``rerank``), store or configuration module
 among them flagged (goal: none).
 
@@ -31,18 +31,18 @@ from typing import Any
 from _common import positive, reproduce_command, rich_table, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGETS = ("httpx", "tiermem.client.client")
+TARGETS = ("httpx", "tiermem.client")
 GOAL = 1.5
 FORBIDDEN = ("tiermem.llm", "tiermem.embeddings", "tiermem.rerank", "tiermem.stores")
 """Packages the planner's chain must not reach (providers and stores), and below, the
 configuration modules."""
-CONFIG = ("tiermem.config.model", "tiermem.config.source")
+CONFIG = ("tiermem.config", "tiermem.config.model", "tiermem.config.source")
 HEAVY = (
     "numpy",
     "pydantic",
     "yaml",
-    "tiermem.planner.planner",
-    "tiermem.config.model",
+    "tiermem.planner",
+    "tiermem.config",
     "tiermem.stores",
 )
 """What the client's import must not load."""
@@ -77,7 +77,7 @@ def flagged(module: str) -> bool:
 
 
 def measure(runs: int, cache: Path) -> dict[str, Any]:
-    for target in (*TARGETS, "tiermem.planner.planner"):  # the warm-up: bytecode written
+    for target in (*TARGETS, "tiermem.planner"):  # the warm-up: bytecode written
         probe(target, cache)
     samples: dict[str, list[dict[str, Any]]] = {t: [] for t in TARGETS}
     for _ in range(runs):
@@ -91,15 +91,13 @@ def measure(runs: int, cache: Path) -> dict[str, Any]:
         }
         for target, runs_of in samples.items()
     }
-    client = samples["tiermem.client.client"][-1]["added"]
-    planner = [
-        m for m in probe("tiermem.planner.planner", cache)["added"] if m.split(".")[0] == "tiermem"
-    ]
+    client = samples["tiermem.client"][-1]["added"]
+    planner = [m for m in probe("tiermem.planner", cache)["added"] if m.split(".")[0] == "tiermem"]
     return {
         "figures": figures,
         "ratio": {
-            "modules": figures["tiermem.client.client"]["modules"] / figures["httpx"]["modules"],
-            "seconds": figures["tiermem.client.client"]["seconds"] / figures["httpx"]["seconds"],
+            "modules": figures["tiermem.client"]["modules"] / figures["httpx"]["modules"],
+            "seconds": figures["tiermem.client"]["seconds"] / figures["httpx"]["seconds"],
         },
         "client_tiermem": [m for m in client if m.split(".")[0] == "tiermem"],
         "client_heavy": [m for m in HEAVY if m in client],
@@ -142,7 +140,7 @@ def report(results: dict[str, Any]) -> None:
             f"{row['seconds_min'] * 1000:.0f}",
         )
     table.add_row(
-        "tiermem.client.client / httpx",
+        "tiermem.client / httpx",
         f"{ratio['modules']:.2f}x",
         f"{ratio['seconds']:.2f}x",
         "",
@@ -157,9 +155,7 @@ def report(results: dict[str, Any]) -> None:
         f"{', '.join(results['client_heavy']) or 'none'}"
     )
     chain = results["planner_chain"]
-    console.print(
-        f"import tiermem.planner.planner loads {len(chain)} tiermem modules: {', '.join(chain)}"
-    )
+    console.print(f"import tiermem.planner loads {len(chain)} tiermem modules: {', '.join(chain)}")
     bad = results["planner_flagged"]
     console.print(f"provider, store or config modules among them: {', '.join(bad) or 'none'}")
     console.print(f"reproduce: {results['command']}")

@@ -270,7 +270,7 @@ class OverHttp:
     """The calls through the server (``MemoryClient`` for seeding and checks)."""
 
     def __init__(self, url: str, kind: str = "raw") -> None:
-        from tiermem.client.client import MemoryClient
+        from tiermem.client import MemoryClient
 
         self.url = url
         self.kind = kind

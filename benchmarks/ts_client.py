@@ -76,7 +76,7 @@ def figures(times: list[float]) -> dict[str, float]:
 
 def round_trips(url: str, entry: Path, calls: int, rounds: int) -> dict[str, dict[str, float]]:
     """``calls`` context calls from each client, alternating in ``rounds`` parts."""
-    from tiermem.client.client import MemoryClient
+    from tiermem.client import MemoryClient
 
     env = {**os.environ, "TIERMEM_URL": url, "QUERIES": json.dumps(QUERIES)}
     script = NODE_TIMER % {"entry": entry.as_uri(), "user": USER}
@@ -136,7 +136,7 @@ def _served_round_trips(
     folder: Path, env: dict[str, str], entry: Path, calls: int, rounds: int
 ) -> dict[str, dict[str, float]]:
     """A server on a file in ``folder``, seeded, and both clients' round trips to it."""
-    from tiermem.client.client import MemoryClient
+    from tiermem.client import MemoryClient
 
     with served(["--db", str(folder / "memory.db")], env) as url:
         with MemoryClient(url) as client:

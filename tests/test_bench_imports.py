@@ -10,14 +10,14 @@ from benchsmoke import run_benchmark
 def test_imports_benchmark_quick(tmp_path: Path) -> None:
     proc, results = run_benchmark("imports", "--quick", out=tmp_path / "i.json")
     figures = results["figures"]
-    assert set(figures) == {"httpx", "tiermem.client.client"}
+    assert set(figures) == {"httpx", "tiermem.client"}
     for row in figures.values():
         assert row["modules"] > 0 and 0 < row["seconds_min"] <= row["seconds"]
-    assert figures["tiermem.client.client"]["modules"] > figures["httpx"]["modules"]  # httpx's too
+    assert figures["tiermem.client"]["modules"] > figures["httpx"]["modules"]  # httpx's too
     assert results["ratio"]["modules"] > 1
-    assert "tiermem.client.client" in results["client_tiermem"]
+    assert "tiermem.client" in results["client_tiermem"]
     assert results["client_heavy"] == []
-    assert "tiermem.planner.planner" in results["planner_chain"]
+    assert "tiermem.planner" in results["planner_chain"]
     assert results["planner_flagged"] == []
-    assert "tiermem.client.client / httpx" in proc.stdout
+    assert "tiermem.client / httpx" in proc.stdout
     assert "provider, store or config modules among them: none" in proc.stdout

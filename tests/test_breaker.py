@@ -467,7 +467,7 @@ def test_a_context_with_the_embedder_down_is_found_by_keyword_and_says_so(
     (``degraded``); search raises ProviderUnavailableError, the same on every face, and
     mode='keyword' still answers; once the embedder is back, contexts use it again."""
     from liveserver import live_server
-    from tiermem.client.client import MemoryClient
+    from tiermem.client import MemoryClient
     from tiermem.server import create_app
 
     clock = ManualClock()

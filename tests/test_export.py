@@ -211,7 +211,7 @@ def test_server_export_import_and_forget_through_rest_and_both_clients(tmp_path:
     import httpx
 
     from liveserver import live_server
-    from tiermem.client.client import AsyncMemoryClient, MemoryClient
+    from tiermem.client import AsyncMemoryClient, MemoryClient
     from tiermem.server import create_app
 
     memory = sqlite_memory(tmp_path)

@@ -306,7 +306,7 @@ def serving(env: dict[str, str], *argv: str) -> Iterator[tuple[str, subprocess.P
 def test_serve_healthz_and_client(env: dict[str, str]) -> None:
     """`tiermem serve` with no flags says which file it serves and where its pages are
     (it printed only uvicorn's lines), then answers the client."""
-    from tiermem.client.client import MemoryClient
+    from tiermem.client import MemoryClient
 
     with serving(env) as (url, server):
         assert server.stderr is not None
@@ -341,7 +341,7 @@ def test_server_page_curls_and_the_clients_listings(env: dict[str, str]) -> None
     client now finds that it could not: the users, a session's summary, readiness and
     the server's queue."""
     from test_server_docs import shell_example
-    from tiermem.client.client import MemoryClient
+    from tiermem.client import MemoryClient
 
     block = shell_example("server.md", "/v1/context")
     with serving(env) as (url, _):
@@ -370,7 +370,7 @@ def test_bad_numbers_and_filters_are_typed_errors(env: dict[str, str]) -> None:
     """Issue 35, item 3: a budget of 10^18 tokens was a 500 "internal error" and a
     ``user_id`` filter a bare TypeError; now each is the typed error naming the field, from
     the shell, from REST and from the client alike."""
-    from tiermem.client.client import MemoryClient
+    from tiermem.client import MemoryClient
     from tiermem.errors import InvalidSizeError, InvalidTypeError
 
     huge = str(10**18)

@@ -13,7 +13,7 @@ import pytest
 
 from embedders import HashEmbedder
 from liveserver import live_server
-from tiermem.client.client import MemoryClient
+from tiermem.client import MemoryClient
 from tiermem.config.model import TiermemConfig
 from tiermem.errors import ConfigError, ContentTooLargeError, MessageNotFoundError
 from tiermem.memory import Memory

@@ -245,7 +245,7 @@ async def test_every_tool_error_is_typed(
 async def test_every_tool_works_in_both_modes(tmp_path: Path, mode: str) -> None:
     """`tiermem mcp` over a local store and `tiermem mcp --url` over a server (the
     MemoryClient): the same tools, the same answers."""
-    from tiermem.client.client import MemoryClient
+    from tiermem.client import MemoryClient
 
     config = {"memory": {"facts": {"enabled": True}}}
     with Memory(str(tmp_path / "m.db"), config=config, embedder=HashEmbedder(32)) as memory:

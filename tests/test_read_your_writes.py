@@ -25,7 +25,7 @@ import pytest
 from conformance.conftest import _server_url
 from embedders import HashEmbedder, minilm
 from liveserver import live_server
-from tiermem.client.client import AsyncMemoryClient, MemoryClient
+from tiermem.client import AsyncMemoryClient, MemoryClient
 from tiermem.errors import InputError, InvalidTypeError, ProviderError, TiermemError
 from tiermem.memory import Memory
 from tiermem.server import create_app

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from embedders import FailingEmbedder, HashEmbedder
 from liveserver import free_port, live_server
-from tiermem.client.client import MemoryClient
+from tiermem.client import MemoryClient
 from tiermem.errors import (
     AuthenticationError,
     ProviderTimeoutError,

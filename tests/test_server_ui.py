@@ -38,7 +38,7 @@ def seeded(tmp_path: Path) -> Iterator[tuple[str, Memory]]:
     memory = Memory(str(tmp_path / "memory.db"), embedder=HashEmbedder(32))
     app = create_app(memory)
     with live_server(app) as url:
-        from tiermem.client.client import MemoryClient
+        from tiermem.client import MemoryClient
 
         with MemoryClient(url) as client:  # through the API, so the server knows the users
             client.add_messages(

@@ -289,7 +289,7 @@ def test_the_chat_example_answers_from_memory_with_the_openai_sdk(
 def test_the_langgraph_example_keeps_its_store_in_tiermem(
     examples: Path, servers: Callable[[str], str]
 ) -> None:
-    from tiermem.client.client import MemoryClient
+    from tiermem.client import MemoryClient
 
     user = f"leo-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "TIERMEM_URL": servers("sqlite"), "CHAT_USER": user}
@@ -436,7 +436,7 @@ def test_the_same_bad_input_is_the_same_error_as_in_python(
 ) -> None:
     """Each call refused by both clients against one server: the same class, field,
     problem and hint, whether the client refuses it before sending or the server does."""
-    from tiermem.client.client import MemoryClient
+    from tiermem.client import MemoryClient
 
     url, user = servers("sqlite"), f"same-{uuid.uuid4().hex[:8]}"
     with MemoryClient(url) as memory:
@@ -477,7 +477,7 @@ def test_the_same_user_reads_the_same_from_both_clients(
 ) -> None:
     """A user written by the Python client reads the same from the TypeScript one: the
     history, sessions, search hits and scores, the context's items and the stats."""
-    from tiermem.client.client import MemoryClient
+    from tiermem.client import MemoryClient
 
     url, user = servers("sqlite"), f"both-{uuid.uuid4().hex[:8]}"
     with MemoryClient(url) as memory:

@@ -36,7 +36,7 @@ DATA = [
 ]
 CLIENT = """
 import sys
-from tiermem.client.client import MemoryClient
+from tiermem.client import MemoryClient
 
 with MemoryClient(sys.argv[1]) as client:
     client.add("user", "I adopted a greyhound named Pixel.", "ana", "s1")

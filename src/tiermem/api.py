@@ -1,7 +1,7 @@
 """The contract every face of tiermem implements: public types and two Protocols.
 
-:class:`~tiermem.Memory` (in process), :class:`~tiermem.client.client.MemoryClient` and
-:class:`~tiermem.client.client.AsyncMemoryClient` (over HTTP) implement :class:`MemoryAPI` or
+:class:`~tiermem.Memory` (in process), :class:`~tiermem.client.MemoryClient` and
+:class:`~tiermem.client.AsyncMemoryClient` (over HTTP) implement :class:`MemoryAPI` or
 :class:`AsyncMemoryAPI`, checked by mypy; the REST routes and the MCP tools are the same
 operations. Code written against these Protocols runs on any face::
 

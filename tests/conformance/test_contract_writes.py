@@ -16,7 +16,7 @@ import pytest
 from conformance.conftest import fresh_store_database
 from embedders import HashEmbedder
 from liveserver import live_server
-from tiermem.client.client import AsyncMemoryClient, MemoryClient
+from tiermem.client import AsyncMemoryClient, MemoryClient
 from tiermem.errors import InputError, InvalidSizeError, InvalidTypeError, SerializationError
 from tiermem.memory import Memory
 from tiermem.messages import Message

@@ -21,7 +21,7 @@ import pytest
 from embedders import HashEmbedder
 from liveserver import live_server
 from tiermem.api import AsyncMemoryAPI, MemoryAPI, operations
-from tiermem.client.client import AsyncMemoryClient, MemoryClient
+from tiermem.client import AsyncMemoryClient, MemoryClient
 from tiermem.errors import (
     ContentTooLargeError,
     InputError,

@@ -468,7 +468,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from tiermem.server.mcp import run_stdio
 
     if args.url:
-        from tiermem.client.client import MemoryClient
+        from tiermem.client import MemoryClient
 
         with MemoryClient(args.url, os.environ.get("TIERMEM_API_KEY")) as client:
             run_stdio(client, args.user)

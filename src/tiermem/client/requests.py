@@ -1,8 +1,8 @@
 """The client's requests: one builder per operation, with the contract's signature
 (:class:`~tiermem.api.MemoryAPI`, through :func:`request`) and no I/O. Each returns a
 :class:`Call` (the request, and how to read its answer) that
-:class:`~tiermem.client.client.MemoryClient` sends and
-:class:`~tiermem.client.client.AsyncMemoryClient` awaits."""
+:class:`~tiermem.client.MemoryClient` sends and
+:class:`~tiermem.client.AsyncMemoryClient` awaits."""
 
 from __future__ import annotations
 

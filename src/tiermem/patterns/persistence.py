@@ -12,7 +12,7 @@ Each agent's conversation is kept in the user's ``memories`` table as:
 
 Rows are append-only: a message that left the window (or was cleared) stays in
 long-term memory; only the state row is updated. Everything goes through the public
-contract (:class:`~tiermem.api.MemoryAPI`), so a :class:`~tiermem.client.client.MemoryClient`
+contract (:class:`~tiermem.api.MemoryAPI`), so a :class:`~tiermem.client.MemoryClient`
 works as well as a :class:`~tiermem.Memory`.
 
 A save writes the new message rows in one transaction (:meth:`~tiermem.Memory.remember_many`)

@@ -1,7 +1,7 @@
 """The floor of types: the values the contract (:mod:`tiermem.api`) takes and returns,
 and the checks of what it accepts, importing nothing of ours but the core (``errors``,
 ``messages``). ``api.py``, ``wire.py`` and the client stand on it alone, so
-``import tiermem.client.client`` loads no store, planner, model or configuration.
+``import tiermem.client`` loads no store, planner, model or configuration.
 
 * :mod:`~tiermem.types.context`: :class:`Context`, :class:`ContextItem`
 * :mod:`~tiermem.types.records`: :class:`MemoryRecord`, :class:`SearchResult`,
