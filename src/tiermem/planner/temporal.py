@@ -154,10 +154,10 @@ def says_when(text: str) -> bool:
 
 _ORDER = re.compile(
     r"\b(?:order|sequence|chronolog\w*|timeline|progress\w*|evolv\w*|over time|history)\b"
-    # "first", "after"... ask about order only as the question's point: "which came first?",
-    # "before or after" ("the first sprint" or "after completing
-    # 15 problems" ask for the current state); "how many days" asks for a span of time
-    # (not "how many days a week")
+    # "first", "after"... ask about order only as the question's point: "which came
+    # first?", "before or after" ("the first sprint" or "after completing 15 problems" ask
+    # for the current state); "how many days" asks for a span of time (not "how many days
+    # a week")
     r"|\b(?:first|last|earlier|later)\s*(?:[?,;:]|$|or\b)|\b(?:before|after)\s+or\b"
     r"|\bhow (?:many|much) (?:days|weeks|months|years|hours|time)\b(?!\s+(?:a|an|per|each)\b)",
     re.IGNORECASE,
