@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from fakeserver import FakeServer
-from liveserver import free_port
+from liveserver import serve_process
 
 SRC = str(Path(__file__).parents[1] / "src")
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -276,31 +276,8 @@ def test_readme_example_writes_where_the_readme_says(env: dict[str, str], tmp_pa
 
 @contextmanager
 def serving(env: dict[str, str], *argv: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tiermem.cli", "serve", "--port", str(port), *argv],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"tiermem serve ended: {server.communicate()[1]}")
-            try:
-                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "tiermem serve did not answer /healthz"
-            time.sleep(0.2)
-        yield url, server
-    finally:
-        server.terminate()
-        server.communicate(timeout=60)
+    with serve_process([sys.executable, "-m", "tiermem.cli", "serve", *argv], env) as served:
+        yield served
 
 
 def test_serve_healthz_and_client(env: dict[str, str]) -> None:

@@ -14,17 +14,15 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from liveserver import free_port
+from liveserver import serve_process
 from tiermem import errors
 from tiermem.api import MemoryAPI, operations
 
@@ -85,31 +83,9 @@ def serving(folder: Path, *argv: str) -> Iterator[str]:
     config = folder / "tiermem.yaml"
     if not config.exists():
         config.write_text(CONFIG)
-    port = free_port()
-    command = [sys.executable, "-m", "tiermem.cli", "serve", "--port", str(port), *argv]
-    server = subprocess.Popen(
-        [*command, "--config", str(config)],
-        env=python_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert server.poll() is None, f"tiermem serve ended: {server.communicate()[1][-3000:]}"
-            try:
-                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "tiermem serve did not answer /healthz"
-            time.sleep(0.2)
+    command = [sys.executable, "-m", "tiermem.cli", "serve", *argv, "--config", str(config)]
+    with serve_process(command, python_env(), seconds=180, stdout=subprocess.DEVNULL) as (url, _):
         yield url
-    finally:
-        server.terminate()
-        server.communicate(timeout=60)
 
 
 @pytest.fixture(scope="module")

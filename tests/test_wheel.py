@@ -13,14 +13,13 @@ import os
 import subprocess
 import sys
 import tarfile
-import time
 import zipfile
 from pathlib import Path
 
 import httpx
 import pytest
 
-from liveserver import free_port
+from liveserver import serve_process
 
 ROOT = Path(__file__).parents[1]
 DATA = [
@@ -93,27 +92,7 @@ def test_wheel_installs_and_serves_outside_the_source_tree(tmp_path: Path) -> No
     out = run(["tiermem", "demo"], user, home)
     assert "Buffer: the 6 most recent of 17 messages" in " ".join(out.split())
 
-    port = free_port()
-    server = subprocess.Popen(
-        ["tiermem", "serve", "--port", str(port)],
-        env=user,
-        cwd=home,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, server.communicate()[1]
-            try:
-                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "tiermem serve did not answer /healthz"
-            time.sleep(0.2)
+    with serve_process(["tiermem", "serve"], user, cwd=home) as (url, server):
         message = {"role": "user", "content": "My sister Lena lives in Graz."}
         added = httpx.post(url + "/v1/messages", json={"user_id": "ana", "messages": [message]})
         assert added.status_code == 201 and len(added.json()["ids"]) == 1, added.text
@@ -122,7 +101,4 @@ def test_wheel_installs_and_serves_outside_the_source_tree(tmp_path: Path) -> No
         out = run([venv / "bin" / "python", "-c", CLIENT, url], user, home)
         first, context = out.splitlines()
         assert first == "Ana prefers tea to coffee." and "Pixel" in context
-    finally:
-        server.terminate()
-        server.communicate(timeout=60)
     assert server.returncode in (0, -15), server.returncode  # SIGTERM: a clean stop
