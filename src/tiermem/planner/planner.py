@@ -38,13 +38,13 @@ from tiermem.planner.ranking import (
     LINES,
     Candidate,
     Excerpt,
-    Substrings,
+    MarginalRelevance,
     asks_summary,
-    by_marginal_relevance,
     line_facts,
     named_speakers,
     rescale,
     specific,
+    substrings,
     windows_named,
 )
 from tiermem.planner.settings import PlannerConfig
@@ -95,8 +95,7 @@ class _Selection:
         self._dates: set[str] = set()
         self._seen: dict[int, list[frozenset[str]]] = {}
         self._said: set[str] = set()
-        self._excerpted: set[str] = set()
-        self._excerpts: list[Excerpt] = []
+        self._excerpts: dict[str, list[Excerpt]] = {}  # the chosen excerpts by message
         self._lines: dict[int, int] = {}  # each offered candidate's line, in tokens
 
     def offer(self, candidate: Candidate, room: int) -> int | None:
@@ -113,7 +112,7 @@ class _Selection:
         if date not in self._dates:
             cost += self.planner._count(date + "\n")
         excerpt = candidate.excerpt
-        opens = excerpt is not None and excerpt.message_id not in self._excerpted
+        opens = excerpt is not None and excerpt.message_id not in self._excerpts
         if opens:
             cost += self.planner._count(excerpt_header(excerpt) + "\n")  # type: ignore[arg-type]
         if cost > room:
@@ -122,13 +121,11 @@ class _Selection:
         if self.planner._near_duplicate(words, self._seen):
             return None
         self._dates.add(date)
-        if opens:
-            self._excerpted.add(excerpt.message_id)  # type: ignore[union-attr]
         self._keys.add(candidate.key)
         if candidate.message_id:
             self._said.add(candidate.message_id)
         if excerpt is not None:
-            self._excerpts.append(excerpt)
+            self._excerpts.setdefault(excerpt.message_id, []).append(excerpt)
         self._seen.setdefault(len(words), []).append(words)
         self.chosen.append(candidate)
         self.costs[id(candidate)] = cost
@@ -138,7 +135,9 @@ class _Selection:
         """Whether ``excerpt``'s text is shown already: its message whole, or another
         chosen excerpt of it that holds its span."""
         return excerpt.message_id in self._said or any(
-            excerpt.within(other) for other in self._excerpts if other is not excerpt
+            excerpt.within(other)
+            for other in self._excerpts.get(excerpt.message_id, ())
+            if other is not excerpt
         )
 
     def shown(self) -> list[Candidate]:
@@ -362,7 +361,7 @@ class QueryPlanner:
         shown = recent[len(recent) - kept :] if kept else []
         recent_keys = {folded(m.text) for m in shown} | {folded(transcript_line(m)) for m in shown}
         recent_ids = {m.message_id for m in shown}
-        notes_shown = Substrings(" ".join(i.content for p in parts.values() for i in p.items))
+        notes_shown = substrings(" ".join(i.content for p in parts.values() for i in p.items))
         fresh = [
             c
             for c in candidates
@@ -480,15 +479,18 @@ class QueryPlanner:
         offering it cost more than all else in a context."""
         start = 0
         while start < len(ranked) and cap - used >= _MIN_LINE_TOKENS:
-            end, room = start, POOL_ROOMS * (cap - used)
+            end, room, costs = start, POOL_ROOMS * (cap - used), []
             while end < len(ranked) and room >= 0:
-                room -= self._count(ranked[end].content + "\n")
+                costs.append(self._count(ranked[end].content + "\n"))
+                room -= costs[-1]
                 end += 1
             stretch, start = ranked[start:end], end
-            for candidate in by_marginal_relevance(
-                stretch, self.settings.diversity, selection.chosen
-            ):
-                if cap - used < _MIN_LINE_TOKENS:
+            if min(costs) > cap - used:  # the tail of a full context: none of it fits
+                continue
+            order = MarginalRelevance(stretch, self.settings.diversity, selection.chosen, costs)
+            while cap - used >= _MIN_LINE_TOKENS:
+                candidate = order.best(cap - used)
+                if candidate is None:
                     break
                 used += selection.offer(candidate, cap - used) or 0
         taken = {id(c) for c in selection.chosen}
@@ -537,7 +539,8 @@ class QueryPlanner:
         size = len(words)
         for other_size in range(math.ceil(size * limit), math.floor(size / limit) + 1):
             for other in seen.get(other_size, ()):
-                if len(words & other) >= limit * len(words | other):
+                shared = len(words & other)  # the union's size follows: no union built
+                if shared >= limit * (size + other_size - shared):
                     return True
         return False
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import cast
 
 import numpy as np
@@ -107,42 +108,68 @@ class Substrings:
         return needle in self.text
 
 
-def by_marginal_relevance(
-    ranked: list[Candidate], diversity: float, chosen: list[Candidate]
-) -> Iterator[Candidate]:
+@lru_cache(maxsize=64)
+def substrings(text: str) -> Substrings:
+    """The :class:`Substrings` of ``text``, kept: the notes a context shows beside its
+    memories (the synopsis, the summary) change far less often than the query."""
+    return Substrings(text)
+
+
+class MarginalRelevance:
     """Candidates best first by ``score - diversity x`` their greatest cosine similarity to
     a candidate already in ``chosen`` (maximal marginal relevance, Carbonell & Goldstein
-    1998), which the caller appends to as it takes them.
+    1998); the caller appends to ``chosen`` as it takes them.
 
     Ten lines about the same topic cost ten times the tokens of one and answer little more;
     a question about several things ("What activities has she done with her family?")
     needs lines about each. Candidates without a vector are neither penalized nor penalize.
+    Each candidate's ``cost`` (its line's tokens) lets :meth:`best` pass over what cannot
+    fit the room left: the room only shrinks, so they are dropped, never ranked again.
     """
-    vectors = [c.vector for c in ranked]
-    dimension = next((len(v) for v in vectors if v is not None), 0)
-    if diversity <= 0 or len(ranked) < 2 or not dimension:
-        yield from ranked
-        return
-    matrix = stacked(vectors, dimension)
-    if matrix is None:  # some without a vector (or of another width): zero rows
-        matrix = np.zeros((len(ranked), dimension), dtype=np.float32)
-        for row, vector in enumerate(vectors):
-            if vector is not None and len(vector) == dimension:
-                matrix[row] = vector
-    scores = np.array([c.score for c in ranked], dtype=np.float32)
-    penalty = np.zeros(len(ranked), dtype=np.float32)
-    marginal = scores - diversity * penalty
-    position = {id(c): row for row, c in enumerate(ranked)}
-    counted = len(chosen)
-    for _ in range(len(ranked)):
-        if len(chosen) > counted:  # some taken since the last step
-            for candidate in chosen[counted:]:
-                np.maximum(penalty, matrix @ matrix[position[id(candidate)]], out=penalty)
-            counted = len(chosen)
-            marginal = scores - diversity * penalty
+
+    def __init__(
+        self,
+        ranked: list[Candidate],
+        diversity: float,
+        chosen: list[Candidate],
+        costs: Sequence[int],
+    ) -> None:
+        self.ranked, self.chosen, self.diversity = ranked, chosen, diversity
+        self.costs = np.asarray(costs, dtype=np.int64)
+        self.scores = np.array([c.score for c in ranked], dtype=np.float32)
+        vectors = [c.vector for c in ranked]
+        dimension = next((len(v) for v in vectors if v is not None), 0)
+        self.matrix: np.ndarray | None = None
+        if diversity > 0 and len(ranked) > 1 and dimension:
+            self.matrix = stacked(vectors, dimension)
+            if self.matrix is None:  # some without a vector (or of another width): zero rows
+                self.matrix = np.zeros((len(ranked), dimension), dtype=np.float32)
+                for row, vector in enumerate(vectors):
+                    if vector is not None and len(vector) == dimension:
+                        self.matrix[row] = vector
+        self.penalty = np.zeros(len(ranked), dtype=np.float32)
+        self.position = {id(c): row for row, c in enumerate(ranked)}
+        self.counted = len(chosen)
+
+    def best(self, room: int) -> Candidate | None:
+        """The next candidate whose line fits ``room`` (None when none is left)."""
+        if not len(self.ranked):
+            return None
+        self.scores[self.costs > room] = -np.inf
+        if self.matrix is not None and len(self.chosen) > self.counted:
+            for candidate in self.chosen[self.counted :]:  # taken since the last step
+                row = self.position.get(id(candidate))
+                if row is not None:
+                    np.maximum(self.penalty, self.matrix @ self.matrix[row], out=self.penalty)
+            self.counted = len(self.chosen)
+        marginal = (
+            self.scores if self.matrix is None else self.scores - self.diversity * self.penalty
+        )
         row = int(np.argmax(marginal))
-        scores[row] = marginal[row] = -np.inf
-        yield ranked[row]
+        if marginal[row] == -np.inf:
+            return None
+        self.scores[row] = -np.inf
+        return self.ranked[row]
 
 
 def specific(candidates: Sequence[Candidate], weight: float) -> list[float | None]:
