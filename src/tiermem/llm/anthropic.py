@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from tiermem.errors import InputError
@@ -26,31 +25,20 @@ class AnthropicModel(HttpChatModel):
         model: the model name (``"claude-3-5-haiku-latest"``).
         api_key: default ``$ANTHROPIC_API_KEY``; required.
         base_url: default ``$ANTHROPIC_BASE_URL`` or https://api.anthropic.com.
-        timeout, max_retries, backoff: as for :class:`~tiermem.llm.OpenAIModel`.
-        **options: default request fields (``temperature``, ``max_tokens``, ...).
+        timeout, max_retries, backoff, **options: see :class:`~tiermem.llm.HttpChatModel`.
     """
 
     provider = "anthropic"
+    default_model = "claude-3-5-haiku-latest"
+    default_base_url = DEFAULT_BASE_URL
+    base_url_env = "ANTHROPIC_BASE_URL"
     key_env = "ANTHROPIC_API_KEY"
 
-    def __init__(
-        self,
-        model: str = "claude-3-5-haiku-latest",
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 30.0,
-        max_retries: int = 3,
-        backoff: float = 0.5,
-        **options: Any,
-    ) -> None:
-        base = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
-        key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
+    def _headers(self, key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}
         if key:
             headers["x-api-key"] = key
-        http = self._http_client(base, headers, timeout, max_retries, backoff)
-        super().__init__(model, http, options)
-        self._has_key = bool(key)
+        return headers
 
     def _request(
         self, messages: list[ChatMessage], options: dict[str, Any]

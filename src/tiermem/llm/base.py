@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlparse
 
 from tiermem.aio.http import HttpClient, require_api_key
 from tiermem.errors import InputError, InvalidTypeError, ProviderResponseError
@@ -111,24 +113,68 @@ def to_chat_messages(messages: MessagesInput) -> list[ChatMessage]:
 
 
 class HttpChatModel:
-    """Shared body of HTTP chat providers: options, usage accounting, ``generate``.
+    """Shared body of HTTP chat providers: the connection, options, usage accounting,
+    ``generate``.
 
-    Subclasses build the request (:meth:`_request`) and read the answer (:meth:`_parse`).
+    A subclass names its provider in the class attributes below, builds the request
+    (:meth:`_request`) and its headers (:meth:`_headers`), and reads the answer
+    (:meth:`_parse`).
+
+    Args:
+        model: the model name; default :attr:`default_model`.
+        api_key: default the variable :attr:`key_env` names.
+        base_url: default the variable :attr:`base_url_env` names, else
+            :attr:`default_base_url`.
+        timeout: seconds per attempt.
+        max_retries: retries on 429 / 5xx / timeouts / connection errors.
+        backoff: base delay of the exponential backoff, in seconds.
+        **options: default request fields (``temperature``, ``max_tokens``, ...).
     """
 
     provider = ""
+    default_model = ""
+    default_base_url = ""
+    base_url_env = ""
+    """The environment variable read for ``base_url`` when none is given."""
     key_env = ""
-    """The environment variable of the provider's API key, named in authentication errors."""
-    _has_key = True
+    """The environment variable read for the API key when none is given, named in
+    authentication errors."""
+    keyless_elsewhere = False
+    """Whether a ``base_url`` on another host than :attr:`default_base_url` (a local
+    server) may run without a key."""
 
-    def __init__(self, model: str, http: HttpClient, options: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        model: str | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        **options: Any,
+    ) -> None:
+        base = base_url or os.environ.get(self.base_url_env) or self.default_base_url
+        key = api_key if api_key is not None else os.environ.get(self.key_env)
+        self._http = HttpClient(
+            base,
+            self._headers(key),
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            provider=self.provider,
+            auth_hint=f"check {self.key_env} or api_key=",
+        )
+        self._has_key = bool(key)
+        self._key_required = not self.keyless_elsewhere or (
+            urlparse(base).hostname == urlparse(self.default_base_url).hostname
+        )
+        model = self.default_model if model is None else model
         if not isinstance(model, str) or not model.strip():
             raise InputError("model", f"{model!r} is not a model name", "e.g. 'gpt-4o-mini'")
         _check_options(options)
         self.model = model
         self.model_id = f"{self.provider}/{model}"
         self.options = options
-        self._http = http
         self._usage_lock = threading.Lock()
         self.total_usage = Usage()
         self.calls = 0
@@ -175,29 +221,14 @@ class HttpChatModel:
             self.calls += 1
         return completion
 
-    @classmethod
-    def _http_client(
-        cls,
-        base_url: str,
-        headers: dict[str, str],
-        timeout: float,
-        max_retries: int,
-        backoff: float,
-    ) -> HttpClient:
-        """The provider's HTTP client; a rejected key is reported with :attr:`key_env`."""
-        return HttpClient(
-            base_url,
-            headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            backoff=backoff,
-            provider=cls.provider,
-            auth_hint=f"check {cls.key_env} or api_key=",
-        )
+    def _headers(self, key: str | None) -> dict[str, str]:
+        """The headers of every request, with ``key`` (None: no key was given)."""
+        raise NotImplementedError
 
     def _check_key(self) -> None:
-        """Raise :class:`AuthenticationError` naming :attr:`key_env` if no key was given."""
-        if not self._has_key:
+        """Raise :class:`AuthenticationError` naming :attr:`key_env` if the host needs a
+        key and none was given."""
+        if self._key_required and not self._has_key:
             require_api_key(None, self.key_env, self.provider)
 
     def _completion(

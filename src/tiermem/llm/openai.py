@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import urlparse
 
 from tiermem.llm.base import ChatMessage, Completion, HttpChatModel
 
@@ -23,28 +22,17 @@ class OpenAIModel(HttpChatModel):
         model: the model name (``"gpt-4o-mini"``, ``"llama3.1:8b"``).
         api_key: bearer token; default ``$OPENAI_API_KEY``.
         base_url: endpoint prefix ending in ``/v1``; default ``$OPENAI_BASE_URL`` or OpenAI.
-        timeout: seconds per attempt.
-        max_retries: retries on 429 / 5xx / timeouts / connection errors.
-        backoff: base delay of the exponential backoff, in seconds.
-        **options: default request fields (``temperature``, ``max_tokens``, ...).
+        timeout, max_retries, backoff, **options: see :class:`~tiermem.llm.HttpChatModel`.
     """
 
     provider = "openai"
+    default_model = "gpt-4o-mini"
+    default_base_url = DEFAULT_BASE_URL
+    base_url_env = "OPENAI_BASE_URL"
     key_env = "OPENAI_API_KEY"
+    keyless_elsewhere = True
 
-    def __init__(
-        self,
-        model: str = "gpt-4o-mini",
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 30.0,
-        max_retries: int = 3,
-        backoff: float = 0.5,
-        **options: Any,
-    ) -> None:
-        base = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self._key_required = urlparse(base).hostname == urlparse(DEFAULT_BASE_URL).hostname
+    def _headers(self, key: str | None) -> dict[str, str]:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         for env, header in (
             ("OPENAI_ORG_ID", "OpenAI-Organization"),
@@ -52,15 +40,12 @@ class OpenAIModel(HttpChatModel):
         ):
             if os.environ.get(env):
                 headers[header] = os.environ[env]
-        http = self._http_client(base, headers, timeout, max_retries, backoff)
-        super().__init__(model, http, options)
-        self._has_key = bool(key)
+        return headers
 
     def _request(
         self, messages: list[ChatMessage], options: dict[str, Any]
     ) -> tuple[str, dict[str, Any]]:
-        if self._key_required:
-            self._check_key()
+        self._check_key()
         return "/chat/completions", {"model": self.model, "messages": messages, **options}
 
     def _parse(self, data: dict[str, Any]) -> Completion:
