@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -53,10 +54,6 @@ class OnnxModel:
     tokenizer: WordPieceTokenizer
     inputs: frozenset[str]
     dimension: int
-
-
-_models: dict[tuple[str, str, int, int | None], OnnxModel] = {}
-_models_lock = threading.Lock()
 
 
 def is_packaged(name: str) -> bool:
@@ -94,17 +91,6 @@ def resolve_files(name: str, model_path: str | None) -> tuple[Path, Path]:
     return graph, tokenizer
 
 
-def load_onnx(
-    graph: Path, tokenizer_file: Path, max_length: int = MAX_LENGTH, threads: int | None = None
-) -> OnnxModel:
-    """Load (once per process) the session for ``graph`` and the tokenizer beside it."""
-    key = (str(graph), str(tokenizer_file), max_length, threads)
-    with _models_lock:
-        if key not in _models:
-            _models[key] = _load(graph, tokenizer_file, max_length, threads)
-        return _models[key]
-
-
 def onnxruntime(needs: str) -> Any:
     """The onnxruntime module, its telemetry off (``needs``: who asks, for the error).
 
@@ -134,6 +120,34 @@ def cpu_session(ort: Any, graph: Path, threads: int | None) -> Any:
     )
 
 
+Model = TypeVar("Model")
+
+
+class LoadedOnce(Generic[Model]):
+    """ONNX models loaded once per process and shared, one per graph, tokenizer file,
+    ``max_length`` and ``threads``: a session costs its load time and the memory of its
+    weights, and is safe to share between threads.
+
+    Args:
+        load: reads the model from ``(graph, tokenizer_file, max_length, threads)``.
+    """
+
+    def __init__(self, load: Callable[[Path, Path, int, int | None], Model]) -> None:
+        self._load = load
+        self._models: dict[tuple[str, str, int, int | None], Model] = {}
+        self._lock = threading.Lock()
+
+    def __call__(
+        self, graph: Path, tokenizer_file: Path, max_length: int, threads: int | None
+    ) -> Model:
+        """The model of these files and settings, loaded by the first call."""
+        key = (str(graph), str(tokenizer_file), max_length, threads)
+        with self._lock:
+            if key not in self._models:
+                self._models[key] = self._load(graph, tokenizer_file, max_length, threads)
+            return self._models[key]
+
+
 def _load(graph: Path, tokenizer_file: Path, max_length: int, threads: int | None) -> OnnxModel:
     for what, path in (("graph", graph), ("tokenizer", tokenizer_file)):
         if not path.is_file():
@@ -157,6 +171,10 @@ def _load(graph: Path, tokenizer_file: Path, max_length: int, threads: int | Non
         frozenset(i.name for i in session.get_inputs()),
         width if isinstance(width, int) else 0,
     )
+
+
+load_onnx = LoadedOnce(_load)
+"""Load (once per process) the session for ``graph`` and the tokenizer beside it."""
 
 
 class OnnxEmbedder(BaseEmbedder):

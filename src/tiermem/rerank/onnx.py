@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.embeddings.onnx import cpu_session, forward_passes, onnxruntime
+from tiermem.embeddings.onnx import LoadedOnce, cpu_session, forward_passes, onnxruntime
 from tiermem.embeddings.wordpiece import WordPieceTokenizer
 from tiermem.errors import InvalidSizeError, ModelLoadError, ProviderResponseError
 from tiermem.rerank.base import BaseReranker
@@ -47,10 +46,6 @@ class CrossEncoderModel:
     tokenizer: WordPieceTokenizer
     inputs: dict[str, type[np.integer[Any]]]
     output: str
-
-
-_models: dict[tuple[str, str, int, int | None], CrossEncoderModel] = {}
-_models_lock = threading.Lock()
 
 
 def resolve_files(path: str | os.PathLike[str]) -> tuple[Path, Path]:
@@ -96,17 +91,6 @@ def load_tokenizer(file: Path, max_length: int) -> WordPieceTokenizer:
     return WordPieceTokenizer(vocab, lowercase=lowercase, max_length=max_length)
 
 
-def load_cross_encoder(
-    graph: Path, tokenizer_file: Path, max_length: int = MAX_LENGTH, threads: int | None = None
-) -> CrossEncoderModel:
-    """Load (once per process) the session for ``graph`` and its tokenizer."""
-    key = (str(graph), str(tokenizer_file), max_length, threads)
-    with _models_lock:
-        if key not in _models:
-            _models[key] = _load(graph, tokenizer_file, max_length, threads)
-        return _models[key]
-
-
 def _load(
     graph: Path, tokenizer_file: Path, max_length: int, threads: int | None
 ) -> CrossEncoderModel:
@@ -132,6 +116,10 @@ def _load(
     outputs = [o.name for o in session.get_outputs()]
     output = "logits" if "logits" in outputs else outputs[0]
     return CrossEncoderModel(session, tokenizer, inputs, output)
+
+
+load_cross_encoder = LoadedOnce(_load)
+"""Load (once per process) the session for ``graph`` and its tokenizer."""
 
 
 class OnnxCrossEncoder(BaseReranker):
