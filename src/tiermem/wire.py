@@ -9,6 +9,7 @@ errors (``{error, field, message, fix}``, where ``error`` names a class of
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -256,6 +257,26 @@ def error_from_json(data: Mapping[str, Any]) -> TiermemError:
     if issubclass(cls, InputError):
         return cls(str(data.get("field") or ""), message, str(data.get("fix") or ""))
     return cls(message)
+
+
+def metadata_filter_from_json(text: str | None, field: str, hint: str) -> dict[str, Any] | None:
+    """A metadata filter written as JSON (the CLI's ``--metadata``, the server's
+    ``?metadata=``): an object of equalities, whose values the store checks; None stays
+    None. ``field`` and ``hint`` name the option and how to write it in the errors.
+
+    Raises:
+        SerializationError: ``text`` is not JSON.
+        InvalidTypeError: it is JSON but not an object.
+    """
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise errors.SerializationError(field, f"is not JSON: {exc}", hint) from None
+    if not isinstance(value, dict):
+        raise errors.InvalidTypeError(field, f"expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 def problem_to_error(problem: Mapping[str, Any], where: str) -> InputError:

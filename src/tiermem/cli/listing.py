@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tiermem.cli.commands import _memory, _user_ids, make_console, short_ids
-from tiermem.errors import InputError, InvalidTypeError, SerializationError
+from tiermem.errors import InputError
 
 
 def _store_options(parser: argparse.ArgumentParser) -> None:
@@ -136,26 +136,12 @@ def _time(text: str | None, option: str) -> datetime | None:
         ) from None
 
 
-def _metadata(text: str | None) -> dict[str, Any] | None:
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise SerializationError(
-            "--metadata", f"is not JSON: {exc}", """e.g. --metadata '{"kind": "note"}'"""
-        ) from None
-    if not isinstance(value, dict):
-        raise InvalidTypeError("--metadata", f"expected a JSON object, got {type(value).__name__}")
-    return value
-
-
 def cmd_memories(args: argparse.Namespace) -> int:
     """``Memory.list_memories(user, limit=, offset=, **filters)``: a page of the user's
     memories, newest first."""
     from rich.table import Table
 
-    from tiermem.wire import record_to_json
+    from tiermem.wire import metadata_filter_from_json, record_to_json
 
     user = _user(args)
     filters = {
@@ -164,7 +150,9 @@ def cmd_memories(args: argparse.Namespace) -> int:
         "agent_id": args.agent,
         "created_after": _time(args.created_after, "--created-after"),
         "created_before": _time(args.created_before, "--created-before"),
-        "metadata": _metadata(args.metadata),
+        "metadata": metadata_filter_from_json(
+            args.metadata, "--metadata", """e.g. --metadata '{"kind": "note"}'"""
+        ),
     }
     with _memory(args) as memory:
         page = memory.list_memories(user, limit=args.limit, offset=args.offset, **filters)

@@ -3,7 +3,6 @@ context."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import fields as dataclass_fields
 from typing import Annotated, Any
@@ -13,7 +12,6 @@ from fastapi import APIRouter, Query
 
 from tiermem.errors import (
     InputError,
-    InvalidTypeError,
     NotFoundError,
     SerializationError,
     refuse_unknown,
@@ -24,7 +22,13 @@ from tiermem.server.deps import ERROR_RESPONSES, Caller, PathMessage
 from tiermem.server.metrics import Metrics
 from tiermem.server.service import Service
 from tiermem.types.checks import MAX_LIMIT, check_text_id
-from tiermem.wire import context_to_json, hit_to_json, message_to_json, record_to_json
+from tiermem.wire import (
+    context_to_json,
+    hit_to_json,
+    message_to_json,
+    metadata_filter_from_json,
+    record_to_json,
+)
 
 
 def router(service: Service, metrics: Metrics) -> APIRouter:
@@ -116,7 +120,9 @@ def router(service: Service, metrics: Metrics) -> APIRouter:
             agent_id=agent_id,
             created_after=created_after,
             created_before=created_before,
-            metadata=_metadata_filter(metadata),
+            metadata=metadata_filter_from_json(
+                metadata, "metadata", 'pass a JSON object such as {"kind": "note"}'
+            ),
         )
         more = len(page) == limit and offset + limit < MAX_LIMIT
         return {
@@ -171,21 +177,6 @@ def router(service: Service, metrics: Metrics) -> APIRouter:
 
 
 MESSAGE_FIELDS = frozenset(f.name for f in dataclass_fields(Message) if not f.name.startswith("_"))
-
-
-def _metadata_filter(text: str | None) -> dict[str, Any] | None:
-    """The ``metadata`` query parameter: a JSON object (its values are checked by the store)."""
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise SerializationError(
-            "metadata", f"is not JSON: {exc}", 'pass a JSON object such as {"kind": "note"}'
-        ) from exc
-    if not isinstance(value, dict):
-        raise InvalidTypeError("metadata", f"expected a JSON object, got {type(value).__name__}")
-    return value
 
 
 def _offset(cursor: str | None) -> int:
