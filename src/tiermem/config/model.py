@@ -43,9 +43,9 @@ from tiermem.embeddings.factory import DEFAULT_MODEL as DEFAULT_EMBEDDING_MODEL
 from tiermem.embeddings.factory import PROVIDERS as EMBEDDING_PROVIDERS
 from tiermem.errors import ConfigError
 from tiermem.llm.factory import PROVIDERS as CHAT_PROVIDERS
-from tiermem.paths import default_sqlite_path
+from tiermem.paths import default_sqlite_path as default_sqlite_path
 from tiermem.planner.settings import PlannerConfig
-from tiermem.rerank.settings import RerankConfig
+from tiermem.rerank.settings import RerankConfig as RerankConfig
 from tiermem.sections import KeyProblem, Section, unwrap
 from tiermem.work.vectors import PassageSettings
 
@@ -498,18 +498,3 @@ def _flatten(value: Any, prefix: str) -> Any:
         yield prefix, str(value).lower()
     else:
         yield prefix, str(value)
-
-
-__all__ = [
-    "BufferConfig",
-    "LLMConfig",
-    "MemoryConfig",
-    "ModelEntry",
-    "PersistentConfig",
-    "RerankConfig",
-    "SynopsisConfig",
-    "TiermemConfig",
-    "WorkingConfig",
-    "check_config",
-    "default_sqlite_path",
-]
