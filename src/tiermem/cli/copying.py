@@ -244,7 +244,7 @@ class _Copy:
         Whether this run resumes an unfinished copy."""
         with self._reading("destination"):
             state, held = self.dst.batch([CopyStateOp(self.label), CopyStateOp(None)])
-            users = self.dst.users(limit=1)
+            users = self.dst.transcript.users(limit=1)
         if state is None and not merge and (users or held is not None or _has_keys(destination)):
             what = f"user {users[0]!r}" if users else "a copy of another store or API keys"
             raise InputError(
@@ -263,7 +263,7 @@ class _Copy:
         after = str(self.state["after_user"])
         while True:
             with self._reading("source"):
-                users = self.src.users(100, after)
+                users = self.src.transcript.users(100, after)
             if not users:
                 return
             for user in users:
@@ -292,7 +292,7 @@ class _Copy:
         while s["phase"] == "messages":
             after_seq = int(s["cursor"])
             with self._reading("source"):
-                rows = self.src.transcript(user, after=after_seq, limit=self.batch)
+                rows = self.src.transcript.rows(user, after=after_seq, limit=self.batch)
             if rows:
                 s["cursor"] = rows[-1].seq
             if len(rows) < self.batch:
@@ -302,7 +302,7 @@ class _Copy:
         ids: dict[tuple[str | None, int], str] = {}
         after_seq = 0
         with self._reading("source"):
-            while page := self.src.transcript(user, after=after_seq, limit=1000):
+            while page := self.src.transcript.rows(user, after=after_seq, limit=1000):
                 ids.update(((r.session_id, r.seq), r.message.message_id) for r in page)
                 after_seq = page[-1].seq
             lines = list(session_lines(self.src, user, ids))
@@ -423,7 +423,7 @@ def verify(src: MemoryStore, dst: MemoryStore, dimension: int) -> list[UserCheck
     """Every user of ``src`` read back from both stores."""
     checks = []
     after = ""
-    while users := src.users(100, after):
+    while users := src.transcript.users(100, after):
         for user in users:
             ours, theirs = user_digest(src, user, dimension), user_digest(dst, user, dimension)
             checks.append(

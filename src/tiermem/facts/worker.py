@@ -170,7 +170,7 @@ class FactWorker:
 
     def sweep(self) -> int:
         """Queue every due session of any user (those a dead process left too)."""
-        due = self.store.due_fact_sessions(self.batch, 100)
+        due = self.store.queue.due_fact_sessions(self.batch, 100)
         self.notify(due)
         return len(due)
 
@@ -214,7 +214,7 @@ class FactWorker:
         """Extract the session's next batch if it is due (``force``: any new message);
         the ids of the facts written, or None when nothing was due or another process
         has the user. Raises the extractor's error after recording it (mark kept)."""
-        due = self.store.facts_due(
+        due = self.store.queue.facts_due(
             self.owner,
             user_id,
             session_id,
@@ -246,12 +246,12 @@ class FactWorker:
         except Exception as exc:
             self.stats.failures += 1
             self.last_error = exc
-            mark = self.store.fact_mark(user_id, session_id)
+            mark = self.store.queue.fact_mark(user_id, session_id)
             retry_in = backoff_delay(self.retry_backoff, mark.attempts, self.max_backoff)
             reason = f"{type(exc).__name__}: {exc}"
-            self.store.facts_fail(self.owner, user_id, session_id, reason, retry_in)
+            self.store.queue.facts_fail(self.owner, user_id, session_id, reason, retry_in)
             raise
-        return self.store.save_facts(
+        return self.store.queue.save_facts(
             self.owner, user_id, session_id, due.upto, due.rows[-1].seq, writes
         )
 
@@ -259,7 +259,7 @@ class FactWorker:
         """Extend the leases of the users whose extraction is under way here."""
         with self._lock:
             users = tuple(self._leased)
-        return self.store.renew(self.owner, self.lease, fact_users=users) if users else 0
+        return self.store.queue.renew(self.owner, self.lease, fact_users=users) if users else 0
 
     def _writes(
         self, user_id: str, session_id: str | None, rows: list[TranscriptRow]

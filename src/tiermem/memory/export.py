@@ -67,7 +67,7 @@ def archive_lines(
     ids: dict[tuple[str | None, int], str] = {}  # (session, seq) -> message id
     after = 0
     while True:
-        rows = store.transcript(user_id, after=after, limit=PAGE)
+        rows = store.transcript.rows(user_id, after=after, limit=PAGE)
         for row in rows:
             ids[(row.session_id, row.seq)] = row.message.message_id
             counts["message"] += 1

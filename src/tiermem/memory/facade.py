@@ -35,6 +35,7 @@ from tiermem.memory.wiring import Tiers
 from tiermem.messages import Content, Message
 from tiermem.planner.planner import QueryPlanner
 from tiermem.stores.ops import ListOp
+from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.transcript import AppendOp
 from tiermem.stores.validate import append_op
 from tiermem.tokens import TokenCounter
@@ -139,7 +140,7 @@ class Memory(Reading):
     # -- the tiers (built on first use) ---------------------------------------------------
 
     @property
-    def store(self) -> Any:
+    def store(self) -> MemoryStore:
         """The long-term store (a SQLite file unless configured or given otherwise)."""
         return self._tiers.store
 
@@ -294,7 +295,7 @@ class Memory(Reading):
         check_memory_type(memory_type)  # named as the arguments, before the embedder runs
         check_importance(importance)
         vector = self._embed(content)
-        memory_id = self.store.add(
+        memory_id = self.store.index.add(
             user_id,
             content,
             embedding=vector,
@@ -322,7 +323,7 @@ class Memory(Reading):
         self._open(user_id)
         items = inputs.new_memories(memories, self._tiers.memory_chars())
         vectors = self._tiers.embed([m.content for m in items])
-        ids = self.store.add_many(user_id, items, embeddings=vectors)
+        ids = self.store.index.add_many(user_id, items, embeddings=vectors)
         if self.synopses is not None:
             for memory_type in {m.memory_type for m in items}:
                 self.synopses.memory_added(user_id, memory_type)
@@ -422,21 +423,21 @@ class Memory(Reading):
         if content is not None:
             content = inputs.memory_content(content, self._tiers.memory_chars())
             changes["embedding"] = self._embed(content)
-        record: MemoryRecord = self.store.update(user_id, memory_id, **changes)
+        record: MemoryRecord = self.store.index.update(user_id, memory_id, **changes)
         self.changes.changed(user_id, "memories")
         return record
 
     def stats(self, user_id: str) -> StoreStats:
         """Counts per type, time span, access and importance figures of the user."""
         user_id = self._open(user_id)
-        return self.store.stats(user_id)  # type: ignore[no-any-return]
+        return self.store.index.stats(user_id)
 
     # -- forgetting and lifecycle ---------------------------------------------------------
 
     def forget(self, memory_id: str, user_id: str) -> bool:
         """Delete one memory of ``user_id``; False if it does not exist (or is another's)."""
         user_id = self._open(user_id)
-        deleted = bool(self.store.delete(user_id, memory_id))
+        deleted = bool(self.store.index.delete(user_id, memory_id))
         if deleted:
             self.changes.changed(user_id, "forgotten")
         return deleted
@@ -453,7 +454,7 @@ class Memory(Reading):
         self._open(user_id)
         self._keep.discard_user(user_id)
         try:
-            deleted = int(self.store.delete_user(user_id))
+            deleted = int(self.store.index.delete_user(user_id))
         except StoreUnavailableError as exc:
             raise StoreUnavailableError(
                 f"cannot erase user {user_id!r}: {exc}; nothing was erased, retry when the "
@@ -501,11 +502,8 @@ class Memory(Reading):
     def fact_history(self, memory_id: str, user_id: str) -> list[MemoryRecord]:
         """Every version of a fact, oldest first: superseded versions keep their text and
         say until when they held (``metadata["valid_until"]``)."""
-        from tiermem.stores.facts import FactVersionsOp
-
         user_id = self._open(user_id)
-        fact_id = str(check_uuid(memory_id))
-        versions = list(self.store.batch([FactVersionsOp(user_id, fact_id)])[0])
+        versions = self.store.queue.fact_versions(user_id, str(check_uuid(memory_id)))
         if not versions:
             raise NotFoundError(f"fact {memory_id} not found for this user_id")
         return versions
@@ -548,7 +546,7 @@ class Memory(Reading):
     def sessions(self, user_id: str) -> list[SessionInfo]:
         """The user's sessions in the store, most recently active first."""
         user_id = self._open(user_id)
-        return list(self.store.sessions(user_id))
+        return list(self.store.transcript.sessions(user_id))
 
     async def arecent(
         self, user_id: str, session_id: str | None = None, limit: int = 20
@@ -565,7 +563,7 @@ class Memory(Reading):
         user_id = self._open(user_id)
         if not self._tiers.native_async:
             return await asyncio.to_thread(self.sessions, user_id)
-        return list(await self.store.asessions(user_id))
+        return list(await self.store.transcript.asessions(user_id))
 
     def __enter__(self) -> Memory:
         return self

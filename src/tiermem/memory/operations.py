@@ -33,12 +33,12 @@ class Operations:
         """The user's messages that could not be indexed, each with its ``error``: they
         stay in the transcript (and the recent window) and are found by keyword."""
         user_id = self._open(user_id)
-        return list(self._tiers.store.failed(user_id, limit))
+        return list(self._tiers.store.transcript.failed(user_id, limit))
 
     def retry_failed(self, user_id: str) -> int:
         """Queue the user's failed messages again (after fixing the cause); how many."""
         user_id = self._open(user_id)
-        count = int(self._tiers.store.retry_failed(user_id))
+        count = int(self._tiers.store.queue.retry_failed(user_id))
         if count:
             self._tiers.worker.wake()
         return count
@@ -47,7 +47,7 @@ class Operations:
         """Messages pending, done and failed in the store (one user's, or everyone's)."""
         self._tiers.check_open()
         owner = None if user_id is None else check_user_id(user_id)
-        stats: WorkStats = self._tiers.store.work_stats(owner)
+        stats: WorkStats = self._tiers.store.queue.work_stats(owner)
         return stats
 
     @property
@@ -63,7 +63,7 @@ class Operations:
         """Every user with messages or memories in the store, by id; pass the last id as
         ``after`` for the next page (an admin view: it reads across users)."""
         self._tiers.check_open()
-        return list(self._tiers.store.users(limit, after))
+        return list(self._tiers.store.transcript.users(limit, after))
 
     def size(self) -> int:
         """How many long-term memories the store holds, every user's."""
@@ -76,7 +76,7 @@ class Operations:
         """The PostgreSQL read replica as this process sees it (up, lag in bytes and
         seconds, reads served and routed to the primary); None without one."""
         self._tiers.check_open()
-        return self._tiers.store.replica_status()  # type: ignore[no-any-return]
+        return self._tiers.store.replica_status()
 
     def queue_status(self) -> dict[str, Any]:
         """This process's queue of messages not yet in the store (``memory`` durability):

@@ -79,9 +79,9 @@ class Reading(Operations):
         self._check_search(query, user_id, k, filters)
         least = check_min_score(min_score)
         vector = (yield _cpu(self._embed, query)) if mode != "keyword" and query.strip() else None
-        store = self._tiers.store
+        index = self._tiers.store.index
         options = {"vector": vector, "mode": mode, "limit": k, **(filters or {})}
-        hits = list((yield _Wait(store.search, store.asearch, user_id, query, **options)))
+        hits = list((yield _Wait(index.search, index.asearch, user_id, query, **options)))
         if mode != "hybrid":  # scored by cosine or text rank: scored by relevance instead
             hits = rescore(query, vector, hits, mode)
         return [hit for hit in hits if hit.score >= least]
@@ -171,8 +171,8 @@ class Reading(Operations):
         """A page of the user's long-term memories, newest first, filtered by type (one or
         several), session, agent, creation time or metadata (:class:`Filters`)."""
         user_id = self._page(user_id)
-        store = self._tiers.store
-        page = _Wait(store.list, store.alist, user_id, limit=limit, offset=offset, **filters)
+        index = self._tiers.store.index
+        page = _Wait(index.list, index.alist, user_id, limit=limit, offset=offset, **filters)
         return list((yield page))
 
     alist_memories = stepped_twin(list_memories, threads_unless=_native)
@@ -186,8 +186,8 @@ class Reading(Operations):
     def get_memory(self, memory_id: str, user_id: str) -> Steps[MemoryRecord | None]:
         """One memory of the user; None if the user has none with this id."""
         user_id = self._open(user_id)
-        store = self._tiers.store
-        return cast(MemoryRecord | None, (yield _Wait(store.get, store.aget, user_id, memory_id)))
+        index = self._tiers.store.index
+        return cast(MemoryRecord | None, (yield _Wait(index.get, index.aget, user_id, memory_id)))
 
     aget_memory = stepped_twin(get_memory, threads_unless=_native)
 

@@ -245,17 +245,17 @@ class Persistent(Retention):
         return recent, summary.text, list(unindexed)
 
     def recent(self, user_id: str, session_id: str | None, limit: int) -> list[Message]:
-        return list(self.tiers.store.recent(user_id, session_id, limit))
+        return list(self.tiers.store.transcript.recent(user_id, session_id, limit))
 
     async def arecent(self, user_id: str, session_id: str | None, limit: int) -> list[Message]:
-        return list(await self.tiers.store.arecent(user_id, session_id, limit))
+        return list(await self.tiers.store.transcript.arecent(user_id, session_id, limit))
 
     def history(self, user_id: str, session_id: str | None) -> list[Message]:
         self.settle()
         out: list[Message] = []
         after = 0
         while True:
-            rows = self.tiers.store.transcript(
+            rows = self.tiers.store.transcript.rows(
                 user_id, session_id=session_id, any_session=False, after=after, limit=1000
             )
             out += [r.message for r in rows]
@@ -265,23 +265,23 @@ class Persistent(Retention):
 
     def message(self, user_id: str, message_id: str) -> Message | None:
         self.settle()
-        found: Message | None = self.tiers.store.message(user_id, message_id)
+        found: Message | None = self.tiers.store.transcript.message(user_id, message_id)
         return found
 
     async def amessage(self, user_id: str, message_id: str) -> Message | None:
         queued = self._archiver
         if queued is not None and queued.pending:  # ``memory`` durability: let them land
             return await asyncio.to_thread(self.message, user_id, message_id)
-        found: Message | None = await self.tiers.store.amessage(user_id, message_id)
+        found: Message | None = await self.tiers.store.transcript.amessage(user_id, message_id)
         return found
 
     def forget_messages(self, user_id: str, ids: list[str]) -> int:
         self.settle()
-        return int(self.tiers.store.forget_messages(user_id, ids))
+        return int(self.tiers.store.transcript.forget_messages(user_id, ids))
 
     def forget_session(self, user_id: str, session_id: str | None) -> int:
         self.settle()
-        return int(self.tiers.store.forget_session(user_id, session_id))
+        return int(self.tiers.store.transcript.forget_session(user_id, session_id))
 
     def end_session(self, user_id: str, session_id: str | None) -> str | None:
         # the summary is kept as a ``summary`` memory (the synopsis reads those)

@@ -223,9 +223,10 @@ class Tiers:
     # -- the store -------------------------------------------------------------------------
 
     @property
-    def store(self) -> Any:
+    def store(self) -> MemoryStore:
         """The long-term store (a SQLite file unless configured or given otherwise)."""
-        return self._once("_store", self._build_store)
+        store: MemoryStore = self._once("_store", self._build_store)
+        return store
 
     def _build_store(self) -> Any:
         persistent = self.config.memory.persistent
@@ -310,7 +311,7 @@ class Tiers:
     def _profile_memories(self, user_id: str) -> list[Any]:
         """What a synopsis is written from: the user's facts, preferences and context
         (current versions only: a superseded fact is history, not a profile)."""
-        return _current(self.store.list(user_id, **PROFILE_PAGE))
+        return _current(self.store.index.list(user_id, **PROFILE_PAGE))
 
     @property
     def native_async(self) -> bool:

@@ -1,5 +1,5 @@
 """What the two engines' SQL keeps differently (:class:`Dialect`: the parameter mark,
-ids, times, JSON, vectors, list and metadata tests), and over it, once for both, a row of
+ids, times, JSON, vectors, list and metadata tests, row locks), and over it, once for both, a row of
 the memory index read into a record and a filter written as a ``WHERE`` clause."""
 
 from __future__ import annotations
@@ -57,6 +57,13 @@ class Dialect(NamedTuple):
     """``column`` (JSON) holding every key with its value."""
     metadata_text: Callable[[str, str], str]
     """The text of one key of ``column`` (JSON), as an SQL expression."""
+    claim_lock: str = ""
+    """What a claim's SELECT appends to lock the rows it takes (and skip locked ones)."""
+    row_lock: str = ""
+    """What a SELECT appends to lock the row it reads until the transaction ends."""
+    user_filter: str = "user_id"
+    """How a query names ``user_id`` when the index on the work state should serve it
+    (SQLite: ``+user_id``, so its planner does not walk the user's whole session index)."""
 
 
 def read_record(row: Any, dialect: Dialect) -> MemoryRecord:

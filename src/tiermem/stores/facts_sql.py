@@ -1,18 +1,15 @@
 """The fact operations in SQL shared by SQLite and PostgreSQL.
 
-:class:`FactsSQL` runs the ops of :mod:`tiermem.stores.facts` inside the store's current
-transaction, with the same parameter mark and row locking as the transcript
-(:class:`~tiermem.stores.transcript_sql.TranscriptSQL`). A save checks the lease and
+:class:`FactsSQL`, the work queue's second part of SQL, runs the ops of
+:mod:`tiermem.stores.facts` inside the store's current transaction. A save checks the lease and
 the mark in the transaction that writes, so a batch is applied once or not at all.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from tiermem.clock import Clock
 from tiermem.embeddings.cache import content_hash
 from tiermem.stores.facts import (
     LEASES,
@@ -28,9 +25,10 @@ from tiermem.stores.facts import (
     SaveFactsOp,
     current,
 )
+from tiermem.stores.index_sql import IndexSQL
 from tiermem.stores.ops import AddOp, ListOp, UpdateOp
-from tiermem.stores.transcript import TRANSCRIPT, session_key, session_value, transcript_row
-from tiermem.stores.transcript_sql import _ROW
+from tiermem.stores.sql_part import Handler, Host, SQLPart
+from tiermem.stores.transcript import ROW, TRANSCRIPT, session_key, session_value, transcript_row
 from tiermem.types.filters import MemoryFilter
 from tiermem.types.records import MemoryRecord
 
@@ -38,39 +36,22 @@ _MAX_EVIDENCE = 5
 _MAX_VERSIONS = 1000
 
 
-class FactsSQL:
-    """Fact extraction marks, user leases and versioned fact writes for a SQL store."""
+class FactsSQL(SQLPart):
+    """Fact extraction marks, user leases and versioned fact writes for a SQL store (the
+    facts are memories of the index: written through ``index``)."""
 
-    p = "?"
-    row_lock = ""
-    clock: Clock
-    """Where lease times come from (:attr:`tiermem.stores.queue.WorkQueue.clock`)."""
+    HANDLERS: ClassVar[dict[type, Handler]] = {
+        DueSessionsOp: Handler("_due_sessions", "read"),
+        FactsDueOp: Handler("_facts_due", "write"),
+        SaveFactsOp: Handler("_save_facts", "write"),
+        FactsFailOp: Handler("_facts_fail", "write"),
+        FactMarkOp: Handler("_fact_mark", "read"),
+        FactVersionsOp: Handler("_fact_versions", "read"),
+    }
 
-    # -- what the engine provides (SQLStore declares them) --
-
-    def _lock_user(self, c: Any, user_id: str) -> None:
-        raise NotImplementedError
-
-    def _existing_hashes(self, c: Any, user_id: str, hashes: list[str]) -> dict[str, uuid.UUID]:
-        raise NotImplementedError
-
-    def _add(self, c: Any, op: AddOp) -> list[uuid.UUID]:
-        raise NotImplementedError
-
-    def _by_ids(self, c: Any, user_id: str, ids: Sequence[uuid.UUID]) -> list[MemoryRecord]:
-        raise NotImplementedError
-
-    def _write_update(self, c: Any, op: UpdateOp, digest: str | None) -> None:
-        raise NotImplementedError
-
-    def _delete(self, c: Any, user_id: str, ids: Sequence[uuid.UUID] | None) -> int:
-        raise NotImplementedError
-
-    def _list(self, c: Any, op: ListOp) -> list[MemoryRecord]:
-        raise NotImplementedError
-
-    def _changed(self, c: Any, user_id: str) -> None:
-        raise NotImplementedError
+    def __init__(self, store: Host, index: IndexSQL[Any]) -> None:
+        super().__init__(store, index.dialect)
+        self.index = index
 
     # -- finding and leasing work --
 
@@ -114,7 +95,7 @@ class FactsSQL:
         if not op.force and mark["retry_at"] > now:
             return None
         rows = c.execute(
-            f"SELECT {_ROW} FROM {TRANSCRIPT} WHERE user_id = {p} AND session_id = {p}"
+            f"SELECT {ROW} FROM {TRANSCRIPT} WHERE user_id = {p} AND session_id = {p}"
             f" AND seq > {p} ORDER BY seq LIMIT {p}",
             (op.user_id, session, mark["upto"], op.limit),
         ).fetchall()
@@ -133,7 +114,7 @@ class FactsSQL:
         session = session_key(op.session_id)
         # the user's lock before any row of theirs, as erasures and completions take it:
         # the other order deadlocks with a concurrent forget_user
-        self._lock_user(c, op.user_id)
+        self.index.lock_user(c, op.user_id)
         lease = c.execute(
             f"SELECT lease_owner FROM {LEASES} WHERE user_id = {p}{self.row_lock}",
             (op.user_id,),
@@ -148,7 +129,7 @@ class FactsSQL:
             return None
         ids = [self._write_fact(c, op.user_id, w) for w in op.writes]
         if op.writes:
-            self._changed(c, op.user_id)
+            self.index.changed(c, op.user_id)
         c.execute(
             f"UPDATE {MARKS} SET upto = {p}, attempts = 0, error = NULL, retry_at = 0,"
             f" updated_at = {p} WHERE user_id = {p} AND session_id = {p}",
@@ -168,13 +149,13 @@ class FactsSQL:
             return self._merge_fact(c, user_id, write.merge_into, write)
         memory = write.memory
         digest = content_hash(memory.content)
-        known = self._existing_hashes(c, user_id, [digest]).get(digest)
+        known = self.index.existing_hashes(c, user_id, [digest]).get(digest)
         if known is not None:  # the same text is known: one fact, its sources extended
             target = self._merge_fact(c, user_id, str(known), write, reopen=True)
             if target is None:
                 return None
         else:
-            target = str(self._add(c, AddOp(user_id, (memory,)))[0])
+            target = str(self.index.add_rows(c, AddOp(user_id, (memory,)))[0])
         if write.replaces is not None and write.replaces != target:
             valid_from = (memory.metadata or {}).get("valid_from")
             self._close_fact(c, user_id, write.replaces, target, valid_from, write.change)
@@ -196,7 +177,7 @@ class FactsSQL:
         if reopen and not current(metadata):
             metadata["valid_until"] = None
             metadata.pop("superseded_by", None)
-        self._write_update(c, UpdateOp(user_id, record.id, metadata=metadata), None)
+        self.index.write_update(c, UpdateOp(user_id, record.id, metadata=metadata), None)
         return str(record.id)
 
     def _close_fact(
@@ -215,14 +196,14 @@ class FactsSQL:
         metadata = {**record.metadata, "valid_until": until, "superseded_by": successor}
         if change is not None:
             metadata["change"] = change
-        self._write_update(c, UpdateOp(user_id, record.id, metadata=metadata), None)
+        self.index.write_update(c, UpdateOp(user_id, record.id, metadata=metadata), None)
 
     def _fact(self, c: Any, user_id: str, memory_id: str) -> MemoryRecord | None:
         try:
             key = uuid.UUID(str(memory_id))
         except ValueError:
             return None
-        found = self._by_ids(c, user_id, [key])
+        found = self.index.by_ids(c, user_id, [key])
         if not found or found[0].memory_type != "fact":
             return None
         return found[0]
@@ -247,12 +228,12 @@ class FactsSQL:
         )
         return bool(cur.rowcount)
 
-    def _forget_fact_marks(self, c: Any, user_id: str) -> None:
+    def forget_marks(self, c: Any, user_id: str) -> None:
         """Erase a user's extraction marks and lease (with the user's memories)."""
         c.execute(f"DELETE FROM {MARKS} WHERE user_id = {self.p}", (user_id,))
         c.execute(f"DELETE FROM {LEASES} WHERE user_id = {self.p}", (user_id,))
 
-    def _forget_facts_of(self, c: Any, user_id: str, lines: dict[str, str | None]) -> None:
+    def forget_facts_of(self, c: Any, user_id: str, lines: dict[str, str | None]) -> None:
         """Undo what forgotten messages (``lines``: message id -> line) taught: a fact read
         only from them goes (the version it had closed is current again); a fact also
         read from others loses their ids and evidence."""
@@ -261,7 +242,7 @@ class FactsSQL:
         facts: list[MemoryRecord] = []
         page = ListOp(user_id, MemoryFilter(memory_types=("fact",)), 1000, 0)
         while True:
-            found = self._list(c, page)
+            found = self.index.page(c, page)
             facts += found
             if len(found) < page.limit:
                 break
@@ -280,7 +261,7 @@ class FactsSQL:
                 for e in metadata.get("evidence") or []
                 if not any(str(line).startswith(str(e)) for line in said)
             ]
-            self._write_update(c, UpdateOp(user_id, record.id, metadata=metadata), None)
+            self.index.write_update(c, UpdateOp(user_id, record.id, metadata=metadata), None)
         for record in facts:
             older = record.metadata.get("replaces")
             if record.id not in dropped or not older:
@@ -292,9 +273,9 @@ class FactsSQL:
                 metadata = {**previous.metadata, "valid_until": None}
                 for key in ("superseded_by", "change"):
                     metadata.pop(key, None)
-                self._write_update(c, UpdateOp(user_id, previous.id, metadata=metadata), None)
+                self.index.write_update(c, UpdateOp(user_id, previous.id, metadata=metadata), None)
         if dropped:
-            self._delete(c, user_id, sorted(dropped))
+            self.index.delete_rows(c, user_id, sorted(dropped))
 
     # -- reading --
 

@@ -1,26 +1,22 @@
-"""The MemoryStore protocol: the derived API every backend shares.
+"""The memory index, a part of every store: its methods, derived from the store's batch.
 
-A backend implements two methods, :meth:`MemoryStore.batch` and :meth:`MemoryStore.abatch`,
-which run a list of small operation tuples (:class:`~tiermem.stores.ops.AddOp`,
-:class:`~tiermem.stores.ops.SearchOp`, ...) in one transaction and return one result per
-operation. Everything else (``add``, ``search``, ``delete_user`` and their ``a``-prefixed
-async twins) is derived here, so validation, embedding of text that comes without a vector
-and result shaping are written once.
+Each method (``add``, ``search``, ``delete_user``... and their ``a``-prefixed async twins)
+checks its arguments into one op of :mod:`tiermem.stores.ops` (:class:`~.ops.AddOp`,
+:class:`~.ops.SearchOp`, ...) that the store runs, so validation, embedding of text that
+comes without a vector and result shaping are written once for every backend.
 """
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import uuid
-from abc import abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 
 from tiermem.aio.twins import Steps, stepped, stepped_twin
-from tiermem.errors import DimensionMismatchError, InputError, InvalidSizeError, InvalidTypeError
+from tiermem.errors import InputError, InvalidTypeError
 from tiermem.stores.ops import (
     SEARCH_MODES,
     AccessOp,
@@ -30,15 +26,13 @@ from tiermem.stores.ops import (
     DeleteUserOp,
     GetOp,
     ListOp,
-    Op,
     SearchMode,
     SearchOp,
     StatsOp,
     UpdateOp,
 )
-from tiermem.stores.queue import WorkQueue
-from tiermem.stores.records import NewMemory, ReplicaStatus
-from tiermem.stores.transcript_api import TranscriptAPI
+from tiermem.stores.parts import Batches, Part
+from tiermem.stores.records import NewMemory
 from tiermem.stores.validate import check_vector
 from tiermem.types.checks import (
     check_aware,
@@ -58,76 +52,25 @@ from tiermem.types.records import DEFAULT_IMPORTANCE, MemoryRecord, SearchResult
 if TYPE_CHECKING:
     from tiermem.embeddings.base import Embedder
 
-_T = TypeVar("_T")
 
+class MemoryIndex(Part):
+    """The memory index of a store: many users' memories (and passages) in one
+    ``memories_{dimension}`` table, searched by meaning and by words.
 
-class MemoryStore(TranscriptAPI, WorkQueue):
-    """Long-term memory of many users in one ``memories_{dimension}`` table.
-
-    Subclasses implement :meth:`batch` and :meth:`abatch`; every other method is derived
-    (the transcript's from :class:`~tiermem.stores.transcript_api.TranscriptAPI`, the work
-    queue's from :class:`~tiermem.stores.queue.WorkQueue`). Every per-user
-    method requires ``user_id`` and only ever sees that user's records.
+    Every method checks its arguments into one op of :mod:`tiermem.stores.ops` and the
+    store runs it; each has an ``a``-prefixed async twin. Every per-user method requires
+    ``user_id`` and only ever sees that user's records.
 
     Args:
-        dimension: width of the stored vectors; defaults to ``embedder.dimension``.
+        store: what runs the ops (the store holding this index).
+        dimension: width of the stored vectors.
         embedder: optional; embeds content or queries given without a vector.
     """
 
-    def __init__(self, dimension: int | None = None, embedder: Embedder | None = None) -> None:
-        if dimension is None:
-            if embedder is None:
-                raise InputError("dimension", "is required", "pass dimension= or embedder=")
-            dimension = embedder.dimension
-        if (
-            isinstance(dimension, bool)
-            or not isinstance(dimension, int)
-            or not 1 <= dimension <= 16_000
-        ):
-            raise InvalidSizeError("dimension", f"{dimension!r} is not in [1, 16000]")
-        if embedder is not None and embedder.dimension != dimension:
-            raise DimensionMismatchError(
-                "embedder",
-                f"{embedder.model_id} makes {embedder.dimension}-dimensional vectors, "
-                f"the store holds {dimension}",
-                "use a store of the embedder's dimension",
-            )
+    def __init__(self, store: Batches, dimension: int, embedder: Embedder | None) -> None:
+        super().__init__(store)
         self.dimension = dimension
         self.embedder = embedder
-        self.table = f"memories_{dimension}"
-
-    # -- the core a backend implements --
-
-    @abstractmethod
-    def batch(self, ops: Iterable[Op]) -> list[Any]:
-        """Run ``ops`` in one transaction; one result per op, in order.
-
-        If any op fails, nothing of the batch is kept and the error is raised.
-        """
-
-    @abstractmethod
-    async def abatch(self, ops: Iterable[Op]) -> list[Any]:
-        """Async twin of :meth:`batch`."""
-
-    async def abatch_then(self, ops: Iterable[Op], then: Callable[[list[Any]], _T]) -> _T:
-        """``then(results)`` of :meth:`batch`, ``then`` (work on the results) called in a
-        thread; a store that reads natively reads and shapes the rows in that thread too."""
-        ops = list(ops)
-        return await asyncio.to_thread(lambda: then(self.batch(ops)))
-
-    @abstractmethod
-    def close(self) -> None:
-        """Release connections and caches; the store is unusable afterwards."""
-
-    def replica_status(self) -> ReplicaStatus | None:
-        """The read replica's state and lag; None for a store without one."""
-        return None
-
-    def __enter__(self: _T) -> _T:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- op builders and steps shared by the derived methods --
 
@@ -254,8 +197,7 @@ class MemoryStore(TranscriptAPI, WorkQueue):
     # -- derived API: each method written once, run by batch and, as its twin, by abatch --
 
     def _step(self, step: Any, /) -> Any:
-        """Run one wait of a derived method: texts to embed, or an op (in a transaction
-        of its own)."""
+        """Run one wait of a derived method: texts to embed, or an op."""
         if isinstance(step, Embed):
             assert self.embedder is not None
             return self.embedder.embed(step.texts)

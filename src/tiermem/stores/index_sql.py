@@ -1,43 +1,37 @@
-"""SQLStore: what the SQLite and PostgreSQL stores share above their SQL.
+"""The memory index's SQL shared by SQLite and PostgreSQL (:class:`IndexSQL`).
 
-Both engines run the same operations with the same rules: one table from an op's type
-to its method (:data:`HANDLERS`), content-hash deduplication on add and import, the
-checks before an update, and search (vector, keyword, or both fused) counting an access
-of every hit it returns. This class holds those rules; each engine implements the small
-methods that speak its SQL.
+Both engines run the index's operations with the same rules: content-hash deduplication
+on add and import, the checks before an update, and search (vector, keyword, or both
+fused) counting an access of every hit it returns. This class holds those rules and its
+handler table; each engine implements the small methods that speak its SQL
+(:class:`~tiermem.stores.sqlite.SQLiteIndex`, :class:`~tiermem.stores.postgres.PostgresIndex`).
+The other parts' SQL writes index rows through it (:meth:`IndexSQL.add_rows`,
+:meth:`IndexSQL.delete_rows`...), inside the same transaction.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
-from abc import abstractmethod
-from collections.abc import Iterable, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from datetime import datetime
-from itertools import groupby
-from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, cast
+from typing import Any, ClassVar, Generic, TypeVar
 
 import tiermem.stores.copies as copies
-import tiermem.stores.facts as facts
-import tiermem.stores.queue as queue
 import tiermem.stores.transcript as tr
 from tiermem.embeddings.cache import content_hash
 from tiermem.errors import InputError, NotFoundError
-from tiermem.stores.dialect import Clause, Dialect, filter_clause, read_record
-from tiermem.stores.facts_sql import FactsSQL
+from tiermem.stores.dialect import Clause, filter_clause, read_record
 from tiermem.stores.ops import (
     AccessOp,
     AddOp,
     CountOp,
-    DeleteOp,
-    DeleteUserOp,
     ExistingIdsOp,
     GetOp,
     ImportOp,
     ListOp,
-    Op,
     ScanOp,
     SearchOp,
     StatsOp,
@@ -45,10 +39,9 @@ from tiermem.stores.ops import (
     UpdateOp,
 )
 from tiermem.stores.plans import Plan, run
-from tiermem.stores.protocol import MemoryStore
 from tiermem.stores.records import bump_access
 from tiermem.stores.relevance import fuse
-from tiermem.stores.transcript_sql import TranscriptSQL
+from tiermem.stores.sql_part import Handler, SQLPart
 from tiermem.types.filters import MemoryFilter
 from tiermem.types.records import MemoryRecord, SearchResult, StoreStats, utcnow
 
@@ -58,169 +51,53 @@ UNPROFILED = ("message", "tool")
 C = TypeVar("C")
 """The engine's connection type."""
 
-Access = Literal["read", "access", "write"]
-"""What an op writes: nothing, only access counts, or data."""
 
+class IndexSQL(SQLPart, ABC, Generic[C]):
+    """The memory index's ops on a SQL engine; ``C`` is the engine's connection type.
 
-class Handler(NamedTuple):
-    """The :class:`SQLStore` method that runs an op, and what the op writes.
-
-    ``plan``: the method takes the op alone and returns its plan (:mod:`.plans`), which
-    a sync or an async connection runs; otherwise it takes the connection and the op.
+    An engine implements the abstract methods below; :meth:`lock_user` is a no-op unless
+    writers of one user need serializing beyond the transaction.
     """
 
-    method: str
-    writes: Access
-    plan: bool = False
-
-
-HANDLERS: dict[type, Handler] = {
-    # the memory index
-    AddOp: Handler("_run_add", "write"),
-    GetOp: Handler("_get_plan", "access", plan=True),
-    SearchOp: Handler("_search_plan", "access", plan=True),
-    AccessOp: Handler("_run_access", "access"),
-    UpdateOp: Handler("_run_update", "write"),
-    DeleteOp: Handler("_run_delete", "write"),
-    DeleteUserOp: Handler("_run_delete_user", "write"),
-    ListOp: Handler("_list_plan", "read", plan=True),
-    CountOp: Handler("_count_plan", "read", plan=True),
-    StatsOp: Handler("_run_stats", "read"),
-    ScanOp: Handler("_scan_plan", "read", plan=True),
-    ImportOp: Handler("_run_import", "write"),
-    ExistingIdsOp: Handler("_run_existing_ids", "read"),
-    TableSizeOp: Handler("_run_table_size", "read"),
-    # the transcript and summaries
-    tr.AppendOp: Handler("_append", "write"),
-    tr.RecentOp: Handler("_recent_plan", "read", plan=True),
-    tr.MessageOp: Handler("_message_plan", "read", plan=True),
-    tr.TranscriptOp: Handler("_transcript_plan", "read", plan=True),
-    tr.SessionsOp: Handler("_sessions_plan", "read", plan=True),
-    tr.UsersOp: Handler("_users_plan", "read", plan=True),
-    tr.SummaryOp: Handler("_summary_plan", "read", plan=True),
-    tr.ForgetMessagesOp: Handler("_forget_messages", "write"),
-    tr.UnindexedOp: Handler("_unindexed_plan", "read", plan=True),
-    tr.GenerationOp: Handler("_generation_plan", "read", plan=True),
-    tr.RestoreOp: Handler("_restore", "write"),
-    # the work queue
-    queue.ClaimOp: Handler("_claim", "write"),
-    queue.CompleteOp: Handler("_complete", "write"),
-    queue.FailOp: Handler("_fail", "write"),
-    queue.ReleaseOp: Handler("_release", "write"),
-    queue.RenewOp: Handler("_renew", "write"),
-    queue.RetryOp: Handler("_retry", "write"),
-    queue.WorkStatsOp: Handler("_work_stats_plan", "read", plan=True),
-    queue.QueueStatsOp: Handler("_queue_stats", "read"),
-    queue.HeldOp: Handler("_held", "read"),
-    queue.SummaryDueOp: Handler("_summary_due", "write"),
-    queue.SaveSummaryOp: Handler("_save_summary", "write"),
-    # facts
-    facts.DueSessionsOp: Handler("_due_sessions", "read"),
-    facts.FactsDueOp: Handler("_facts_due", "write"),
-    facts.SaveFactsOp: Handler("_save_facts", "write"),
-    facts.FactsFailOp: Handler("_facts_fail", "write"),
-    facts.FactMarkOp: Handler("_fact_mark", "read"),
-    facts.FactVersionsOp: Handler("_fact_versions", "read"),
-    # copies between stores
-    copies.CopyStateOp: Handler("_copy_state", "read"),
-    copies.SaveCopyStateOp: Handler("_save_copy_state", "write"),
-}
-"""Every operation a SQL store runs: its method and what it writes."""
-
-
-def writes(op: Op) -> Access:
-    """What ``op`` writes (a search that counts no access writes nothing)."""
-    if type(op) is SearchOp and not op.count_access:
-        return "read"
-    return handler(op).writes
-
-
-def relaxed_commit(ops: Sequence[Op], durability: str) -> bool:
-    """Whether a batch may commit without waiting for the WAL flush: it writes access
-    counts and no data (a crash may forget the last few counts, never data). A batch that
-    only reads has nothing to flush."""
-    kinds = {writes(op) for op in ops}
-    return durability != "async_commit" and "access" in kinds and "write" not in kinds
-
-
-def handler(op: Op) -> Handler:
-    """The handler of ``op``; an InputError for anything else."""
-    found = HANDLERS.get(type(op))
-    if found is None:
-        raise InputError("op", f"{type(op).__name__} is not a store operation")
-    return found
-
-
-class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
-    """A :class:`MemoryStore` on a SQL engine; ``C`` is the engine's connection type.
-
-    Subclasses implement :meth:`batch` (one transaction calling :meth:`_run` per op) and
-    the engine methods below; :meth:`_lock_user` is a no-op unless writers of one user
-    need serializing beyond the transaction.
-    """
-
-    plan_options: ClassVar[dict[str, Any]] = {}
+    HANDLERS: ClassVar[dict[type, Handler]] = {
+        AddOp: Handler("_run_add", "write"),
+        GetOp: Handler("_get_plan", "access", plan=True),
+        SearchOp: Handler("_search_plan", "access", plan=True),
+        AccessOp: Handler("_run_access", "access"),
+        UpdateOp: Handler("_run_update", "write"),
+        ListOp: Handler("_list_plan", "read", plan=True),
+        CountOp: Handler("_count_plan", "read", plan=True),
+        StatsOp: Handler("_run_stats", "read"),
+        ScanOp: Handler("_scan_plan", "read", plan=True),
+        ImportOp: Handler("_run_import", "write"),
+        ExistingIdsOp: Handler("_run_existing_ids", "read"),
+        TableSizeOp: Handler("_run_table_size", "read"),
+        copies.CopyStateOp: Handler("_copy_state", "read"),
+        copies.SaveCopyStateOp: Handler("_save_copy_state", "write"),
+    }
     columns: ClassVar[str]
     """The memory table's columns a read selects (the engine's list)."""
-    dialect: ClassVar[Dialect]
-    """What the engine keeps differently: ids, times, JSON, vectors (:mod:`.dialect`)."""
     page_order: ClassVar[str] = "id"
     """What orders a page's memories created at the same instant (newest first)."""
-    """What the engine's ``execute`` takes for a plan's statements."""
-
-    async def abatch(self, ops: Iterable[Op]) -> list[Any]:
-        return await asyncio.to_thread(self.batch, list(ops))
-
-    def _run_all(self, c: C, ops: Sequence[Op]) -> list[Any]:
-        """Run ``ops`` in order inside the current transaction; consecutive appends go
-        together (:meth:`_append_all`: one round trip for a server's group commit)."""
-        results: list[Any] = []
-        for appends, same in groupby(ops, key=lambda op: type(op) is tr.AppendOp):
-            group = list(same)
-            if appends and len(group) > 1:
-                results += self._append_all(c, cast(list[tr.AppendOp], group))
-            else:
-                results += [self._run(c, op) for op in group]
-        return results
-
-    def _run(self, c: C, op: Op) -> Any:
-        """Run one operation inside the current transaction (see :data:`HANDLERS`)."""
-        found = handler(op)
-        if found.plan:
-            return run(c, self.plan(op), **self.plan_options)
-        return getattr(self, found.method)(c, op)
-
-    def plan(self, op: Op) -> Plan[Any]:
-        """The plan of a read ``op`` (its handler is a plan; see :mod:`.plans`)."""
-        found = handler(op)
-        if not found.plan:
-            raise InputError("op", f"{type(op).__name__} has no plan")
-        return cast(Plan[Any], getattr(self, found.method)(op))
 
     # -- the memory index's ops --
 
     def _run_add(self, c: C, op: AddOp) -> list[uuid.UUID]:
         if any(m.memory_type not in UNPROFILED for m in op.memories):
-            self._changed(c, op.user_id)  # a profile memory: cached synopses are stale
-        return self._add(c, op)
+            self.changed(c, op.user_id)  # a profile memory: cached synopses are stale
+        return self.add_rows(c, op)
 
     def _get_plan(self, op: GetOp) -> Plan[list[MemoryRecord]]:
-        return (yield from self._touch_plan((yield from self._by_ids_plan(op.user_id, op.ids))))
+        return (yield from self.touch_plan((yield from self._by_ids_plan(op.user_id, op.ids))))
 
     def _run_access(self, c: C, op: AccessOp) -> int:
         return self._count_access(c, op.user_id, op.ids, utcnow(), op.times)
 
     def _run_update(self, c: C, op: UpdateOp) -> MemoryRecord:
-        self._changed(c, op.user_id)
+        self.changed(c, op.user_id)
         return self._update(c, op)
 
-    def _run_delete(self, c: C, op: DeleteOp) -> int:
-        self._lock_user(c, op.user_id)  # a worker indexing the user finishes first
-        self._changed(c, op.user_id)
-        self._forget_transcript(c, op.user_id, [str(i) for i in op.ids])
-        return self._delete_with_passages(c, op.user_id, op.ids)
-
-    def _delete_with_passages(self, c: C, user_id: str, ids: Sequence[uuid.UUID]) -> int:
+    def delete_with_passages(self, c: C, user_id: str, ids: Sequence[uuid.UUID]) -> int:
         """Delete the user's records ``ids`` and what was read from any of them (a
         message's passages and standing instructions go with its record: metadata
         ``parent``); how many of ``ids`` went."""
@@ -237,17 +114,10 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
                 [user_id, *params],
             ).fetchall()
             found += [d.read_id(r["id"]) for r in rows]
-        deleted = self._delete(c, user_id, ids)
+        deleted = self.delete_rows(c, user_id, ids)
         if found:
-            self._delete(c, user_id, found)
+            self.delete_rows(c, user_id, found)
         return deleted
-
-    def _run_delete_user(self, c: C, op: DeleteUserOp) -> int:
-        """Messages not indexed yet count as memories too."""
-        self._lock_user(c, op.user_id)
-        self._changed(c, op.user_id)
-        self._forget_fact_marks(c, op.user_id)
-        return self._forget_transcript(c, op.user_id, None) + self._delete(c, op.user_id, None)
 
     def _run_stats(self, c: C, op: StatsOp) -> StoreStats:
         return self._stats(c, op.user_id)
@@ -285,11 +155,11 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
 
     # -- writes, shared --
 
-    def _add(self, c: C, op: AddOp) -> list[uuid.UUID]:
+    def add_rows(self, c: C, op: AddOp) -> list[uuid.UUID]:
         """Insert the memories whose content the user does not have yet; ids in input order."""
-        self._lock_user(c, op.user_id)
+        self.lock_user(c, op.user_id)
         hashes = [content_hash(m.content) for m in op.memories]
-        ids = self._existing_hashes(c, op.user_id, list(set(hashes)))
+        ids = self.existing_hashes(c, op.user_id, list(set(hashes)))
         now = utcnow()
         rows = []
         for mem, digest in zip(op.memories, hashes, strict=True):
@@ -325,9 +195,9 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         taken = self._existing_ids(c, [r.id for r in records])
         inserted = 0
         for user_id, rows in by_user.items():
-            self._lock_user(c, user_id)
-            self._changed(c, user_id)
-            known = self._existing_hashes(c, user_id, [r.content_hash for r in rows])
+            self.lock_user(c, user_id)
+            self.changed(c, user_id)
+            known = self.existing_hashes(c, user_id, [r.content_hash for r in rows])
             fresh: dict[str, MemoryRecord] = {}
             for r in rows:
                 if r.id not in taken and r.content_hash not in known:
@@ -339,17 +209,17 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
 
     def _update(self, c: C, op: UpdateOp) -> MemoryRecord:
         """Check the record exists and new content is not another memory's, then write."""
-        self._lock_user(c, op.user_id)
-        if not self._by_ids(c, op.user_id, (op.id,)):
+        self.lock_user(c, op.user_id)
+        if not self.by_ids(c, op.user_id, (op.id,)):
             raise NotFoundError(f"memory {op.id} not found for this user_id")
         digest = None
         if op.content is not None:
             digest = content_hash(op.content)
-            clash = self._existing_hashes(c, op.user_id, [digest]).get(digest)
+            clash = self.existing_hashes(c, op.user_id, [digest]).get(digest)
             if clash is not None and clash != op.id:
                 raise InputError("content", f"the user already has this content as memory {clash}")
-        self._write_update(c, op, digest)
-        return self._by_ids(c, op.user_id, (op.id,))[0]
+        self.write_update(c, op, digest)
+        return self.by_ids(c, op.user_id, (op.id,))[0]
 
     # -- reads, shared --
 
@@ -368,10 +238,10 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
             hits = fuse(op.text or "", op.vector, vector, keyword, op.limit)
         if not op.count_access:
             return hits
-        touched = yield from self._touch_plan([h.record for h in hits])
+        touched = yield from self.touch_plan([h.record for h in hits])
         return [SearchResult(r, h.score, h.evidence) for r, h in zip(touched, hits, strict=True)]
 
-    def _touch_plan(self, records: list[MemoryRecord]) -> Plan[list[MemoryRecord]]:
+    def touch_plan(self, records: list[MemoryRecord]) -> Plan[list[MemoryRecord]]:
         """Count an access of each record (one user's) and return them updated."""
         if not records:
             return records
@@ -381,11 +251,11 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
 
     # -- sync forms of plans other handlers use --
 
-    def _by_ids(self, c: C, user_id: str, ids: Sequence[uuid.UUID]) -> list[MemoryRecord]:
+    def by_ids(self, c: C, user_id: str, ids: Sequence[uuid.UUID]) -> list[MemoryRecord]:
         """The user's records with ``ids``, in the order of ``ids``."""
         return run(c, self._by_ids_plan(user_id, ids))
 
-    def _list(self, c: C, op: ListOp) -> list[MemoryRecord]:
+    def page(self, c: C, op: ListOp) -> list[MemoryRecord]:
         """One page of the user's filtered records, newest first."""
         return run(c, self._list_plan(op))
 
@@ -396,11 +266,11 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         were."""
         return run(c, self._count_access_plan(user_id, ids, now, times))
 
-    def _changed(self, c: C, user_id: str) -> None:
+    def changed(self, c: C, user_id: str) -> None:
         """Advance the user's change generation (see :data:`tr.GENERATIONS`), under the
         user's writer lock: every transaction takes that lock before the generation's row,
         so two writers of one user never wait on each other in opposite orders."""
-        self._lock_user(c, user_id)
+        self.lock_user(c, user_id)
         c.execute(  # type: ignore[attr-defined]
             f"INSERT INTO {tr.GENERATIONS} (user_id, generation) VALUES ({self.p}, 1)"
             " ON CONFLICT (user_id) DO UPDATE"
@@ -410,11 +280,11 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
 
     # -- what each engine writes in its SQL --
 
-    def _lock_user(self, c: C, user_id: str) -> None:
+    def lock_user(self, c: C, user_id: str) -> None:
         """Serialize writers of one user so the content-hash check cannot race."""
 
     @abstractmethod
-    def _existing_hashes(self, c: C, user_id: str, hashes: list[str]) -> dict[str, uuid.UUID]:
+    def existing_hashes(self, c: C, user_id: str, hashes: list[str]) -> dict[str, uuid.UUID]:
         """Which of ``hashes`` the user has, and under which id."""
 
     @abstractmethod
@@ -426,11 +296,11 @@ class SQLStore(FactsSQL, TranscriptSQL, MemoryStore, Generic[C]):
         """Insert ``records`` (not empty, all of ``user_id``) as they are."""
 
     @abstractmethod
-    def _write_update(self, c: C, op: UpdateOp, digest: str | None) -> None:
+    def write_update(self, c: C, op: UpdateOp, digest: str | None) -> None:
         """Set the fields ``op`` gives; ``digest`` is the new content's hash."""
 
     @abstractmethod
-    def _delete(self, c: C, user_id: str, ids: Sequence[uuid.UUID] | None) -> int:
+    def delete_rows(self, c: C, user_id: str, ids: Sequence[uuid.UUID] | None) -> int:
         """Delete the user's records with ``ids`` (all of them for None); how many went."""
 
     @abstractmethod

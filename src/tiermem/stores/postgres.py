@@ -31,6 +31,7 @@ import tiermem.stores.transcript as transcript
 from tiermem.errors import InvalidSizeError, InvalidTypeError, StoreError, StoreUnavailableError
 from tiermem.stores.common_terms import CommonTerms
 from tiermem.stores.dialect import insert_sql, record_values, update_sets
+from tiermem.stores.index_sql import IndexSQL
 from tiermem.stores.ops import Op, UpdateOp
 from tiermem.stores.own_graphs import OWN_GRAPH_ROWS, OwnGraphs
 from tiermem.stores.partitions import MAX_PARTITIONS, adopted, check_layout, partitioned
@@ -56,6 +57,7 @@ from tiermem.stores.replica import (
     replica_reads,
 )
 from tiermem.stores.sql import SQLStore, handler, relaxed_commit
+from tiermem.stores.transcript_sql import TranscriptSQL
 from tiermem.stores.user_cache import UserCache
 from tiermem.stores.validate import check_durability
 from tiermem.types.records import MemoryRecord, SearchResult, StoreStats
@@ -216,7 +218,7 @@ def _store_errors() -> Iterator[None]:
         raise
 
 
-class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
+class PostgresStore(SQLStore["psycopg.Connection[Any]"]):
     """Long-term memory in PostgreSQL with pgvector.
 
     Args:
@@ -255,14 +257,9 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
             thread (the baseline of ``benchmarks/server.py``).
     """
 
-    p = "%s"
     plan_options: ClassVar[dict[str, Any]] = {"binary": True}
     """Rows of reads come in binary: a vector is a buffer, not 384 numbers to parse in
     Python (a third of a context's time in text)."""
-    claim_lock = " FOR UPDATE SKIP LOCKED"
-    row_lock = " FOR UPDATE"
-    columns = _COLUMNS
-    dialect = DIALECT
 
     def __init__(
         self,
@@ -291,12 +288,6 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         """The store's partitions (0: not partitioned), known once it is open."""
         psycopg, psycopg_pool = import_driver()
 
-        self.exact_max_rows = exact_max_rows
-        self.ef_search = ef_search
-        self.own_graph_rows = own_graph_rows
-        self._counts: UserCache[int] = UserCache(COUNT_TTL, COUNTS_MAX)
-        self.common_terms = CommonTerms(self.table)
-        """Big users' common words: which query terms choose their keyword matches."""
         connect_args: dict[str, Any] = {
             "prepare_threshold": None,
             "connect_timeout": max(1, int(timeout)),
@@ -321,6 +312,8 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
             else None
         )
         """Big users' own graphs, built in the background (None: never)."""
+        self._postgres = PostgresIndex(self, exact_max_rows, ef_search, own_graph_rows)
+        self._hold(self._postgres, PostgresTranscript)
         self._replica: Replica | None = None
         self._apools = AsyncPools(
             connection_string, pool_size, pool_args, timeout, RECONNECT_WINDOW
@@ -405,7 +398,7 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
             conn.execute("SET LOCAL synchronous_commit = off")
             for i in counted:
                 hits = results[i]
-                touched = run(conn, self._touch_plan([h.record for h in hits]))
+                touched = run(conn, self._postgres.touch_plan([h.record for h in hits]))
                 results[i] = [
                     SearchResult(r, h.score, h.evidence) for r, h in zip(touched, hits, strict=True)
                 ]
@@ -458,7 +451,7 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         if not ops:
             return then([])
         relaxed = relaxed_commit(ops, self.durability)
-        lockstep = Lockstep(self.plan(op) for op in ops)
+        lockstep = Lockstep(self._plan(op) for op in ops)
         with _store_errors():
             return run_then(self._pool.connection, lockstep, relaxed, then)
 
@@ -466,11 +459,13 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         async with self._atransaction() as conn:
             if relaxed_commit(ops, self.durability):
                 await conn.execute(RELAXED)
-            return [await arun(conn, self.plan(op), **self.plan_options) for op in ops]
+            return [await arun(conn, self._plan(op), **self.plan_options) for op in ops]
 
-    # -- writes --
 
-    def _append_all(
+class PostgresTranscript(TranscriptSQL):
+    """The transcript's SQL on PostgreSQL: several appends in one round trip."""
+
+    def append_all(
         self, c: psycopg.Connection[Any], ops: Sequence[transcript.AppendOp]
     ) -> list[int]:
         """Every row of several appends in one pipelined ``executemany`` (one round trip
@@ -487,13 +482,33 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
                 added.append(count)
         return added
 
-    def _lock_user(self, c: psycopg.Connection[Any], user_id: str) -> None:
+
+class PostgresIndex(PostgresPlans, IndexSQL["psycopg.Connection[Any]"]):
+    """The memory index's SQL on PostgreSQL: its reads are :class:`PostgresPlans`; the
+    settings of its vector search are the store's (see :class:`PostgresStore`)."""
+
+    columns = _COLUMNS
+
+    def __init__(
+        self, store: PostgresStore, exact_max_rows: int, ef_search: int, own_graph_rows: int
+    ) -> None:
+        super().__init__(store, DIALECT)
+        self.dimension = store.dimension
+        self.exact_max_rows = exact_max_rows
+        self.ef_search = ef_search
+        self.own_graph_rows = own_graph_rows
+        self.own_graphs = store.own_graphs
+        self._counts: UserCache[int] = UserCache(COUNT_TTL, COUNTS_MAX)
+        self.common_terms = CommonTerms(self.table)
+        """Big users' common words: which query terms choose their keyword matches."""
+
+    def lock_user(self, c: psycopg.Connection[Any], user_id: str) -> None:
         """Serialize writers of one user so the content-hash check cannot race."""
         c.execute(
             "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{self.table}:{user_id}",)
         )
 
-    def _existing_hashes(
+    def existing_hashes(
         self, c: psycopg.Connection[Any], user_id: str, hashes: list[str]
     ) -> dict[str, uuid.UUID]:
         sql = (
@@ -515,13 +530,13 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
         rows = c.execute(f"SELECT id FROM {self.table} WHERE id = ANY(%s)", (list(ids),))
         return {r["id"] for r in rows}
 
-    def _write_update(self, c: psycopg.Connection[Any], op: UpdateOp, digest: str | None) -> None:
+    def write_update(self, c: psycopg.Connection[Any], op: UpdateOp, digest: str | None) -> None:
         sets, params = update_sets(op, digest, DIALECT)
         if sets:
             sql = f"UPDATE {self.table} SET {sets} WHERE user_id = %s AND id = %s"
             c.execute(sql, [*params, op.user_id, op.id])
 
-    def _delete(
+    def delete_rows(
         self, c: psycopg.Connection[Any], user_id: str, ids: Sequence[uuid.UUID] | None
     ) -> int:
         if ids is None:
@@ -538,8 +553,6 @@ class PostgresStore(PostgresPlans, SQLStore["psycopg.Connection[Any]"]):
     def _forget(self, user_id: str) -> None:
         """Drop the user's cached row count (rows were added or deleted)."""
         self._counts.forget(user_id)
-
-    # -- reads --
 
     def _table_size(self, c: psycopg.Connection[Any]) -> int:
         return _scalar(c, f"SELECT count(*) AS n FROM {self.table}", [])

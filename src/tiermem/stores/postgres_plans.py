@@ -71,6 +71,8 @@ def real(value: float) -> float:
 
 DIALECT = Dialect(
     mark="%s",
+    claim_lock=" FOR UPDATE SKIP LOCKED",
+    row_lock=" FOR UPDATE",
     read_id=lambda value: value,
     read_real=real,
     read_time=lambda value: value.astimezone(timezone.utc),

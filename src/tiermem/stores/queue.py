@@ -9,21 +9,21 @@ back uncounted (:class:`ReleaseOp`); a row whose claimant died is claimed again 
 lease expires; a worker whose round is slow renews what it holds (:class:`RenewOp`). A
 session's running summary is leased the same way (:class:`SummaryDueOp`,
 :class:`SaveSummaryOp`), and so is a user's fact extraction (the ops of
-:mod:`tiermem.stores.facts`). Lease times are the store's :attr:`WorkQueue.clock`:
+:mod:`tiermem.stores.facts`). Lease times are the store's ``clock``
+(:attr:`~tiermem.stores.protocol.MemoryStore.clock`):
 wall-clock seconds, taken in Python (not from the database) and compared by every process
 with its own clock; a test moves a manual one.
 
-:class:`WorkQueue` derives a typed method for each from the store's ``batch``.
+:class:`WorkQueue`, the part a store holds as ``store.queue``, derives a typed method for
+each from the store's ``batch``.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
-from tiermem.clock import SYSTEM_CLOCK, Clock
 from tiermem.messages import Message, speaker
 from tiermem.stores.facts import (
     DueSessionsOp,
@@ -32,12 +32,15 @@ from tiermem.stores.facts import (
     FactsDue,
     FactsDueOp,
     FactsFailOp,
+    FactVersionsOp,
     FactWrite,
     SaveFactsOp,
 )
+from tiermem.stores.parts import Part
 from tiermem.stores.records import NewMemory
 from tiermem.stores.transcript import SessionSummary, message_columns
 from tiermem.types.checks import check_user_id
+from tiermem.types.records import MemoryRecord
 from tiermem.types.transcript import TranscriptRow, WorkStats
 
 # -- data ------------------------------------------------------------------------------
@@ -254,29 +257,16 @@ class SaveSummaryOp(NamedTuple):
 # -- the protocol ----------------------------------------------------------------------
 
 
-class WorkQueue(ABC):
-    """Claims, leases and dues of background work; every method runs one :meth:`batch`.
+class WorkQueue(Part):
+    """Claims, leases and dues of background work; every method runs one transaction.
 
-    ``owner`` names the claiming process (a lease is only honoured for its holder).
+    ``owner`` names the claiming process (a lease is only honoured for its holder); lease
+    times are the store's ``clock``.
     """
-
-    clock: Clock = SYSTEM_CLOCK
-    """Where the "now" of leases and retry times comes from: wall-clock seconds, compared
-    by every process sharing the store. A test sets a
-    :class:`~tiermem.clock.ManualClock` (on the store, before its workers are built: they
-    take the store's clock) and expires a lease by advancing it."""
-
-    @abstractmethod
-    def batch(self, ops: Iterable[Any]) -> list[Any]:
-        """Run ``ops`` in one transaction; one result per op, in order."""
-
-    @abstractmethod
-    async def abatch(self, ops: Iterable[Any]) -> list[Any]:
-        """Async twin of :meth:`batch`."""
 
     def claim(self, owner: str, limit: int, lease: float) -> list[WorkItem]:
         """Lease up to ``limit`` pending rows (every user's), oldest first."""
-        return cast(list[WorkItem], self.batch([ClaimOp(owner, limit, lease)])[0])
+        return cast(list[WorkItem], self._step(ClaimOp(owner, limit, lease)))
 
     def complete(
         self,
@@ -287,7 +277,7 @@ class WorkQueue(ABC):
         """Index the claimed rows ``(seq, index row[, its passages' rows])`` of ``user_id``
         that ``owner`` still holds and mark them done; how many were."""
         full = tuple((i[0], i[1], i[2] if len(i) > 2 else ()) for i in items)
-        return cast(int, self.batch([CompleteOp(owner, user_id, full)])[0])
+        return cast(int, self._step(CompleteOp(owner, user_id, full)))
 
     def fail(
         self, owner: str, item: WorkItem, error: str, retry_in: float, max_attempts: int
@@ -295,13 +285,13 @@ class WorkQueue(ABC):
         """Record a claimed row's failure: due again in ``retry_in`` seconds, or ``failed``
         after ``max_attempts``; False if ``owner`` no longer held it."""
         op = FailOp(owner, item.user_id, item.seq, error, retry_in, max_attempts)
-        return cast(bool, self.batch([op])[0])
+        return cast(bool, self._step(op))
 
     def release(self, owner: str, seqs: Mapping[str, Sequence[int]], retry_in: float) -> int:
         """Give back claimed rows (``seqs`` per user) uncounted, due in ``retry_in``
         seconds; how many were given back."""
         ops = [ReleaseOp(owner, user, tuple(s), retry_in) for user, s in seqs.items()]
-        return sum(cast(list[int], self.batch(ops)))
+        return sum(cast(list[int], self._store.batch(ops)))
 
     def renew(
         self,
@@ -313,31 +303,31 @@ class WorkQueue(ABC):
     ) -> int:
         """Extend the leases ``owner`` still holds (:class:`RenewOp`); how many were."""
         op = RenewOp(owner, lease, tuple(rows), tuple(summaries), tuple(fact_users))
-        return cast(int, self.batch([op])[0])
+        return cast(int, self._step(op))
 
     def retry_failed(self, user_id: str, seqs: Sequence[int] | None = None) -> int:
         """Put the user's failed messages (all, or ``seqs``) back in the queue."""
         op = RetryOp(check_user_id(user_id), None if seqs is None else tuple(int(s) for s in seqs))
-        return cast(int, self.batch([op])[0])
+        return cast(int, self._step(op))
 
     def work_stats(self, user_id: str | None = None) -> WorkStats:
         """Transcript rows pending, done and failed (one user's, or everyone's)."""
         op = WorkStatsOp(None if user_id is None else check_user_id(user_id))
-        return cast(WorkStats, self.batch([op])[0])
+        return cast(WorkStats, self._step(op))
 
     def queue_stats(self) -> QueueStats:
         """Every user's rows pending (and of them claimed), failed, and the oldest's age."""
-        return cast(QueueStats, self.batch([QueueStatsOp()])[0])
+        return cast(QueueStats, self._step(QueueStatsOp()))
 
     def held(self, owner: str) -> dict[str, list[int]]:
         """The pending rows ``owner`` holds under a live lease: seqs per user."""
-        return cast("dict[str, list[int]]", self.batch([HeldOp(owner)])[0])
+        return cast("dict[str, list[int]]", self._step(HeldOp(owner)))
 
     async def awork_stats(self, user_id: str | None = None) -> WorkStats:
         """Async twin of :meth:`work_stats` (the other methods here are the worker's, which
         runs in threads: they have none)."""
         op = WorkStatsOp(None if user_id is None else check_user_id(user_id))
-        return cast(WorkStats, (await self.abatch([op]))[0])
+        return cast(WorkStats, await self._astep(op))
 
     def summary_due(
         self,
@@ -351,18 +341,18 @@ class WorkQueue(ABC):
         """Lease the session's summary if ``batch`` messages have left its newest
         ``window``: the summary and the messages to fold in, else None."""
         op = SummaryDueOp(owner, user_id, session_id, window, batch, lease)
-        return cast("tuple[SessionSummary, list[TranscriptRow]] | None", self.batch([op])[0])
+        return cast("tuple[SessionSummary, list[TranscriptRow]] | None", self._step(op))
 
     def save_summary(
         self, owner: str, user_id: str, session_id: str | None, text: str, previous: int, upto: int
     ) -> bool:
         """Write the leased summary covering up to ``upto`` if it still covers ``previous``."""
         op = SaveSummaryOp(owner, user_id, session_id, text, previous, upto)
-        return cast(bool, self.batch([op])[0])
+        return cast(bool, self._step(op))
 
     def due_fact_sessions(self, batch: int, limit: int) -> list[tuple[str, str | None]]:
         """Up to ``limit`` (user, session) pairs with ``batch`` messages to extract facts from."""
-        return cast(list[tuple[str, str | None]], self.batch([DueSessionsOp(batch, limit)])[0])
+        return cast(list[tuple[str, str | None]], self._step(DueSessionsOp(batch, limit)))
 
     def facts_due(
         self,
@@ -377,11 +367,11 @@ class WorkQueue(ABC):
         """Lease the user and return up to ``limit`` of the session's messages after its
         mark, if ``batch`` are waiting (``force``: ignore the retry time)."""
         op = FactsDueOp(owner, user_id, session_id, batch, limit, lease, force)
-        return cast("FactsDue | None", self.batch([op])[0])
+        return cast("FactsDue | None", self._step(op))
 
     def fact_mark(self, user_id: str, session_id: str | None) -> FactMark:
         """The session's extraction mark."""
-        return cast(FactMark, self.batch([FactMarkOp(user_id, session_id)])[0])
+        return cast(FactMark, self._step(FactMarkOp(user_id, session_id)))
 
     def save_facts(
         self,
@@ -395,11 +385,17 @@ class WorkQueue(ABC):
         """Write the facts and advance the mark if ``owner`` still holds the user; the ids
         written, or None when the lease was lost."""
         op = SaveFactsOp(owner, user_id, session_id, previous, upto, tuple(writes))
-        return cast("list[str] | None", self.batch([op])[0])
+        return cast("list[str] | None", self._step(op))
 
     def facts_fail(
         self, owner: str, user_id: str, session_id: str | None, error: str, retry_in: float
     ) -> bool:
         """Record a failed extraction (the mark stays), due again in ``retry_in`` seconds."""
         op = FactsFailOp(owner, user_id, session_id, error, retry_in)
-        return cast(bool, self.batch([op])[0])
+        return cast(bool, self._step(op))
+
+    def fact_versions(self, user_id: str, memory_id: str) -> list[MemoryRecord]:
+        """Every version of the fact ``memory_id`` belongs to, oldest first (no access is
+        counted); empty if it is not a fact of the user."""
+        op = FactVersionsOp(check_user_id(user_id), memory_id)
+        return cast(list[MemoryRecord], self._step(op))

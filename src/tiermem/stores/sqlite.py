@@ -38,10 +38,12 @@ from tiermem.stores.dialect import (
     record_values,
     update_sets,
 )
+from tiermem.stores.index_sql import IndexSQL
 from tiermem.stores.ops import Op, SearchOp, UpdateOp
 from tiermem.stores.plans import Plan, sync_step
 from tiermem.stores.row_cache import RowCache
 from tiermem.stores.sql import SQLStore, writes
+from tiermem.stores.sql_part import Host
 from tiermem.stores.validate import check_durability
 from tiermem.stores.vector_cache import VectorCache, load
 from tiermem.text import keyword_terms
@@ -261,6 +263,7 @@ def _has_metadata(column: str, metadata: Mapping[str, Any]) -> Clause:
 
 DIALECT = Dialect(
     mark="?",
+    user_filter="+user_id",
     read_id=_uuid,
     read_real=float,
     read_time=_dt,
@@ -296,99 +299,24 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]
         yield items[start : start + size]
 
 
-class SQLiteStore(SQLStore[sqlite3.Connection]):
-    """Long-term memory in one SQLite file.
+class SQLiteIndex(IndexSQL[sqlite3.Connection]):
+    """The memory index's SQL on SQLite, with the caches it reads through: each user's
+    vectors (:class:`~.vector_cache.VectorCache`, ``cache_bytes``) and decoded rows."""
 
-    Args:
-        path: database file; ``None`` for :func:`default_path`, ``":memory:"`` for a
-            private in-memory database.
-        dimension: vector width (table ``memories_{dimension}``); defaults to the embedder's.
-        embedder: embeds content and queries given without vectors.
-        timeout: seconds to wait for another writer before :class:`StoreUnavailableError`.
-        cache_bytes: memory for cached per-user vector matrices (least recently used go first).
-        durability: ``"committed"`` (a commit is in the WAL file: it survives the death of
-            the process, not a power loss; ``"async_commit"`` is the same here: the engine
-            runs in the process) or ``"synced"`` (every commit is fsynced: it survives a
-            power loss too).
-    """
-
-    user_filter = "+user_id"
     columns = _COLUMNS
-    dialect = DIALECT
     page_order = "seq"
 
-    def __init__(
-        self,
-        path: str | Path | None = None,
-        *,
-        dimension: int | None = None,
-        embedder: Embedder | None = None,
-        timeout: float = 10.0,
-        cache_bytes: int = 512 * 1024 * 1024,
-        durability: str = "committed",
-    ) -> None:
-        super().__init__(dimension, embedder)
-        synchronous = check_durability(durability)
-        self.path = sqlite_file(path if path is not None else default_path())
-        self._lock = threading.RLock()
+    def __init__(self, store: Host, cache_bytes: int) -> None:
+        super().__init__(store, DIALECT)
+        self.dimension = store.dimension
         self._cache = VectorCache(cache_bytes)
         self._rows = RowCache(ROW_CACHE)
         self._vocab = False  # the temp fts5vocab table :meth:`_choosing` reads is made
-        try:
-            self._conn = sqlite3.connect(
-                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
-            )
-            self._conn.row_factory = sqlite3.Row
-            self._conn.create_function(
-                keyword_tokens.SQL_FUNCTION, 2, keyword_tokens.document, deterministic=True
-            )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(f"PRAGMA synchronous={synchronous}")
-        except sqlite3.Error as exc:
-            raise StoreUnavailableError(
-                f"cannot open SQLite database {self.path!r}: {exc}"
-            ) from exc
-        with self._transaction(write=True):
-            schema.migrate(self._conn, {**SHARED, self.table: MIGRATIONS}, self.dimension, "?")
 
-    # -- plumbing --
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-            self._cache.clear()
-            self._rows.clear()
-
-    @contextmanager
-    def _transaction(self, write: bool) -> Iterator[sqlite3.Connection]:
-        """One transaction; any error rolls it back and surfaces as a StoreError."""
-        with self._lock:
-            conn = self._conn
-            try:
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            except sqlite3.ProgrammingError as exc:
-                raise StoreUnavailableError(f"the store is closed: {exc}") from exc
-            except sqlite3.OperationalError as exc:
-                raise StoreUnavailableError(
-                    f"SQLite database {self.path!r} unavailable: {exc}"
-                ) from exc
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.OperationalError):
-                    raise StoreUnavailableError(f"SQLite operation failed: {exc}") from exc
-                if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"SQLite operation failed: {exc}") from exc
-                raise
-
-    def batch(self, ops: Iterable[Op]) -> list[Any]:
-        ops = list(ops)
-        write = any(writes(op) != "read" for op in ops)
-        with self._transaction(write) as conn:
-            return self._run_all(conn, ops)
+    def clear(self) -> None:
+        """Drop the cached vectors and rows (the store closes)."""
+        self._cache.clear()
+        self._rows.clear()
 
     # -- writes --
 
@@ -402,7 +330,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         ).fetchone()
         return int(row[0])
 
-    def _existing_hashes(
+    def existing_hashes(
         self, c: sqlite3.Connection, user_id: str, hashes: list[str]
     ) -> dict[str, uuid.UUID]:
         found: dict[str, uuid.UUID] = {}
@@ -421,7 +349,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             [(*record_values(r, DIALECT), vseq) for r in records],
         )
 
-    def _write_update(self, c: sqlite3.Connection, op: UpdateOp, digest: str | None) -> None:
+    def write_update(self, c: sqlite3.Connection, op: UpdateOp, digest: str | None) -> None:
         sets, params = update_sets(op, digest, DIALECT)
         if op.embedding is not None:  # the user's vectors changed: the cache reloads them
             sets += ", vseq = ?"
@@ -432,7 +360,9 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                 [*params, op.user_id, str(op.id)],
             )
 
-    def _delete(self, c: sqlite3.Connection, user_id: str, ids: Sequence[uuid.UUID] | None) -> int:
+    def delete_rows(
+        self, c: sqlite3.Connection, user_id: str, ids: Sequence[uuid.UUID] | None
+    ) -> int:
         if ids is None:
             deleted = c.execute(f"DELETE FROM {self.table} WHERE user_id = ?", (user_id,)).rowcount
         else:
@@ -630,3 +560,91 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             total_access_count=row[3],
             mean_importance=row[4],
         )
+
+
+class SQLiteStore(SQLStore[sqlite3.Connection]):
+    """Long-term memory in one SQLite file.
+
+    Args:
+        path: database file; ``None`` for :func:`default_path`, ``":memory:"`` for a
+            private in-memory database.
+        dimension: vector width (table ``memories_{dimension}``); defaults to the embedder's.
+        embedder: embeds content and queries given without vectors.
+        timeout: seconds to wait for another writer before :class:`StoreUnavailableError`.
+        cache_bytes: memory for cached per-user vector matrices (least recently used go first).
+        durability: ``"committed"`` (a commit is in the WAL file: it survives the death of
+            the process, not a power loss; ``"async_commit"`` is the same here: the engine
+            runs in the process) or ``"synced"`` (every commit is fsynced: it survives a
+            power loss too).
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        dimension: int | None = None,
+        embedder: Embedder | None = None,
+        timeout: float = 10.0,
+        cache_bytes: int = 512 * 1024 * 1024,
+        durability: str = "committed",
+    ) -> None:
+        super().__init__(dimension, embedder)
+        synchronous = check_durability(durability)
+        self.path = sqlite_file(path if path is not None else default_path())
+        self._lock = threading.RLock()
+        self._sqlite = SQLiteIndex(self, cache_bytes)
+        self._hold(self._sqlite)
+        try:
+            self._conn = sqlite3.connect(
+                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+            self._conn.row_factory = sqlite3.Row
+            self._conn.create_function(
+                keyword_tokens.SQL_FUNCTION, 2, keyword_tokens.document, deterministic=True
+            )
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(f"PRAGMA synchronous={synchronous}")
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(
+                f"cannot open SQLite database {self.path!r}: {exc}"
+            ) from exc
+        with self._transaction(write=True):
+            schema.migrate(self._conn, {**SHARED, self.table: MIGRATIONS}, self.dimension, "?")
+
+    # -- plumbing --
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+            self._sqlite.clear()
+
+    @contextmanager
+    def _transaction(self, write: bool) -> Iterator[sqlite3.Connection]:
+        """One transaction; any error rolls it back and surfaces as a StoreError."""
+        with self._lock:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.ProgrammingError as exc:
+                raise StoreUnavailableError(f"the store is closed: {exc}") from exc
+            except sqlite3.OperationalError as exc:
+                raise StoreUnavailableError(
+                    f"SQLite database {self.path!r} unavailable: {exc}"
+                ) from exc
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise StoreUnavailableError(f"SQLite operation failed: {exc}") from exc
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"SQLite operation failed: {exc}") from exc
+                raise
+
+    def batch(self, ops: Iterable[Op]) -> list[Any]:
+        ops = list(ops)
+        write = any(writes(op) != "read" for op in ops)
+        with self._transaction(write) as conn:
+            return self._run_all(conn, ops)

@@ -268,6 +268,12 @@ def migrations(seq_column: str, primary_key: str) -> dict[str, list[Migration]]:
 
 # -- reading rows ----------------------------------------------------------------------
 
+ROW = (
+    "seq, user_id, session_id, message_id, message, state, attempts, error, memory_id,"
+    " previous_id, agent_id, line"
+)
+"""The columns of a transcript row a read selects (:func:`transcript_row` reads them)."""
+
 
 def transcript_row(row: Any) -> TranscriptRow:
     return TranscriptRow(

@@ -1,22 +1,22 @@
-"""The transcript's derived methods of a store, each with its async twin.
+"""The transcript, a part of every store: its methods, each with its async twin.
 
-:class:`TranscriptAPI` gives :class:`~tiermem.stores.protocol.MemoryStore` its
-transcript methods (see :mod:`tiermem.stores.transcript`): each checks its arguments into
-one op (a ``_..._op`` builder) and is written once (:func:`~tiermem.aio.twins.stepped`): the
-method runs the op with ``batch``, its ``a``-prefixed twin with ``abatch`` (natively
-async where the store reads so, e.g. on PostgreSQL).
+:class:`Transcript` is what a store holds as ``store.transcript`` (the tables are
+described in :mod:`tiermem.stores.transcript`): each method checks its arguments into one
+op (a ``_..._op`` builder) and is written once (:func:`~tiermem.aio.twins.stepped`): the
+method runs the op with the store's ``batch``, its ``a``-prefixed twin with ``abatch``
+(natively async where the store reads so, e.g. on PostgreSQL).
 """
 
 from __future__ import annotations
 
 import builtins
-from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
 import tiermem.stores.transcript as tr
 from tiermem.aio.twins import Steps, stepped, stepped_twin
 from tiermem.errors import InputError, InvalidTypeError
+from tiermem.stores.parts import Part
 from tiermem.stores.validate import MAX_MESSAGE_CHARS, append_op, check_position
 from tiermem.types.checks import check_limit, check_message_id, check_text_id, check_user_id
 from tiermem.types.transcript import SessionInfo, TranscriptRow
@@ -25,16 +25,9 @@ if TYPE_CHECKING:
     from tiermem.messages import Message
 
 
-class TranscriptAPI(ABC):
-    """The transcript's methods, derived from :meth:`batch` and :meth:`abatch`."""
-
-    @abstractmethod
-    def batch(self, ops: Iterable[Any]) -> list[Any]:
-        """Run ``ops`` in one transaction; one result per op, in order."""
-
-    @abstractmethod
-    async def abatch(self, ops: Iterable[Any]) -> list[Any]:
-        """Async twin of :meth:`batch`."""
+class Transcript(Part):
+    """Every message of every user, whole and in order: appended in one transaction,
+    read back by session, by id or by page; erased by message or session."""
 
     # -- the ops, checked --
 
@@ -84,13 +77,6 @@ class TranscriptAPI(ABC):
 
     # -- the methods, each run by batch and, as its twin, by abatch --
 
-    def _step(self, op: Any, /) -> Any:
-        """Run one op (:func:`~tiermem.aio.twins.stepped`'s wait) in a transaction of its own."""
-        return self.batch([op])[0]
-
-    async def _astep(self, op: Any, /) -> Any:
-        return (await self.abatch([op]))[0]
-
     @stepped
     def append(
         self,
@@ -136,7 +122,7 @@ class TranscriptAPI(ABC):
     amessage = stepped_twin(message)
 
     @stepped
-    def transcript(
+    def rows(
         self,
         user_id: str,
         *,
@@ -154,7 +140,7 @@ class TranscriptAPI(ABC):
         op = self._transcript_op(user_id, session_id, any_session, state, after, limit)
         return cast(builtins.list[TranscriptRow], (yield op))
 
-    atranscript = stepped_twin(transcript)
+    arows = stepped_twin(rows)
 
     @stepped
     def unindexed(self, user_id: str, limit: int = 500) -> Steps[builtins.list[TranscriptRow]]:

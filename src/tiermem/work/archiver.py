@@ -63,7 +63,7 @@ def transcript_sink(store: MemoryStore) -> Sink:
         for item in batch:
             groups.setdefault((item.user_id, item.session_id, item.agent_id), []).append(item)
         for (user_id, session_id, agent_id), items in groups.items():
-            store.append(
+            store.transcript.append(
                 user_id,
                 session_id,
                 [i.message for i in items],

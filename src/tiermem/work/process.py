@@ -114,9 +114,9 @@ class WorkerProcess:
             self._thread.join(grace)
         given_back = 0
         try:
-            held = self.store.held(self.owner)
+            held = self.store.queue.held(self.owner)
             if held:
-                given_back = self.store.release(self.owner, held, 0.0)
+                given_back = self.store.queue.release(self.owner, held, 0.0)
         except TiermemError as exc:  # the store is down: the leases expire instead
             log.warning("giving back claimed rows failed (%s); their leases expire", exc)
         facts = self.worker.facts
@@ -129,7 +129,7 @@ class WorkerProcess:
     def figures(self) -> dict[str, float | None]:
         """The queue and this process's work, for /metrics (None: the store did not answer)."""
         try:
-            queue: Any = self.store.queue_stats()
+            queue: Any = self.store.queue.queue_stats()
         except TiermemError:
             queue = None
         lag = None

@@ -178,7 +178,7 @@ class StoreWorker:
         while True:
             if self.run_once() == 0:
                 idle = self._rounds == 0  # no round of this process is still summarizing
-                if idle and self.store.work_stats().pending == 0:
+                if idle and self.store.queue.work_stats().pending == 0:
                     left = None if deadline is None else deadline - time.monotonic()
                     return self.facts is None or self.facts.flush(left)
                 if deadline is not None and time.monotonic() >= deadline:
@@ -206,7 +206,7 @@ class StoreWorker:
             rows, summaries = tuple(self._held_rows), tuple(self._held_summaries)
         if not (rows or summaries):
             return 0
-        return self.store.renew(self.owner, self.lease, rows, summaries)
+        return self.store.queue.renew(self.owner, self.lease, rows, summaries)
 
     def _store_down(self, exc: Exception, wait: float) -> None:
         self.last_error = exc
@@ -226,7 +226,7 @@ class StoreWorker:
                 self._rounds -= 1
 
     def _round(self) -> int:
-        items = self.store.claim(self.owner, self.batch_size, self.lease)
+        items = self.store.queue.claim(self.owner, self.batch_size, self.lease)
         if not items:
             return 0
         keys = {(i.user_id, i.seq) for i in items}
@@ -264,7 +264,7 @@ class StoreWorker:
                 by_user.setdefault(item.user_id, []).append(row)
         for user, rows in by_user.items():
             for start in range(0, len(rows), COMPLETE_ROWS):
-                self.store.complete(self.owner, user, rows[start : start + COMPLETE_ROWS])
+                self.store.queue.complete(self.owner, user, rows[start : start + COMPLETE_ROWS])
         return True
 
     def _embed(self, items: list[WorkItem]) -> list[tuple[Any, list[Any], list[Any]]]:
@@ -302,7 +302,7 @@ class StoreWorker:
                 self.last_error = exc
                 retry_in = backoff_delay(self.retry_backoff, item.attempts - 1)
                 reason = f"{type(exc).__name__}: {exc}"
-                self.store.fail(self.owner, item, reason, retry_in, self.max_attempts)
+                self.store.queue.fail(self.owner, item, reason, retry_in, self.max_attempts)
                 vectors.append(None)
         return vectors
 
@@ -316,7 +316,7 @@ class StoreWorker:
         by_user: dict[str, list[int]] = {}
         for item in items:
             by_user.setdefault(item.user_id, []).append(item.seq)
-        self.store.release(self.owner, by_user, wait)
+        self.store.queue.release(self.owner, by_user, wait)
 
     def outage_wait(self) -> float:
         """Seconds rows given back wait while the embedder is down: until its circuit
@@ -355,7 +355,7 @@ class StoreWorker:
         finish, then fold what it left."""
         deadline = time.monotonic() + wait
         while True:
-            due = self.store.summary_due(
+            due = self.store.queue.summary_due(
                 self.owner,
                 user_id,
                 session_id,
@@ -374,7 +374,7 @@ class StoreWorker:
             self._held_summaries.add(key)
         try:
             text = self._fold([r.message for r in rows], summary.text)
-            saved = self.store.save_summary(
+            saved = self.store.queue.save_summary(
                 self.owner, user_id, session_id, text, summary.upto, rows[-1].seq
             )
         finally:
@@ -384,8 +384,8 @@ class StoreWorker:
 
     def _unfolded(self, user_id: str, session_id: str | None) -> bool:
         """Whether the session has messages its summary does not cover yet."""
-        upto = self.store.summary(user_id, session_id).upto
-        after = self.store.transcript(
+        upto = self.store.transcript.summary(user_id, session_id).upto
+        after = self.store.transcript.rows(
             user_id, session_id=session_id, any_session=False, after=upto, limit=1
         )
         return bool(after)
