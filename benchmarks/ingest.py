@@ -313,7 +313,7 @@ def _findable_by_keyword(memory: Any, word: str, vector: list[float] | None) -> 
     assert any(word in item.content for item in context.items)
     found = time.perf_counter() - start
     # indexed: its row, vector included, is in the store
-    while not memory.store.search("ana", word, mode="keyword", limit=1):
+    while not memory.store.index.search("ana", word, mode="keyword", limit=1):
         time.sleep(0.002)
     if vector is not None:
         vector.append(time.perf_counter() - start)

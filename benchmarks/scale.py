@@ -223,13 +223,15 @@ def settle_graphs(store: Any, users: list[tuple[str, int, int]]) -> None:
     """PostgreSQL: search each user big enough for a graph of their own, and wait for the
     graphs, as a store in use has them (its first search of the user starts the build); a
     store measured before would have the build in its figures."""
+    from tiermem.stores.own_graphs import OWN_GRAPH_ROWS  # the setting of open_store's store
+
     graphs = getattr(store, "own_graphs", None)
     if graphs is None:
         return
     for user_id, _, count in users:
-        if count >= store.own_graph_rows:
+        if count >= OWN_GRAPH_ROWS:
             vector = np.ones(store.dimension, dtype=np.float32) / np.sqrt(store.dimension)
-            store.search(user_id, vector=vector, mode="vector", limit=10, count_access=False)
+            store.index.search(user_id, vector=vector, mode="vector", limit=10, count_access=False)
     graphs.wait()
 
 
@@ -546,7 +548,7 @@ def search_recall(
     for q in questions:
         vector = memory.embedder.embed([q])[0]
         exact = {lines[i] for i in np.argsort(-(matrix @ vector))[:10]}
-        hits = memory.store.search(
+        hits = memory.store.index.search(
             user_id, vector=vector, mode="vector", limit=10, count_access=False
         )
         found += len(exact & {h.record.content for h in hits})

@@ -79,7 +79,7 @@ def build_db(folder: Path, memories: int) -> Path:
         session_id="s1",
     )
     memory.flush()
-    count = memory.store.count(USER)
+    count = memory.store.index.count(USER)
     memory.close()
     if count < memories:
         raise SystemExit(f"the store holds {count} memories of {USER}, expected {memories}")

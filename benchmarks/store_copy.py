@@ -39,8 +39,8 @@ def build(path: str, users: int, messages: int) -> int:
             user = f"user-{u:04d}"
             for s in range(3):
                 batch = [Message("user", f"{user} says thing {n}") for n in range(s, messages, 3)]
-                store.append(user, f"s{s}", batch)
-            store.add_many(
+                store.transcript.append(user, f"s{s}", batch)
+            store.index.add_many(
                 user,
                 [NewMemory(f"{user} remembers fact {n}") for n in range(messages)],
                 embeddings=rng.standard_normal((messages, DIM)).astype(np.float32),

@@ -97,7 +97,7 @@ def ingest(store: MemoryStore, users: dict[str, np.ndarray]) -> float:
     start = time.perf_counter()
     for user, matrix in users.items():
         for lo in range(0, len(matrix), 1000):
-            store.add_many(
+            store.index.add_many(
                 user,
                 [f"{user} memory {i}" for i in range(lo, min(lo + 1000, len(matrix)))],
                 embeddings=matrix[lo : lo + 1000],
@@ -108,7 +108,7 @@ def ingest(store: MemoryStore, users: dict[str, np.ndarray]) -> float:
 def store_search(
     store: MemoryStore, user: str, index: dict[str, int]
 ) -> Callable[[np.ndarray], list[int]]:
-    return lambda q: [index[h.record.content] for h in store.search(user, vector=q, limit=K)]
+    return lambda q: [index[h.record.content] for h in store.index.search(user, vector=q, limit=K)]
 
 
 def bench_store(
@@ -202,7 +202,7 @@ def bench_end_to_end(store: MemoryStore, rows: int) -> float:
     ]
     start = time.perf_counter()
     for lo in range(0, rows, 256):
-        store.add_many("e2e", texts[lo : lo + 256])
+        store.index.add_many("e2e", texts[lo : lo + 256])
     return rows / (time.perf_counter() - start)
 
 
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     ("SQLite", SQLiteStore(Path(tmp) / "e2e.db", embedder=embedder)),
                     ("PostgreSQL", PostgresStore(url, embedder=embedder)),
                 ):
-                    store.delete_user("e2e")
+                    store.index.delete_user("e2e")
                     e2e[name] = bench_end_to_end(store, args.e2e_rows)
                     store.close()
             pg.close()

@@ -26,12 +26,12 @@ def store(tmp_path: Path) -> SQLiteStore:
 
 
 def counts(store: SQLiteStore, user: str) -> dict[str, int]:
-    return {r.content: r.access_count for r in store.list(user)}
+    return {r.content: r.access_count for r in store.index.list(user)}
 
 
 def test_counts_are_written_in_the_background_and_by_flush(store: SQLiteStore) -> None:
-    a, b = store.add_many("u1", ["alpha", "beta"])
-    (c,) = store.add_many("u2", ["alpha"])
+    a, b = store.index.add_many("u1", ["alpha", "beta"])
+    (c,) = store.index.add_many("u2", ["alpha"])
     clock = ManualClock()
     store.clock = clock
     log = AccessLog(store, interval=60)
@@ -53,7 +53,7 @@ def test_counts_are_written_in_the_background_and_by_flush(store: SQLiteStore) -
 def test_one_wake_per_interval_and_a_new_one_after_each_write(store: SQLiteStore) -> None:
     """Only the first waiting access wakes the runner (a thread switch per prompt costs
     more than the count); accesses recorded after a write wake it again."""
-    (a,) = store.add_many("u1", ["alpha"])
+    (a,) = store.index.add_many("u1", ["alpha"])
     clock = ManualClock()
     store.clock = clock
     log = AccessLog(store, interval=60)
@@ -75,7 +75,7 @@ def test_one_wake_per_interval_and_a_new_one_after_each_write(store: SQLiteStore
 def test_a_store_that_refuses_keeps_the_counts_for_later(
     tmp_path: Path, store: SQLiteStore
 ) -> None:
-    (a,) = store.add_many("u1", ["alpha"])
+    (a,) = store.index.add_many("u1", ["alpha"])
     log = AccessLog(store, interval=3600)
     log.record("u1", [str(a)])
     blocker = sqlite3.connect(tmp_path / "m.db", isolation_level=None)
@@ -93,7 +93,7 @@ def test_a_store_that_refuses_keeps_the_counts_for_later(
 
 
 def test_bad_ids_are_refused_whole(store: SQLiteStore) -> None:
-    (a,) = store.add_many("u1", ["alpha"])
+    (a,) = store.index.add_many("u1", ["alpha"])
     log = AccessLog(store, interval=3600)
     with pytest.raises(InputError):
         log.record("u1", [str(a), "not-a-uuid"])
@@ -104,7 +104,7 @@ def test_bad_ids_are_refused_whole(store: SQLiteStore) -> None:
 
 
 def test_flush_waits_for_a_write_in_progress(tmp_path: Path, store: SQLiteStore) -> None:
-    (a,) = store.add_many("u1", ["alpha"])
+    (a,) = store.index.add_many("u1", ["alpha"])
     slow = SQLiteStore(tmp_path / "m.db", dimension=16, timeout=5.0)
     log = AccessLog(slow, interval=3600)
     log.record("u1", [str(a)])
@@ -145,7 +145,7 @@ def test_get_context_counts_only_the_memories_it_used(tmp_path: Path) -> None:
         used = {i.memory_id for i in context.items if i.memory_id}
         assert 0 < len(used) < 30
         assert memory.flush()
-        by_id = {r.id: r.access_count for r in memory.store.list("u1")}
+        by_id = {r.id: r.access_count for r in memory.store.index.list("u1")}
         assert {k for k, v in by_id.items() if v} == used
         assert all(by_id[k] == 1 for k in used)
         memory.get_context("garden plant growing", "u1", max_tokens=120)

@@ -51,7 +51,7 @@ class CountingSink:
 
 def stored(store: SQLiteStore, user: str) -> int:
     """Messages of ``user`` in the store's transcript (the sink's destination)."""
-    return len(store.transcript(user, limit=10_000))
+    return len(store.transcript.rows(user, limit=10_000))
 
 
 def items(user: str, n: int, session: str | None = "s", start: int = 0) -> list[ArchivedMessage]:
@@ -97,7 +97,7 @@ def test_batches_and_flush(store: SQLiteStore) -> None:
     assert archiver.flush(60)  # the partial batch does not wait out the interval
     assert archiver.pending == 0 and stored(store, "ana") == 25
     assert sum(sink.batches) == 25 and max(sink.batches) <= 10
-    rows = store.transcript("ana", limit=100)
+    rows = store.transcript.rows("ana", limit=100)
     by_id = {r.message.message_id: r for r in rows}
     linked = [r for r in rows if r.previous_id is not None]
     assert len(linked) == 24 and all(r.previous_id in by_id for r in linked)
@@ -133,7 +133,7 @@ def test_a_failing_sink_is_retried_and_nothing_is_lost(store: SQLiteStore) -> No
     assert archiver.flush(10)
     assert archiver.failures == 2 and "on purpose" in str(archiver.last_error)
     assert stored(store, "ana") == 12 and stored(store, "ben") == 3
-    rows = store.transcript("ana", limit=100)
+    rows = store.transcript.rows("ana", limit=100)
     assert len({r.message.message_id for r in rows}) == 12  # no duplicates from the retries
     assert sink.attempts == len(sink.batches) + 2
     archiver.close()

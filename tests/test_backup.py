@@ -34,7 +34,7 @@ store = open_store(sys.argv[1], 8)
 n = 0
 while True:
     message = Message("user", f"message number {n}")
-    store.append("writer", f"s{n % 3}", [message])  # returns once committed
+    store.transcript.append("writer", f"s{n % 3}", [message])  # returns once committed
     print(message.message_id, flush=True)  # acknowledged
     n += 1
 """
@@ -82,7 +82,7 @@ def message_ids(location: str) -> set[str]:
     with open_store(location, DIM) as store:
         ids: set[str] = set()
         after = 0
-        while rows := store.transcript("writer", after=after, limit=1000):
+        while rows := store.transcript.rows("writer", after=after, limit=1000):
             ids.update(r.message.message_id for r in rows)
             after = rows[-1].seq
         return ids
@@ -145,4 +145,4 @@ def test_postgres_pg_dump_restores_every_acknowledged_message(
     with open_store(restored, DIM) as store:  # the restored store takes writes
         from tiermem.messages import Message
 
-        assert store.append("writer", "after", [Message("user", "after the restore")]) == 1
+        assert store.transcript.append("writer", "after", [Message("user", "after the restore")]) == 1

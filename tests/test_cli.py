@@ -303,7 +303,7 @@ def test_one_id_from_add_to_search_to_forget(tmp_path: Path) -> None:
     try:
         message = memory.add("user", "I adopted a greyhound named Pixel.", "ana")
         first = stored_id(memory, "ana", message)
-        assert first is not None and memory.store.get("ana", first).content.endswith("Pixel.")
+        assert first is not None and memory.store.index.get("ana", first).content.endswith("Pixel.")
         again = memory.add("user", "I adopted a greyhound named Pixel.", "ana")
         assert stored_id(memory, "ana", again) == first  # the same text is one memory
         others = [memory.remember(f"fact number {i}", "ana") for i in range(40)]

@@ -161,7 +161,7 @@ def test_every_face_exists() -> None:
 @pytest.mark.parametrize(
     "source",
     [
-        "memory.store.list('u')",
+        "memory.store.index.list('u')",
         "self.memory.embedder.embed(['x'])",
         "self._memory._archiver.flush()",
         "m = Memory('x.db')\nm.synopses.get('u')",

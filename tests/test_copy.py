@@ -71,8 +71,8 @@ def populate(location: str, extra_messages: int = 0) -> str:
     with open_store(location, DIM) as raw:
         for n in range(extra_messages):
             session = f"s{n % 3}"
-            raw.append("carol", session, [Message("user", f"note {n} about the garden")])
-        raw.add("carol", "Carol grows tomatoes", embedding=np.ones(DIM))
+            raw.transcript.append("carol", session, [Message("user", f"note {n} about the garden")])
+        raw.index.add("carol", "Carol grows tomatoes", embedding=np.ones(DIM))
     keys = KeyStore(location)
     try:
         _, token = keys.create("acme", "ci")
@@ -103,13 +103,13 @@ def check_destination(location: str, token: str) -> None:
     finally:
         keys.close()
     with open_store(location, DIM) as store:
-        facts = [r for r in store.list("ana", limit=100) if r.memory_type == "fact"]
+        facts = [r for r in store.index.list("ana", limit=100) if r.memory_type == "fact"]
         assert any(r.metadata.get("valid_until") for r in facts)  # a closed version
         assert any(r.metadata.get("replaces") for r in facts)
-        assert store.search("ana", "tea", mode="keyword")
-        before = len(store.transcript("ana", limit=100))
-        store.append("ana", "s9", [Message("user", "written after the move")])
-        assert len(store.transcript("ana", limit=100)) == before + 1
+        assert store.index.search("ana", "tea", mode="keyword")
+        before = len(store.transcript.rows("ana", limit=100))
+        store.transcript.append("ana", "s9", [Message("user", "written after the move")])
+        assert len(store.transcript.rows("ana", limit=100)) == before + 1
 
 
 @pytest.mark.parametrize("engines", ["sqlite->sqlite", "sqlite->postgres", "postgres->sqlite"])
@@ -189,25 +189,25 @@ def test_another_dimension_is_refused_with_the_command_that_re_embeds(
     assert main(["copy", "--from", source, "--to", destination]) == 1
     assert "migrate-embeddings" in capsys.readouterr().err
     with open_store(destination, 16) as store:
-        assert store.users() == []
+        assert store.transcript.users() == []
 
 
 def test_a_store_of_other_data_is_refused_unless_merge(tmp_path: Path) -> None:
     source, destination = str(tmp_path / "a.db"), str(tmp_path / "b.db")
     populate(source)
     with open_store(destination, DIM) as other:
-        other.add("zoe", "Zoe keeps bees", embedding=np.ones(DIM))
-        other.add("ana", "Ana already had this", embedding=np.ones(DIM))
+        other.index.add("zoe", "Zoe keeps bees", embedding=np.ones(DIM))
+        other.index.add("ana", "Ana already had this", embedding=np.ones(DIM))
     with pytest.raises(InputError, match=r"not empty .*--merge"):
         copy_store(source, destination)
     with open_store(destination, DIM) as store:
-        assert store.users() == ["ana", "zoe"]  # nothing written
+        assert store.transcript.users() == ["ana", "zoe"]  # nothing written
     report = copy_store(source, destination, merge=True)
     assert report.ok and not report.mismatches
     ana = next(u for u in report.users if u.user_id == "ana")
     assert not ana.same and ana.contained  # the union: what was there stays
     with open_store(destination, DIM) as store:
-        assert {"ana", "zoe", "carol"} <= set(store.users())
+        assert {"ana", "zoe", "carol"} <= set(store.transcript.users())
 
 
 def state_rows(path: Path) -> int:

@@ -55,7 +55,7 @@ def said(store: MemoryStore, user: str, sessions: int) -> dict[str, set[str]]:
         messages = [
             Message("user", f"I like {LIKES[(s + k) % len(LIKES)]}.", name="Ana") for k in range(3)
         ]
-        store.append(user, f"s{s}", messages)
+        store.transcript.append(user, f"s{s}", messages)
         for m in messages:
             behind.setdefault(f"Ana likes {m.text[7:-1]}.", set()).add(m.message_id)
     return behind
@@ -106,7 +106,7 @@ def test_four_processes_extract_one_user_once(store_url: str) -> None:
                 memory.extract_facts(user, name)
             check_facts(memory, user, behind)
             assert chat_calls(server) == sessions  # each session's batch read once
-            rows = {r.session_id: r.seq for r in store.transcript(user, limit=1000)}
+            rows = {r.session_id: r.seq for r in store.transcript.rows(user, limit=1000)}
             for name in names:
                 assert store.batch([FactMarkOp(user, name)])[0].upto == rows[name]
     store.close()

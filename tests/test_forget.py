@@ -84,8 +84,8 @@ def faces(memory: Memory, user: str, query: str) -> dict[str, Any]:
         "synopsis": memory.synopsis(user).render(),
         "facts": [f.content for f in memory.facts(user, current=False)],
         "history": [m.text for m in memory.history(user, "s1")],
-        "summary": memory.store.summary(user, "s1").text,
-        "memories": [r.content for r in memory.store.list(user, limit=1000)],
+        "summary": memory.store.transcript.summary(user, "s1").text,
+        "memories": [r.content for r in memory.store.index.list(user, limit=1000)],
     }
 
 
@@ -164,7 +164,7 @@ def test_a_forgotten_message_is_in_no_face_of_any_process(
         elif how == "forget":
             (row,) = [
                 r
-                for r in memory.store.list(user, limit=100)
+                for r in memory.store.index.list(user, limit=100)
                 if SECRET in r.content and r.memory_type == "message"
             ]
             assert memory.forget(str(row.id), user)

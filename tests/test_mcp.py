@@ -91,7 +91,7 @@ async def test_tools_over_http(served: tuple[str, Memory]) -> None:
         assert (await call(bob, "forget_memory", memory_id=added["id"]))["deleted"] is False
     async with http_client(url, "ann") as ann:
         assert (await call(ann, "forget_memory", memory_id=added["id"]))["deleted"] is True
-    assert memory.store.count("ann") == 1 and memory.store.count("bob") == 0
+    assert memory.store.index.count("ann") == 1 and memory.store.index.count("bob") == 0
     async with httpx2.AsyncClient() as http:  # DNS rebinding: a foreign Host is refused
         foreign = await http.post(
             url + "/mcp",
@@ -121,7 +121,7 @@ async def test_http_needs_a_key_once_keys_exist(tmp_path: Path) -> None:
             assert re.match(r"AuthenticationError: .*key", str(mcp_error(raised.value)))
         async with http_client(url, "ann", key) as ann:
             await call(ann, "add_memory", content="Works at Acme")
-    assert memory.store.count(f"acme{SEPARATOR}ann") == 1 and memory.store.count("ann") == 0
+    assert memory.store.index.count(f"acme{SEPARATOR}ann") == 1 and memory.store.index.count("ann") == 0
     memory.close()
 
 
@@ -139,7 +139,7 @@ async def test_tools_over_stdio(tmp_path: Path) -> None:
         found = await call(carol, "search_memory", query="what is the name of her child")
         assert found["results"][0]["id"] == added["id"]
     with Memory(db) as memory:
-        assert [r.content for r in memory.store.list("carol")] == ["Carol's daughter is called Mia"]
+        assert [r.content for r in memory.store.index.list("carol")] == ["Carol's daughter is called Mia"]
 
 
 async def test_forget_memory_takes_the_fact_out_of_every_context(
@@ -204,7 +204,7 @@ async def test_no_tool_offers_a_way_to_name_a_user(served: tuple[str, Memory]) -
                     refused = await client.call_tool(tool.name, given)
                     assert refused.is_error, (tool.name, extra)
                     assert refused.content[0].text.startswith(f"InputError: {extra}: ")
-    assert memory.store.count("bob") == 0 and memory.store.count("ann") == 0
+    assert memory.store.index.count("bob") == 0 and memory.store.index.count("ann") == 0
 
 
 TYPED = re.compile(r"^(InputError|InvalidTypeError|InvalidSizeError): (\w+): \S")

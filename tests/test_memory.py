@@ -200,7 +200,7 @@ def test_add_messages_imports_history_with_timestamps_and_names(memory: Memory) 
     assert [m.text for m in added] == ["I adopted a puppy", "What is its name?", "Its name is Rex"]
     assert [m.timestamp for m in added] == [day + timedelta(minutes=i) for i in range(3)]
     assert memory.flush(10)
-    rows = sorted(memory.store.list(u, memory_type="message"), key=lambda r: r.created_at)
+    rows = sorted(memory.store.index.list(u, memory_type="message"), key=lambda r: r.created_at)
     assert [r.content for r in rows] == [
         "Caroline: I adopted a puppy",
         "Melanie: What is its name?",
@@ -236,7 +236,7 @@ def test_add_messages_validates_all_before_adding_any(
         memory.stage_messages([*good, bad], u, "s")
     assert memory.buffers.peek(u, "s") is None or len(memory.buffers.peek(u, "s")) == 0  # type: ignore[arg-type]
     assert memory.flush(5)
-    assert memory.store.count(u) == 0
+    assert memory.store.index.count(u) == 0
 
 
 def test_staged_messages_are_written_together_only_when_committed(
@@ -278,11 +278,11 @@ def test_everything_is_stored_and_older_messages_are_summarized(memory: Memory) 
         memory.add("user" if i % 2 == 0 else "assistant", text, u, "s")
     assert memory.flush(10)
     assert [m.text for m in memory.recent(u, "s", 8)] == said[-8:]
-    summary = memory.store.summary(u, "s")
+    summary = memory.store.transcript.summary(u, "s")
     assert summary.text and "city0" in summary.text  # the oldest left the 8-message window
     assert summary.upto >= 4
-    assert memory.store.count(u) == 20
-    stored = contents(memory.store.list(u, limit=100))
+    assert memory.store.index.count(u) == 20
+    stored = contents(memory.store.index.list(u, limit=100))
     for i, text in enumerate(said):  # summarized ones too: nothing said is unreachable
         assert f"{'user' if i % 2 == 0 else 'assistant'}: {text}" in stored
     assert memory.work_stats(u) == WorkStats(pending=0, done=20, failed=0)
@@ -317,11 +317,11 @@ def test_remember_search_forget(memory: Memory) -> None:
     keyword = memory.search("peanuts", alice, mode="keyword")
     assert [h.record.content for h in keyword] == ["Alice is allergic to peanuts"]
     assert memory.forget(fact, bob) is False  # not bob's
-    assert memory.store.count(alice) == 2
+    assert memory.store.index.count(alice) == 2
     assert memory.forget(fact, alice) is True
     assert memory.forget(fact, alice) is False
-    assert contents(memory.store.list(alice)) == {"Alice prefers tea over coffee"}
-    assert memory.store.count(bob) == 1
+    assert contents(memory.store.index.list(alice)) == {"Alice prefers tea over coffee"}
+    assert memory.store.index.count(bob) == 1
 
 
 def test_forget_user_erases_every_tier_of_that_user_only(memory: Memory) -> None:
@@ -337,15 +337,15 @@ def test_forget_user_erases_every_tier_of_that_user_only(memory: Memory) -> None
     assert memory.working is not None and memory.working.stats(alice).items == 1
     deleted = memory.forget_user(alice)
     assert deleted == 13
-    assert memory.store.count(alice) == 0
+    assert memory.store.index.count(alice) == 0
     assert memory.recent(alice, "s") == [] and memory.sessions(alice) == []
-    assert memory.store.summary(alice, "s").text is None
+    assert memory.store.transcript.summary(alice, "s").text is None
     assert memory.work_stats(alice) == WorkStats(0, 0, 0)
     assert memory.working.stats(alice).items == 0
     assert memory.synopses.cache.get_tiers(alice) == {}
     assert memory.synopsis(alice).render() == ""
     assert memory.get_context("chess", alice, "s").items == []
-    assert memory.store.count(bob) == 13 and len(memory.recent(bob, "s")) == 12
+    assert memory.store.index.count(bob) == 13 and len(memory.recent(bob, "s")) == 12
     assert memory.working.stats(bob).items == 1
     assert "likes chess" in memory.synopsis(bob).render()
     assert memory.forget_user(alice) == 0
@@ -365,8 +365,8 @@ def test_forget_user_during_an_outage_erases_nothing(tmp_path: Path) -> None:
         assert [x.text for x in m.recent(u, "s")] == ["secret to erase"]  # wholly there
         assert m.forget_user(u) == 1
         assert m.flush(10)
-        assert m.store.count(u) == 0 and m.recent(u, "s") == []  # wholly gone
-        assert m.store.count(other) == 1
+        assert m.store.index.count(u) == 0 and m.recent(u, "s") == []  # wholly gone
+        assert m.store.index.count(other) == 1
     finally:
         m.close()
 
@@ -586,7 +586,7 @@ def test_session_retention_writes_nothing_to_the_store(tmp_path: Path) -> None:
         for i in range(8):
             m.add("assistant", f"noted item {i}", u, "s")
         assert m.flush(10)
-        assert m.store.count(u) == 0
+        assert m.store.index.count(u) == 0
         assert m.working is not None and m.working.stats(u).items == 9
         ctx = m.get_context("what bike is red Bianchi", u, "s", max_tokens=500)
         assert "user: my bike is a red Bianchi" in retrieved(ctx)
@@ -608,7 +608,7 @@ def test_single_run_retention_clears_at_end_run(tmp_path: Path) -> None:
         m.end_run()
         assert len(m.buffers) == 0 and m.working.stats(u).items == 0
         assert m.get_context("apples", u, "s").items == []
-        assert m.store.count(u) == 0
+        assert m.store.index.count(u) == 0
     finally:
         m.close()
 
@@ -621,7 +621,7 @@ def test_persistent_memory_survives_a_restart(tmp_path: Path) -> None:
             first.add("assistant", f"other chat {i}", u, "other")
         first.remember("User's name is Ola", u)
     with make_memory(tmp_path) as second:
-        assert second.store.count(u) == 5
+        assert second.store.index.count(u) == 5
         assert [m.text for m in second.recent(u, "s")] == ["the spare key is under the blue pot"]
         ctx = second.get_context("where is the spare key blue pot?", u, "other", max_tokens=500)
         assert "user: the spare key is under the blue pot" in retrieved(ctx)
@@ -648,7 +648,7 @@ async def test_async_twins(memory: Memory) -> None:
     assert await memory.aflush(10)
     assert await memory.aforget(fact, u) is True
     assert await memory.aforget_user(u) == 2
-    assert memory.store.count(u) == 0
+    assert memory.store.index.count(u) == 0
     await memory.aclose()
     with pytest.raises(RuntimeError, match="closed"):
         await memory.aadd("user", "late", u)
@@ -671,7 +671,7 @@ def test_close_leaves_no_threads_and_refuses_work(tmp_path: Path) -> None:
     assert _ours() - before  # archiver and working-memory cleanup threads run
     m.close()
     assert wait_until(lambda: not (_ours() - before), 5)
-    assert SQLiteStore(tmp_path / "memory.db", dimension=32).count(u) == 20  # close archived all
+    assert SQLiteStore(tmp_path / "memory.db", dimension=32).index.count(u) == 20  # close archived all
     m.close()  # idempotent
     for call in (
         lambda: m.add("user", "x", u),
@@ -766,7 +766,7 @@ def test_bad_input_is_refused_and_changes_nothing(memory: Memory) -> None:
     with pytest.raises(InputError):
         memory.forget("not-a-uuid", u)
     assert memory.flush(5)
-    assert memory.store.count(u) == 0 and memory.recent(u, "s") == []
+    assert memory.store.index.count(u) == 0 and memory.recent(u, "s") == []
 
 
 def test_bad_message_does_not_block_other_users_archive(memory: Memory) -> None:
@@ -779,7 +779,7 @@ def test_bad_message_does_not_block_other_users_archive(memory: Memory) -> None:
     assert memory.buffers.peek(u) is None or len(memory.buffers.peek(u) or []) == 0
     memory.add("user", "a normal message", other)
     assert memory.flush(5)
-    assert memory.store.count(other) == 1 and memory.work_stats().failed == 0
+    assert memory.store.index.count(other) == 1 and memory.work_stats().failed == 0
 
 
 # -- a store that fails --------------------------------------------------------------
@@ -813,7 +813,7 @@ def test_a_failing_store_refuses_the_add_and_loses_nothing_acknowledged(tmp_path
         store.failing = False
         assert m.flush(10)
         assert [x.message_id for x in m.recent(u, "s")] == [a.message_id for a in acknowledged]
-        assert contents(m.store.list(u)) == {f"user: precious message {i}" for i in range(5)}
+        assert contents(m.store.index.list(u)) == {f"user: precious message {i}" for i in range(5)}
     finally:
         m.close()
 
@@ -833,7 +833,7 @@ def test_read_only_database_refuses_writes_then_takes_them(tmp_path: Path) -> No
         store._conn.execute("PRAGMA query_only=OFF")
         m.add("user", "written now", u)
         assert m.flush(10)
-        assert contents(m.store.list(u)) == {"user: written now"}
+        assert contents(m.store.index.list(u)) == {"user: written now"}
     finally:
         m.close()
 
@@ -856,7 +856,7 @@ def test_from_config_dict_yaml_text_and_path(tmp_path: Path) -> None:
             assert isinstance(m.store, SQLiteStore) and m.store.path == str(db)
             m.add("user", f"via {type(source).__name__}", u)
     with Memory.from_config(data, embedder=HashEmbedder(32)) as m:
-        assert m.store.count(u) == 3  # dict, str (text and path: same message), PosixPath
+        assert m.store.index.count(u) == 3  # dict, str (text and path: same message), PosixPath
     with pytest.raises(ConfigError, match=r"memory\.buffer\.size"):
         Memory.from_config({"memory": {"buffer": {"size": 0}}})
     with pytest.raises(ConfigError, match="retention"):
@@ -888,11 +888,11 @@ def test_from_config_postgresql(tmp_path: Path) -> None:
             m.add("user", f"postgres line {i} about kayaks", u, "s")
         m.remember("The user paddles a green kayak", u, "fact", 0.9)
         assert m.flush(10)
-        assert m.store.count(u) == 7
+        assert m.store.index.count(u) == 7
         ctx = m.get_context("green kayak", u, "s", max_tokens=500)
         assert shown_once(ctx, "The user paddles a green kayak")
         assert "green kayak" in m.synopsis(u).identity
-        assert m.forget_user(u) == 7 and m.store.count(u) == 0
+        assert m.forget_user(u) == 7 and m.store.index.count(u) == 0
     finally:
         m.close()
 
@@ -969,7 +969,7 @@ def test_default_memory_with_minilm_end_to_end(tmp_path: Path) -> None:
         assert m.flush(30)
         ctx = m.get_context("Which languages do I know?", u, "s", max_tokens=300)
         assert shown_once(ctx, "The user speaks Portuguese and English")
-        assert m.store.count(u) == 3
+        assert m.store.index.count(u) == 3
 
 
 def test_a_given_store_is_shared_and_left_open(tmp_path: Path) -> None:
@@ -979,9 +979,9 @@ def test_a_given_store_is_shared_and_left_open(tmp_path: Path) -> None:
     first.add("user", "said to the first", u)
     first.close()
     second.remember("known to the second", u)
-    assert second.store.count(u) == 2
+    assert second.store.index.count(u) == 2
     second.close()
-    assert store.count(u) == 2  # still open: the caller owns it
+    assert store.index.count(u) == 2  # still open: the caller owns it
     store.close()
 
 
@@ -1009,7 +1009,7 @@ def test_a_store_of_another_dimension_is_refused_before_anything_is_added(tmp_pa
     u = user()
     with pytest.raises(DimensionMismatchError, match="8"):
         m.add("user", "never added", u)
-    assert store.count(u) == 0 and store.recent(u, None, 10) == []
+    assert store.index.count(u) == 0 and store.transcript.recent(u, None, 10) == []
     with pytest.raises(DimensionMismatchError):
         m.remember("a fact", u)
     m.close()
@@ -1025,7 +1025,7 @@ def test_add_never_waits_on_the_embedder(tmp_path: Path) -> None:
             m.add("user", f"quick {i}", u, "s")
         assert slow.calls == []  # every add returned before any embedding finished
         assert len(m.recent(u, "s", 50)) == 30
-        assert len(m.store.unindexed(u)) == 30 and m.store.count(u) == 0
+        assert len(m.store.transcript.unindexed(u)) == 30 and m.store.index.count(u) == 0
         assert m.work_stats(u).pending == 30
     finally:
         slow.release.set()
@@ -1050,8 +1050,8 @@ def test_concurrent_writers_lose_nothing(memory: Memory) -> None:
         t.join()
     assert memory.flush(20)
     for who in users:
-        assert memory.store.count(who) == 50
-        assert all(c.startswith(f"user: {who} ") for c in contents(memory.store.list(who)))
+        assert memory.store.index.count(who) == 50
+        assert all(c.startswith(f"user: {who} ") for c in contents(memory.store.index.list(who)))
 
 
 @pytest.mark.parametrize("enabled", [True, False])
@@ -1131,12 +1131,12 @@ def test_forget_user_refuses_while_a_queued_batch_cannot_be_written(tmp_path: Pa
         memory_module.ERASE_TIMEOUT = 0.3
         with pytest.raises(StoreUnavailableError, match="nothing was erased"):
             m.forget_user(u)  # the store takes no writes: erasure must not pretend
-        assert m.store.count(u) == 1
+        assert m.store.index.count(u) == 1
         store.failing = False
         memory_module.ERASE_TIMEOUT = 30.0
         assert m.forget_user(u) == 1
-        assert m.flush(10) and m.store.count(u) == 0  # its queued message was discarded
-        assert m.store.count("someone-else") == 1
+        assert m.flush(10) and m.store.index.count(u) == 0  # its queued message was discarded
+        assert m.store.index.count("someone-else") == 1
     finally:
         memory_module.ERASE_TIMEOUT = 30.0
         m.close()
@@ -1149,8 +1149,8 @@ def test_end_session_keeps_the_final_summary(tmp_path: Path) -> None:
             m.add("user", f"On day {i} I planted {i} tomato seedlings in the garden.", u, "s")
         summary = m.end_session(u, "s")
         assert summary and "tomato" in summary
-        assert m.store.summary(u, "s").text == summary
-        kept = m.store.list(u, memory_type="summary")
+        assert m.store.transcript.summary(u, "s").text == summary
+        kept = m.store.index.list(u, memory_type="summary")
         assert [r.content for r in kept] == [summary] and kept[0].session_id == "s"
         assert m.end_session(u, "s") is None  # nothing new to fold in
         assert m.end_session(u, "no-such-session") is None
@@ -1181,7 +1181,7 @@ class _Boom(HashEmbedder):
         (lambda m: m.get_context("\ud800", "u"), InputError),
         (lambda m: m.remember("lone \ud800", "u"), InputError),
         (lambda m: m.flush("x"), InvalidTypeError),
-        (lambda m: m.store.count(" "), MissingUserError),
+        (lambda m: m.store.index.count(" "), MissingUserError),
         (lambda m: Message.from_json('{"role": "user", "content": ' + "[" * 5000 + "]" * 5000 + "}"),
          InputError),
     ],
@@ -1189,7 +1189,7 @@ class _Boom(HashEmbedder):
 def test_bad_input_gets_a_typed_error(memory: Memory, call: Any, error: type) -> None:
     with pytest.raises(error):
         call(memory)
-    assert memory.store.count("u") == 0
+    assert memory.store.index.count("u") == 0
 
 
 def test_construction_arguments_are_checked(tmp_path: Path) -> None:
@@ -1228,7 +1228,7 @@ def test_an_add_only_process_leaves_the_work_to_another(tmp_path: Path) -> None:
         with make_memory(tmp_path) as worker_process:  # another process's worker indexes them
             worker_process.worker.wake()
             assert wait_until(lambda: front.work_stats(u).pending == 0, 20)
-        assert front.store.count(u) == 5
+        assert front.store.index.count(u) == 5
     finally:
         front.close()
 

@@ -200,7 +200,7 @@ def test_persistent_keeps_messages_that_left_the_window_before_a_save(tmp_path: 
     assert manager.save() == 6
     assert manager.save() == 0  # nothing new
     store = manager.persistence.memory.store
-    rows = store.list("default", agent_id="a", memory_type="message")
+    rows = store.index.list("default", agent_id="a", memory_type="message")
     assert sorted(r.metadata["message"]["content"] for r in rows) == [
         f"fact number {i}" for i in range(6)
     ]
@@ -209,7 +209,7 @@ def test_persistent_keeps_messages_that_left_the_window_before_a_save(tmp_path: 
     fresh = _persistent(tmp_path / "m.db")
     assert fresh.get_memory("a").get_messages() == []
     assert fresh.forget("a") == 7
-    assert store.count("default") == 0
+    assert store.index.count("default") == 0
     manager.close()
 
 
@@ -222,7 +222,7 @@ def test_persistent_save_failure_changes_nothing(tmp_path: Path) -> None:
     conv.add_message(Message("user", "hello"))
     with pytest.raises(ProviderError):
         manager.apply_retention_policy()
-    assert memory.store.count("default") == 0
+    assert memory.store.index.count("default") == 0
     memory._tiers._embedder = HashEmbedder(32)  # the provider is back
     manager.persistence.memory.store.embedder = memory.embedder
     assert manager.save() == 1

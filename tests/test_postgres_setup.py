@@ -78,7 +78,7 @@ def test_a_role_that_may_not_create_pgvector_gets_the_step(
         admin.execute("CREATE EXTENSION vector")
     store = PostgresStore(url, dimension=8)
     try:
-        assert store.count(f"u-{uuid.uuid4()}") == 0
+        assert store.index.count(f"u-{uuid.uuid4()}") == 0
     finally:
         store.close()
 

@@ -157,9 +157,9 @@ def test_a_write_is_read_at_once_by_any_reader(store: Traced, servers: tuple[str
         u = user()
         for n in range(20):
             text = f"note number {n} about the hive"
-            store.append(u, "s", [_message(text)])
-            assert [m.content for m in other.recent(u, "s", 1)] == [text]
-            assert text in [r.message.content for r in other.unindexed(u)]
+            store.transcript.append(u, "s", [_message(text)])
+            assert [m.content for m in other.transcript.recent(u, "s", 1)] == [text]
+            assert text in [r.message.content for r in other.transcript.unindexed(u)]
         status = other.replica_status()
         assert status is not None and status.reads >= 40 and status.down == 0
     finally:
@@ -174,9 +174,9 @@ def test_a_standby_behind_sends_reads_to_the_primary(
     standby.execute("SELECT pg_wal_replay_pause()")
     try:
         u = user()
-        store.append(u, "s", [_message("written while replay is paused")])
+        store.transcript.append(u, "s", [_message("written while replay is paused")])
         Traced.seen.clear()
-        assert [m.content for m in behind.recent(u, "s", 5)] == ["written while replay is paused"]
+        assert [m.content for m in behind.transcript.recent(u, "s", 5)] == ["written while replay is paused"]
         assert on_standby({"RecentOp"}) == {False}
         status = behind.replica_status()
         assert status is not None and status.behind == 1
@@ -192,15 +192,15 @@ def test_a_stopped_standby_is_routed_around_and_used_again(
 ) -> None:
     standby = servers[1]
     u = user()
-    store.append(u, "s", [_message("before the standby stops")])
-    assert store.recent(u, "s", 1) and on_standby({"RecentOp"}) == {True}
+    store.transcript.append(u, "s", [_message("before the standby stops")])
+    assert store.transcript.recent(u, "s", 1) and on_standby({"RecentOp"}) == {True}
     standby.stop()
     try:
         with caplog.at_level(logging.WARNING, logger="tiermem.stores.replica"):
             Traced.seen.clear()
             start = time.monotonic()
             for _ in range(5):
-                assert [m.content for m in store.recent(u, "s", 1)] == ["before the standby stops"]
+                assert [m.content for m in store.transcript.recent(u, "s", 1)] == ["before the standby stops"]
             assert time.monotonic() - start < 3.0
         assert on_standby({"RecentOp"}) == {False}
         assert "read replica unavailable" in caplog.text
@@ -212,7 +212,7 @@ def test_a_stopped_standby_is_routed_around_and_used_again(
     Traced.seen.clear()
     deadline = time.monotonic() + 10
     while True not in on_standby({"RecentOp"}) and time.monotonic() < deadline:
-        store.recent(u, "s", 1)
+        store.transcript.recent(u, "s", 1)
         time.sleep(0.1)
     assert True in on_standby({"RecentOp"})
     status = store.replica_status()

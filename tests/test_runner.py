@@ -188,17 +188,17 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStor
 def test_a_dead_workers_lease_expires_when_the_stores_clock_moves(store: MemoryStore) -> None:
     clock = store.clock
     assert isinstance(clock, ManualClock)
-    store.append("ana", "s", [Message("user", f"row {i}") for i in range(3)])
+    store.transcript.append("ana", "s", [Message("user", f"row {i}") for i in range(3)])
     dead = StoreWorker(store, HashEmbedder(DIM), background=False, lease=60)
-    assert len(store.claim(dead.owner, 10, dead.lease)) == 3  # claimed, then it died
+    assert len(store.queue.claim(dead.owner, 10, dead.lease)) == 3  # claimed, then it died
     alive = StoreWorker(store, HashEmbedder(DIM), background=False, lease=60)
     assert alive.clock is clock  # a worker takes its store's clock
-    assert alive.drain(5) and store.work_stats("ana").pending == 3  # the dead one holds them
+    assert alive.drain(5) and store.queue.work_stats("ana").pending == 3  # the dead one holds them
     clock.advance(59.9)
     assert alive.flush(timeout=0.1) is False  # still leased (a caller's timeout is real time)
     clock.advance(0.2)
-    assert alive.flush(timeout=30) and store.work_stats("ana").done == 3
-    assert len(store.list("ana")) == 3
+    assert alive.flush(timeout=30) and store.queue.work_stats("ana").done == 3
+    assert len(store.index.list("ana")) == 3
 
 
 def test_a_round_slower_than_its_lease_keeps_its_rows(store: MemoryStore) -> None:
@@ -206,7 +206,7 @@ def test_a_round_slower_than_its_lease_keeps_its_rows(store: MemoryStore) -> Non
     assert isinstance(clock, ManualClock)
     slow = SlowEmbedder(delay=60, dimension=DIM)  # answers when released
     worker = StoreWorker(store, slow, lease=30, delay=0)
-    store.append("ana", "s", [Message("user", f"row {i}") for i in range(3)])
+    store.transcript.append("ana", "s", [Message("user", f"row {i}") for i in range(3)])
     worker.wake()
     assert wait_until(lambda: len(worker._held_rows) == 3)  # claimed, embedding
     renewer = worker._runner._renewer
@@ -214,10 +214,10 @@ def test_a_round_slower_than_its_lease_keeps_its_rows(store: MemoryStore) -> Non
     for n in range(1, 5):  # 40 s of the clock: past the 30 s lease, renewed every 10 s
         clock.advance(10)
         assert wait_until(lambda n=n: renewer.rounds == n)  # type: ignore[misc]
-    assert store.claim("another", 10, 30) == []  # still the slow worker's
+    assert store.queue.claim("another", 10, 30) == []  # still the slow worker's
     slow.release.set()
-    assert wait_until(lambda: store.work_stats("ana").done == 3)
-    assert store.work_stats("ana").pending == 0 and len(store.list("ana")) == 3
+    assert wait_until(lambda: store.queue.work_stats("ana").done == 3)
+    assert store.queue.work_stats("ana").pending == 0 and len(store.index.list("ana")) == 3
     worker.close()
 
 
@@ -226,14 +226,14 @@ def test_the_workers_gathering_and_idle_looks_are_on_the_stores_clock(tmp_path: 
         clock = ManualClock()
         store.clock = clock
         worker = StoreWorker(store, HashEmbedder(DIM), delay=0.5, idle_interval=30.0)
-        store.append("ana", "s", [Message("user", "the tide was low")])
+        store.transcript.append("ana", "s", [Message("user", "the tide was low")])
         worker.wake()
         assert clock.settle(waits=2)  # the loop gathers, its lease renewer waits
-        assert store.work_stats("ana").pending == 1
+        assert store.queue.work_stats("ana").pending == 1
         clock.advance(0.5)
-        assert wait_until(lambda: store.work_stats("ana").done == 1)
-        store.append("ana", "s", [Message("user", "nobody woke the worker")])
-        assert clock.settle(waits=2) and store.work_stats("ana").pending == 1
+        assert wait_until(lambda: store.queue.work_stats("ana").done == 1)
+        store.transcript.append("ana", "s", [Message("user", "nobody woke the worker")])
+        assert clock.settle(waits=2) and store.queue.work_stats("ana").pending == 1
         clock.advance(30)  # its idle look finds it
-        assert wait_until(lambda: store.work_stats("ana").done == 2)
+        assert wait_until(lambda: store.queue.work_stats("ana").done == 2)
         worker.close()

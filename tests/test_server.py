@@ -278,7 +278,7 @@ def test_malformed_json_and_surrogates_are_refused(dev: tuple[str, Memory]) -> N
         httpx.post(url + "/v1/messages", content=pair.encode(), headers=headers).status_code == 201
     )
     assert memory.flush(10)
-    assert memory.store.list("u")[0].content.endswith("\U0001f600")
+    assert memory.store.index.list("u")[0].content.endswith("\U0001f600")
 
 
 def test_hybrid_scores_and_context_evidence_over_rest(dev: tuple[str, Memory]) -> None:
@@ -395,7 +395,7 @@ def test_oversized_bodies_are_refused_before_reading(dev: tuple[str, Memory]) ->
     streamed = httpx.post(url + "/v1/messages", content=chunks())
     assert streamed.status_code == 413
     memory.flush(10)
-    assert memory.store.count("big") == 0
+    assert memory.store.index.count("big") == 0
 
 
 def test_health_readiness_and_metrics(dev: tuple[str, Memory]) -> None:
@@ -582,8 +582,8 @@ def test_same_user_id_in_two_tenants_is_two_users(secured: dict[str, Any]) -> No
         assert globex.forget_user(u) == 1
         assert acme.stats(u).count == 1
         assert acme.search("formula", u)[0].record.user_id == u
-    assert memory.store.count(f"acme{SEPARATOR}{u}") == 1
-    assert memory.store.count(u) == 0
+    assert memory.store.index.count(f"acme{SEPARATOR}{u}") == 1
+    assert memory.store.index.count(u) == 0
 
 
 TENANTS = ("acme", "globex")

@@ -200,7 +200,7 @@ async def test_a_lone_request_whose_commit_fails_is_refused_and_writes_nothing(
     201), and nothing of it is stored; the next request of the session is written."""
     path = tmp_path / "lone.db"
     with Memory(str(path), embedder=HashEmbedder(32)) as memory:
-        assert memory.store.count("u") == 0  # the store and its tables exist
+        assert memory.store.index.count("u") == 0  # the store and its tables exist
         refuse_in_the_database(path, "UNWRITABLE")
         commits = GroupCommit(memory.commit_staged)
         _, op = memory.stage_messages([{"role": "user", "content": "UNWRITABLE one"}], "u", "s")

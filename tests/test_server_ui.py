@@ -148,17 +148,17 @@ def test_inspector_load_search_context_delete(seeded: tuple[str, Memory], page: 
     tea_id = tea.get_attribute("data-id")
     page.once("dialog", lambda dialog: dialog.dismiss())
     tea.locator("button").click()
-    assert memory.store.get("ann", tea_id) is not None  # dismissed: nothing deleted
+    assert memory.store.index.get("ann", tea_id) is not None  # dismissed: nothing deleted
     page.once("dialog", lambda dialog: dialog.accept())
     tea.locator("button").click()
     page.locator("#memories tbody tr", has_text="prefers green tea").wait_for(state="detached")
-    assert memory.store.get("ann", tea_id) is None
+    assert memory.store.index.get("ann", tea_id) is None
     page.screenshot(path=str(SHOTS / "4-deleted-memory.png"), full_page=True)
 
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#delete-user")
     users.filter(has_text="ann").wait_for(state="detached")
-    assert memory.store.count("ann") == 0 and memory.store.count("bob") == 1
+    assert memory.store.index.count("ann") == 0 and memory.store.index.count("bob") == 1
     page.screenshot(path=str(SHOTS / "5-deleted-user.png"), full_page=True)
 
 

@@ -27,7 +27,7 @@ def store() -> Iterator[PostgresStore]:
 
 def _fill(store: PostgresStore, user: str, texts: list[str]) -> None:
     vectors = np.random.default_rng(1).normal(size=(len(texts), DIM)).astype(np.float32)
-    store.add_many(user, [NewMemory(t, v) for t, v in zip(texts, vectors, strict=True)])
+    store.index.add_many(user, [NewMemory(t, v) for t, v in zip(texts, vectors, strict=True)])
 
 
 # Caroline speaks in almost every row; a volcano is in three (one with Caroline's dog).
@@ -39,7 +39,7 @@ TEXTS = [f"Caroline: note {i} about the garden" for i in range(80)] + [
 
 
 def _words(store: PostgresStore, user: str, query: str) -> list[str]:
-    hits = store.search(user, query=query, mode="keyword", limit=50, count_access=False)
+    hits = store.index.search(user, query=query, mode="keyword", limit=50, count_access=False)
     return [h.record.content for h in hits]
 
 
@@ -60,7 +60,7 @@ def test_a_small_users_words_all_choose(store: PostgresStore) -> None:
 def test_a_forgotten_users_common_words_are_forgotten(store: PostgresStore) -> None:
     _fill(store, "big", TEXTS)
     assert len(_words(store, "big", "garden volcano")) == 3
-    store.delete_user("big")
+    store.index.delete_user("big")
     _fill(store, "big", [f"a volcano {i}" for i in range(30)] + ["a garden"])
     assert len(_words(store, "big", "garden volcano")) == 1  # now "volcano" is common
 
@@ -69,14 +69,14 @@ def test_a_big_users_hits_are_whole_records_that_pass_the_filter(store: Postgres
     """The matches are ranked by id and fetched after: each hit is the whole record (its
     vector and metadata too), and the filter chooses among the matches."""
     vectors = np.random.default_rng(2).normal(size=(len(TEXTS), DIM)).astype(np.float32)
-    store.add_many(
+    store.index.add_many(
         "big",
         [
             NewMemory(t, v, memory_type="fact" if "volcano" in t else "message", metadata={"n": i})
             for i, (t, v) in enumerate(zip(TEXTS, vectors, strict=True))
         ],
     )
-    hits = store.search(
+    hits = store.index.search(
         "big",
         query="volcano garden",
         mode="keyword",

@@ -90,18 +90,18 @@ def test_adds_updates_and_deletes_keep_each_users_postings(tmp_path: Path) -> No
     path = tmp_path / "m.db"
     a, b = keyword_tokens.owner_prefix("a"), keyword_tokens.owner_prefix("b")
     with SQLiteStore(path, dimension=DIM) as store:
-        first = store.add("a", "the lighthouse keeper paints", embedding=vec(1))
-        store.add("b", "a lighthouse in the fog", embedding=vec(2))
+        first = store.index.add("a", "the lighthouse keeper paints", embedding=vec(1))
+        store.index.add("b", "a lighthouse in the fog", embedding=vec(2))
         assert vocabulary(path)[f"{a}lighthous"] == 1 == vocabulary(path)[f"{b}lighthous"]
-        (hit,) = store.search("a", "lighthouses", mode="keyword")
+        (hit,) = store.index.search("a", "lighthouses", mode="keyword")
         assert hit.record.id == first
-        assert store.search("b", "keeper", mode="keyword") == []
-        store.update("a", first, content="the harbour master sails", embedding=vec(3))
+        assert store.index.search("b", "keeper", mode="keyword") == []
+        store.index.update("a", first, content="the harbour master sails", embedding=vec(3))
         assert f"{a}lighthous" not in vocabulary(path)
-        assert [h.record.id for h in store.search("a", "sailing", mode="keyword")] == [first]
-        store.delete("a", first)
+        assert [h.record.id for h in store.index.search("a", "sailing", mode="keyword")] == [first]
+        store.index.delete("a", first)
         assert not any(term.startswith(a) for term in vocabulary(path))
-        assert [h.record.content for h in store.search("b", "fog", mode="keyword")] == [
+        assert [h.record.content for h in store.index.search("b", "fog", mode="keyword")] == [
             "a lighthouse in the fog"
         ]
 
@@ -123,10 +123,10 @@ def test_a_version_3_index_is_rebuilt_for_each_user(tmp_path: Path) -> None:
     raw.execute("COMMIT")
     raw.close()
     with SQLiteStore(path, dimension=DIM) as store:
-        assert [h.record.content for h in store.search("a", "painting", mode="keyword")] == [
+        assert [h.record.content for h in store.index.search("a", "painting", mode="keyword")] == [
             "she paints landscapes"
         ]
-        assert [h.record.content for h in store.search("b", "painting", mode="keyword")] == [
+        assert [h.record.content for h in store.index.search("b", "painting", mode="keyword")] == [
             "he painted the fence"
         ]
     assert vocabulary(path)[keyword_tokens.owner_prefix("b") + "fenc"] == 1
@@ -139,10 +139,10 @@ def test_a_shared_prefix_never_reaches_another_users_rows(
     read are still the asking user's own, with and without a filter."""
     monkeypatch.setattr(keyword_tokens, "owner_prefix", lambda user_id: "kcollide")
     with SQLiteStore(tmp_path / "m.db", dimension=DIM) as store:
-        store.add("a", "the lighthouse keeper", embedding=vec(1), metadata={"k": 1})
-        mine = store.add("b", "a lighthouse in the fog", embedding=vec(2), metadata={"k": 1})
+        store.index.add("a", "the lighthouse keeper", embedding=vec(1), metadata={"k": 1})
+        mine = store.index.add("b", "a lighthouse in the fog", embedding=vec(2), metadata={"k": 1})
         for kwargs in ({}, {"metadata": {"k": 1}}):
-            hits = store.search("b", "lighthouse keeper", mode="keyword", **kwargs)
+            hits = store.index.search("b", "lighthouse keeper", mode="keyword", **kwargs)
             assert [h.record.id for h in hits] == [mine]
 
 
@@ -150,8 +150,8 @@ def test_non_ascii_rows_are_found_and_deleted_whole(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     prefix = keyword_tokens.owner_prefix("u")
     with SQLiteStore(path, dimension=DIM) as store:
-        first = store.add("u", "𝐒𝐄𝐓𝐓𝐈𝐍𝐆𝐒 of the Crème brûlée in İstanbul", embedding=vec(1))
-        assert [h.record.id for h in store.search("u", "settings", mode="keyword")] == [first]
-        assert [h.record.id for h in store.search("u", "creme brulee", mode="keyword")] == [first]
-        store.delete("u", first)
+        first = store.index.add("u", "𝐒𝐄𝐓𝐓𝐈𝐍𝐆𝐒 of the Crème brûlée in İstanbul", embedding=vec(1))
+        assert [h.record.id for h in store.index.search("u", "settings", mode="keyword")] == [first]
+        assert [h.record.id for h in store.index.search("u", "creme brulee", mode="keyword")] == [first]
+        store.index.delete("u", first)
         assert not any(term.startswith(prefix) for term in vocabulary(path))

@@ -57,8 +57,8 @@ def connection(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     url: str = request.getfixturevalue("pg_url")
     for dim in (16, 384):  # a clean pair of tables per test
         with open_store(url, dim) as store:
-            store.delete_user("alice")
-            store.delete_user("bob")
+            store.index.delete_user("alice")
+            store.index.delete_user("bob")
     return url
 
 
@@ -69,14 +69,14 @@ from conformance.conftest import pg_url  # noqa: E402, F401  (the session-wide P
 def test_migrate_interrupted_resumed_idempotent(connection: str, embedder: object) -> None:
     rng = np.random.default_rng(0)
     with open_store(connection, 16) as old:
-        old.add_many(
+        old.index.add_many(
             "alice",
             [NewMemory(f, importance=0.8, metadata={"i": i}) for i, f in enumerate(FACTS)],
             embeddings=rng.standard_normal((len(FACTS), 16)),
         )
-        old.add("bob", "Bob likes jazz", embedding=rng.standard_normal(16))
-        old.get_many("alice", [r.id for r in old.list("alice")][:2])
-        before = {r.id: r for r in old.list("alice")}
+        old.index.add("bob", "Bob likes jazz", embedding=rng.standard_normal(16))
+        old.index.get_many("alice", [r.id for r in old.index.list("alice")][:2])
+        before = {r.id: r for r in old.index.list("alice")}
 
     def migrate(with_embedder: object) -> MigrationReport:
         return migrate_embeddings(
@@ -92,16 +92,16 @@ def test_migrate_interrupted_resumed_idempotent(connection: str, embedder: objec
     with pytest.raises(KeyboardInterrupt):
         migrate(Interrupting(embedder, fail_on_call=2))
     with open_store(connection, 384) as new:
-        assert new.count("alice") + new.count("bob") == 3  # the first batch was committed
+        assert new.index.count("alice") + new.index.count("bob") == 3  # the first batch was committed
     report = migrate(embedder)
     assert (report.source_rows, report.migrated, report.already_present) == (8, 5, 3)
     again = migrate(embedder)
     assert (again.migrated, again.already_present) == (0, 8)
 
     with open_store(connection, 384, embedder) as new, open_store(connection, 16) as old:  # type: ignore[arg-type]
-        assert old.count("alice") == len(FACTS) and new.count("alice") == len(FACTS)
-        assert new.count("bob") == 1
-        for rec in new.list("alice"):
+        assert old.index.count("alice") == len(FACTS) and new.index.count("alice") == len(FACTS)
+        assert new.index.count("bob") == 1
+        for rec in new.index.list("alice"):
             src = before[rec.id]
             assert (
                 rec.content,
@@ -110,7 +110,7 @@ def test_migrate_interrupted_resumed_idempotent(connection: str, embedder: objec
                 rec.created_at,
                 rec.access_count,
             ) == (src.content, src.metadata, pytest.approx(0.8), src.created_at, src.access_count)
-        hit = new.search("alice", "What is Alice's pet's name?", limit=1)[0]
+        hit = new.index.search("alice", "What is Alice's pet's name?", limit=1)[0]
         assert hit.record.content == "Alice's cat is called Miso"
 
 

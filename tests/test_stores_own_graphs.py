@@ -37,7 +37,7 @@ def _open(url: str, partitions: int | None = None) -> PostgresStore:
 
 def _fill(store: PostgresStore, user: str, n: int, seed: int) -> np.ndarray:
     vectors = _vectors(n, seed)
-    store.add_many(user, [NewMemory(f"{user} note {i}", v) for i, v in enumerate(vectors)])
+    store.index.add_many(user, [NewMemory(f"{user} note {i}", v) for i, v in enumerate(vectors)])
     return vectors
 
 
@@ -71,7 +71,7 @@ def _search_in_a_new_process(url: str, vector: np.ndarray) -> None:
     graph yet) and wait for any build that starts."""
     again = _open(url)
     try:
-        again.search("big", vector=vector, mode="vector", limit=5)
+        again.index.search("big", vector=vector, mode="vector", limit=5)
         assert again.own_graphs is not None and again.own_graphs.wait(60)
     finally:
         again.close()
@@ -91,7 +91,7 @@ def test_a_big_user_gets_a_graph_of_their_own_and_the_search_walks_it(
     _fill(store, "small", 20, 2)
     _fill(store, "other", 40, 3)  # big too, but never searched: no graph is made for it
     for user, vector in (("big", big[0]), ("small", big[0])):
-        store.search(user, vector=vector, mode="vector", limit=5)
+        store.index.search(user, vector=vector, mode="vector", limit=5)
     assert store.own_graphs is not None and store.own_graphs.wait(60)
     found = _graph(url, graph_name(store.table, "big"))
     assert found is not None and found[0], found
@@ -100,7 +100,7 @@ def test_a_big_user_gets_a_graph_of_their_own_and_the_search_walks_it(
     assert _graph(url, graph_name(store.table, "other")) is None
     assert graph_name(store.table, "big") in _plan(url, "big", big[0])
     assert graph_name(store.table, "big") not in _plan(url, "other", big[0])
-    hits = store.search("big", vector=big[7], mode="vector", limit=5)
+    hits = store.index.search("big", vector=big[7], mode="vector", limit=5)
     exact = np.argsort(-(big @ big[7]))[:5]
     assert [h.record.content for h in hits] == [f"big note {i}" for i in exact]
     words = _graph(url, keywords_name(store.table, "big"))  # and a GIN index of their words
@@ -111,14 +111,14 @@ def test_a_big_user_gets_a_graph_of_their_own_and_the_search_walks_it(
 
 def test_a_stopped_build_is_built_again_by_the_next_process(url: str, store: PostgresStore) -> None:
     big = _fill(store, "big", 40, 1)
-    store.search("big", vector=big[0], mode="vector", limit=5)
+    store.index.search("big", vector=big[0], mode="vector", limit=5)
     assert store.own_graphs is not None and store.own_graphs.wait(60)
     name = graph_name(store.table, "big")
     with psycopg.connect(url, autocommit=True) as conn:  # what a cancelled build leaves
         conn.execute(
             "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass", (name,)
         )
-    store.search("big", vector=big[0], mode="vector", limit=5)  # this process tried already
+    store.index.search("big", vector=big[0], mode="vector", limit=5)  # this process tried already
     assert store.own_graphs.wait(60)
     assert (_graph(url, name) or (True, ""))[0] is False
     _search_in_a_new_process(url, big[0])
@@ -133,7 +133,7 @@ def test_close_stops_a_build_and_the_next_process_builds_it(url: str) -> None:
     with psycopg.connect(url) as reader:  # a snapshot the concurrent build waits for
         reader.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         reader.execute(f"SELECT count(*) FROM memories_{DIM}").fetchone()
-        store.search("big", vector=big[0], mode="vector", limit=5)
+        store.index.search("big", vector=big[0], mode="vector", limit=5)
         assert store.own_graphs is not None and not store.own_graphs.wait(1.0)
         started = time.monotonic()
         store.close()
@@ -149,7 +149,7 @@ def test_a_plain_table_gets_the_graph_on_the_table(url: str) -> None:
     store = _open(url, partitions=0)
     try:
         big = _fill(store, "big", 40, 1)
-        store.search("big", vector=big[0], mode="vector", limit=5)
+        store.index.search("big", vector=big[0], mode="vector", limit=5)
         assert store.own_graphs is not None and store.own_graphs.wait(60)
     finally:
         store.close()
@@ -161,7 +161,7 @@ def test_no_graph_when_turned_off(url: str) -> None:
     store = PostgresStore(url, dimension=DIM, exact_max_rows=10, own_graph_rows=0)
     try:
         big = _fill(store, "big", 40, 1)
-        store.search("big", vector=big[0], mode="vector", limit=5)
+        store.index.search("big", vector=big[0], mode="vector", limit=5)
         assert store.own_graphs is None
     finally:
         store.close()
@@ -187,16 +187,16 @@ def test_a_forgotten_users_graph_goes_with_their_rows(url: str, store: PostgresS
     big = _fill(store, "big", 40, 1)
     other = _fill(store, "other", 40, 3)
     for user, vector in (("big", big[0]), ("other", other[0])):
-        store.search(user, vector=vector, mode="vector", limit=5)
+        store.index.search(user, vector=vector, mode="vector", limit=5)
     assert store.own_graphs is not None and store.own_graphs.wait(60)
     assert _graph(url, graph_name(store.table, "big")) is not None
     assert _graph(url, keywords_name(store.table, "big")) is not None
-    store.delete_user("big")
+    store.index.delete_user("big")
     assert _graph(url, graph_name(store.table, "big")) is None
     assert _graph(url, keywords_name(store.table, "big")) is None
     assert _graph(url, graph_name(store.table, "other")) is not None
     assert _graph(url, keywords_name(store.table, "other")) is not None
-    found = store.search("other", vector=other[0], mode="vector", limit=1)
+    found = store.index.search("other", vector=other[0], mode="vector", limit=1)
     assert [r.record.content for r in found] == ["other note 0"]
 
 
@@ -205,12 +205,12 @@ def test_a_user_id_with_quotes_gets_and_loses_its_graph(url: str, store: Postgre
     planner still matches it to the bound id, and forgetting the user drops it."""
     user = 'o\'brien "x"; --'
     vectors = _fill(store, user, 40, 4)
-    store.search(user, vector=vectors[0], mode="vector", limit=5)
+    store.index.search(user, vector=vectors[0], mode="vector", limit=5)
     assert store.own_graphs is not None and store.own_graphs.wait(60)
     found = _graph(url, graph_name(store.table, user))
     assert found is not None and found[0], found
     assert graph_name(store.table, user) in _plan(url, user, vectors[0])
-    hits = store.search(user, vector=vectors[0], mode="vector", limit=1)
+    hits = store.index.search(user, vector=vectors[0], mode="vector", limit=1)
     assert [h.record.content for h in hits] == [f"{user} note 0"]
-    assert store.delete_user(user) == 40
+    assert store.index.delete_user(user) == 40
     assert _graph(url, graph_name(store.table, user)) is None

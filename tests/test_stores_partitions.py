@@ -102,49 +102,49 @@ def _vector(seed: int) -> np.ndarray:
 def _per_user_ops(store: PostgresStore, user: str) -> None:
     """Every per-user operation of the store, on one user's data."""
     said = [Message("user", f"I keep {n} bees on the roof", timestamp=WHEN) for n in range(4)]
-    store.append(user, "s1", said[:2])
+    store.transcript.append(user, "s1", said[:2])
     store.batch([store_append_op(user, said[2:3]), store_append_op(user, said[3:])])
-    store.recent(user, "s1", 5)
-    store.message(user, said[0].message_id)
-    rows = store.transcript(user)
-    store.unindexed(user)
-    store.sessions(user)
-    store.work_stats(user)
+    store.transcript.recent(user, "s1", 5)
+    store.transcript.message(user, said[0].message_id)
+    rows = store.transcript.rows(user)
+    store.transcript.unindexed(user)
+    store.transcript.sessions(user)
+    store.queue.work_stats(user)
     store.batch([tr.GenerationOp(user), tr.SummaryOp(user, "s1")])
     with pause(store):
-        items = store.claim("w", 10, 30.0)  # cross-user: not one of the statements checked
+        items = store.queue.claim("w", 10, 30.0)  # cross-user: not one of the statements checked
     mine = [i for i in items if i.user_id == user]
-    assert store.renew("w", 30.0, [(user, i.seq) for i in mine]) == len(mine)
-    store.complete("w", user, [(mine[0].seq, NewMemory(mine[0].line or "x", _vector(1)))])
-    store.fail("w", mine[1], "boom", 0.0, 1)
-    store.release("w", {user: [mine[2].seq]}, 0.0)
-    store.retry_failed(user)
-    store.retry_failed(user, [mine[1].seq])
-    due = store.summary_due("w", user, "s1", window=1, batch=1, lease=30.0)
+    assert store.queue.renew("w", 30.0, [(user, i.seq) for i in mine]) == len(mine)
+    store.queue.complete("w", user, [(mine[0].seq, NewMemory(mine[0].line or "x", _vector(1)))])
+    store.queue.fail("w", mine[1], "boom", 0.0, 1)
+    store.queue.release("w", {user: [mine[2].seq]}, 0.0)
+    store.queue.retry_failed(user)
+    store.queue.retry_failed(user, [mine[1].seq])
+    due = store.queue.summary_due("w", user, "s1", window=1, batch=1, lease=30.0)
     assert due is not None
-    assert store.renew("w", 30.0, summaries=[(user, "s1")]) == 1
-    store.save_summary("w", user, "s1", "bees", due[0].upto, due[1][-1].seq)
-    store.facts_due("w", user, "s1", batch=1, limit=10, lease=30.0)
-    assert store.renew("w", 30.0, fact_users=[user]) == 1
+    assert store.queue.renew("w", 30.0, summaries=[(user, "s1")]) == 1
+    store.queue.save_summary("w", user, "s1", "bees", due[0].upto, due[1][-1].seq)
+    store.queue.facts_due("w", user, "s1", batch=1, limit=10, lease=30.0)
+    assert store.queue.renew("w", 30.0, fact_users=[user]) == 1
     fact = NewMemory("Ana keeps bees", _vector(2), "fact", metadata={"claim": "bees"})
-    written = store.save_facts("w", user, "s1", 0, rows[-1].seq, [fx.FactWrite(fact)])
-    store.fact_mark(user, "s1")
-    store.facts_fail("w", user, "s1", "boom", 0.0)
+    written = store.queue.save_facts("w", user, "s1", 0, rows[-1].seq, [fx.FactWrite(fact)])
+    store.queue.fact_mark(user, "s1")
+    store.queue.facts_fail("w", user, "s1", "boom", 0.0)
     store.batch([fx.FactVersionsOp(user, (written or ["x"])[0])])
-    ids = store.add_many(user, [NewMemory(f"note {n}", _vector(10 + n)) for n in range(3)])
-    store.get(user, ids[0])
-    store.record_access(user, ids[:2])
+    ids = store.index.add_many(user, [NewMemory(f"note {n}", _vector(10 + n)) for n in range(3)])
+    store.index.get(user, ids[0])
+    store.index.record_access(user, ids[:2])
     for mode in ("vector", "keyword", "hybrid"):
-        store.search(user, "bees roof", vector=_vector(3), mode=mode, limit=2)  # type: ignore[arg-type]
-    store.search(user, "note", vector=_vector(3), mode="hybrid", limit=2, count_access=False)
-    store.update(user, ids[1], content="note changed", embedding=_vector(5), metadata={"k": 1})
-    store.list(user, memory_type="fact", metadata={"k": 1})
-    store.count(user)
-    store.stats(user)
+        store.index.search(user, "bees roof", vector=_vector(3), mode=mode, limit=2)  # type: ignore[arg-type]
+    store.index.search(user, "note", vector=_vector(3), mode="hybrid", limit=2, count_access=False)
+    store.index.update(user, ids[1], content="note changed", embedding=_vector(5), metadata={"k": 1})
+    store.index.list(user, memory_type="fact", metadata={"k": 1})
+    store.index.count(user)
+    store.index.stats(user)
     store.batch([ScanOp(None, 10, user)])
-    store.delete(user, ids[2])
-    store.forget_messages(user, [said[0].message_id])
-    store.forget_session(user, "s1")
+    store.index.delete(user, ids[2])
+    store.transcript.forget_messages(user, [said[0].message_id])
+    store.transcript.forget_session(user, "s1")
     restored = tr.RestoredRow(
         tr.Entry(said[0], tr.message_json(said[0]), f"user: {said[0].content}", None, None),
         "s2",
@@ -153,7 +153,7 @@ def _per_user_ops(store: PostgresStore, user: str) -> None:
         None,
     )
     store.batch([tr.RestoreOp(user, (restored,), (("s2", "sum", said[0].message_id),))])
-    store.delete_user(user)
+    store.index.delete_user(user)
 
 
 def store_append_op(user: str, messages: list[Message]) -> tr.AppendOp:
@@ -290,10 +290,10 @@ def test_an_existing_plain_store_opens_with_no_setting_and_stays_plain() -> None
     as it is; a table it gains later (another dimension's) is plain too."""
     url = fresh_database("old")
     old = PostgresStore(url, dimension=DIM, partitions=0)
-    [kept] = old.add_many("ana", [NewMemory("Ana keeps bees", _vector(1))])
+    [kept] = old.index.add_many("ana", [NewMemory("Ana keeps bees", _vector(1))])
     old.close()
     with closing(PostgresStore(url, dimension=DIM)) as store:
-        assert store.partitions == 0 and store.get("ana", kept) is not None
+        assert store.partitions == 0 and store.index.get("ana", kept) is not None
     PostgresStore(url, dimension=DIM + 1).close()
     tables = _catalog(url)
     assert [tables[t] for t in [*PER_USER, f"memories_{DIM + 1}"]] == [0] * (len(PER_USER) + 1)

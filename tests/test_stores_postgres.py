@@ -36,19 +36,19 @@ def test_both_plans_agree_with_exact(pg_url: str) -> None:  # noqa: F811
     m = vecs(300, 1)
     exact = PostgresStore(pg_url, dimension=DIM, exact_max_rows=10**9)
     hnsw = PostgresStore(pg_url, dimension=DIM, exact_max_rows=0, ef_search=200)
-    ids = exact.add_many(user, [f"m{i}" for i in range(300)], embeddings=m)
-    hnsw.add_many(f"other-{uuid.uuid4()}", [f"o{i}" for i in range(300)], embeddings=vecs(300, 2))
+    ids = exact.index.add_many(user, [f"m{i}" for i in range(300)], embeddings=m)
+    hnsw.index.add_many(f"other-{uuid.uuid4()}", [f"o{i}" for i in range(300)], embeddings=vecs(300, 2))
     agree = 0
     for q in vecs(10, 3):
         truth = [ids[i] for i in np.argsort(-(m @ q))[:10]]
-        assert [h.record.id for h in exact.search(user, vector=q, limit=10)] == truth
-        got = hnsw.search(user, vector=q, limit=10)
+        assert [h.record.id for h in exact.index.search(user, vector=q, limit=10)] == truth
+        got = hnsw.index.search(user, vector=q, limit=10)
         assert len(got) == 10 and all(h.record.user_id == user for h in got)
         agree += len({h.record.id for h in got} & set(truth))
     assert agree >= 95
     # a filter that leaves fewer rows than asked: HNSW comes back short, exact answers
-    tools = hnsw.add_many(user, ["t1", "t2", "t3"], embeddings=vecs(3, 4), memory_type="tool")
-    found = hnsw.search(user, vector=vecs(1, 5)[0], limit=10, memory_type="tool")
+    tools = hnsw.index.add_many(user, ["t1", "t2", "t3"], embeddings=vecs(3, 4), memory_type="tool")
+    found = hnsw.index.search(user, vector=vecs(1, 5)[0], limit=10, memory_type="tool")
     assert sorted(h.record.id for h in found) == sorted(tools)
     exact.close()
     hnsw.close()
@@ -65,7 +65,7 @@ def test_database_down_raises_unavailable() -> None:
 def test_connection_lost_mid_batch_rolls_back(pg: PostgresStore, pg_url: str) -> None:  # noqa: F811
     """The batch adds rows, then waits on a lock; its backend is killed: nothing is kept."""
     writer, victim = f"w-{uuid.uuid4()}", f"v-{uuid.uuid4()}"
-    vid = pg.add(victim, "locked row", embedding=vecs(1)[0])
+    vid = pg.index.add(victim, "locked row", embedding=vecs(1)[0])
     holder = psycopg.connect(pg_url)
     holder.execute(f"SELECT 1 FROM {pg.table} WHERE id = %s FOR UPDATE", (vid,))
     from tiermem.stores.ops import AddOp, DeleteOp
@@ -99,19 +99,19 @@ def test_connection_lost_mid_batch_rolls_back(pg: PostgresStore, pg_url: str) ->
     holder.close()
     assert killed and len(errors) == 1 and isinstance(errors[0], StoreUnavailableError)
     assert (
-        pg.count(writer) == 0 and pg.count(victim) == 1
+        pg.index.count(writer) == 0 and pg.index.count(victim) == 1
     )  # the pool recovered, nothing half-written
-    pg.add(writer, "after the outage", embedding=vecs(1)[0])
-    assert pg.count(writer) == 1
+    pg.index.add(writer, "after the outage", embedding=vecs(1)[0])
+    assert pg.index.count(writer) == 1
 
 
 def test_server_settings_are_not_frozen_by_prepared_statements(pg: PostgresStore) -> None:
     """Many identical searches (psycopg would prepare them) keep honouring SET LOCAL."""
     user = f"u-{uuid.uuid4()}"
-    pg.exact_max_rows = 0
-    pg.add_many(user, [f"m{i}" for i in range(40)], embeddings=vecs(40, 5))
+    pg._postgres.exact_max_rows = 0
+    pg.index.add_many(user, [f"m{i}" for i in range(40)], embeddings=vecs(40, 5))
     for q in vecs(12, 6):
-        assert len(pg.search(user, vector=q, limit=10)) == 10
+        assert len(pg.index.search(user, vector=q, limit=10)) == 10
     with pg._pool.connection() as conn:
         assert conn.prepare_threshold is None
 
@@ -148,13 +148,13 @@ def test_writers_of_one_user_never_deadlock(pg: PostgresStore) -> None:
     def write(worker: int) -> None:
         try:
             for i in range(30):
-                [memory_id] = pg.add_many(
+                [memory_id] = pg.index.add_many(
                     user, [f"fact {worker} {i}"], embeddings=vecs(1, worker * 100 + i)
                 )
                 if i % 3 == 0:
-                    pg.update(user, memory_id, importance=0.9)
+                    pg.index.update(user, memory_id, importance=0.9)
                 if i % 4 == 0:
-                    pg.delete(user, memory_id)
+                    pg.index.delete(user, memory_id)
         except Exception as exc:  # collected: the assertion names them
             errors.append(exc)
 

@@ -63,8 +63,8 @@ def test_a_database_whose_index_migrations_made_the_shared_tables_opens_and_work
     else:
         open_store, run = postgres_engine(request.getfixturevalue("pg_url"))
     with open_store() as store:
-        kept = store.add("u", "the lighthouse keeper", embedding=unit(1))
-        store.append("u", "s", [Message("user", "hello there")])
+        kept = store.index.add("u", "the lighthouse keeper", embedding=unit(1))
+        store.transcript.append("u", "s", [Message("user", "hello there")])
     # the bookkeeping as older versions left it: the shared tables' steps under the index
     run("DELETE FROM tiermem_migrations WHERE table_name LIKE 'tiermem_%'")
     for step in OLD_INDEX_STEPS:
@@ -74,15 +74,15 @@ def test_a_database_whose_index_migrations_made_the_shared_tables_opens_and_work
             f" tiermem_migrations WHERE table_name = 'memories_{DIM}' AND name = '{step}')"
         )
     with open_store() as store:  # each shared table's first step finds its table there
-        assert store.get("u", kept) is not None
-        assert [m.text for m in store.recent("u", "s", 10)] == ["hello there"]
-        assert store.append("u", "s", [Message("assistant", "hi, Ana")]) == 1
-        assert store.work_stats("u").pending == 2
+        assert store.index.get("u", kept) is not None
+        assert [m.text for m in store.transcript.recent("u", "s", 10)] == ["hello there"]
+        assert store.transcript.append("u", "s", [Message("assistant", "hi, Ana")]) == 1
+        assert store.queue.work_stats("u").pending == 2
     applied = run("SELECT table_name, name FROM tiermem_migrations")
     assert isinstance(applied, list)
     assert {(t, n) for t, n in applied if t in SHARED} == {(t, "001_create") for t in SHARED}
     with open_store() as store:  # and once recorded, opening runs nothing
-        assert store.count("u") == 1
+        assert store.index.count("u") == 1
 
 
 def test_every_table_keeps_its_own_history(tmp_path: Path) -> None:

@@ -33,14 +33,14 @@ def test_default_path_is_under_user_data_dir(
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert default_path() == tmp_path / "tiermem" / "memory.db"
     with SQLiteStore(dimension=DIM) as store:
-        store.add("u", "hello", embedding=vecs(1)[0])
+        store.index.add("u", "hello", embedding=vecs(1)[0])
     assert (tmp_path / "tiermem" / "memory.db").exists()
 
 
 def test_wal_schema_version_and_reopen(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     with SQLiteStore(path, dimension=DIM) as store:
-        mid = store.add("u", "kept", embedding=vecs(1)[0])
+        mid = store.index.add("u", "kept", embedding=vecs(1)[0])
     raw = sqlite3.connect(path)
     assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert set(raw.execute("SELECT table_name, name FROM tiermem_migrations")) == {
@@ -58,8 +58,8 @@ def test_wal_schema_version_and_reopen(tmp_path: Path) -> None:
     }
     raw.close()
     with SQLiteStore(path, dimension=DIM) as store, SQLiteStore(path, dimension=4) as other:
-        assert store.get("u", mid) is not None
-        assert other.count("u") == 0  # another dimension, another table
+        assert store.index.get("u", mid) is not None
+        assert other.index.count("u") == 0  # another dimension, another table
 
 
 def test_a_version_2_database_upgrades_keeping_rows_vectors_and_keywords(tmp_path: Path) -> None:
@@ -82,26 +82,26 @@ def test_a_version_2_database_upgrades_keeping_rows_vectors_and_keywords(tmp_pat
     raw.execute("COMMIT")
     raw.close()
     with SQLiteStore(path, dimension=DIM) as store:  # opening runs 003 alone
-        (hit,) = store.search("u", "lighthouse", mode="keyword")
+        (hit,) = store.index.search("u", "lighthouse", mode="keyword")
         assert hit.record.content == "the lighthouse keeper"
-        assert store.search("u", vector=vector, limit=1)[0].record.id == hit.record.id
-        store.add("u", "paints seashells", embedding=vecs(2)[1])
-        assert store.count("u") == 2 and store.search("u", "seashells", mode="keyword")
+        assert store.index.search("u", vector=vector, limit=1)[0].record.id == hit.record.id
+        store.index.add("u", "paints seashells", embedding=vecs(2)[1])
+        assert store.index.count("u") == 2 and store.index.search("u", "seashells", mode="keyword")
 
 
 def test_memory_database() -> None:
     with SQLiteStore(":memory:", dimension=DIM) as store:
-        store.add("u", "x", embedding=vecs(1)[0])
-        assert store.count("u") == 1
+        store.index.add("u", "x", embedding=vecs(1)[0])
+        assert store.index.count("u") == 1
 
 
 def test_another_process_writing_the_same_file(tmp_path: Path) -> None:
     """A reader's cached vectors follow adds, re-embeddings and deletes of another process."""
     path = tmp_path / "shared.db"
     store = SQLiteStore(path, dimension=DIM)
-    first = store.add_many("u", [f"mine {i}" for i in range(20)], embeddings=vecs(20, 1))
+    first = store.index.add_many("u", [f"mine {i}" for i in range(20)], embeddings=vecs(20, 1))
     q = vecs(1, 2)[0]
-    assert len(store.search("u", vector=q, limit=50)) == 20  # cache now warm
+    assert len(store.index.search("u", vector=q, limit=50)) == 20  # cache now warm
     writer = textwrap.dedent(
         f"""
         import sys, numpy as np
@@ -109,16 +109,16 @@ def test_another_process_writing_the_same_file(tmp_path: Path) -> None:
         from tiermem.stores.sqlite import SQLiteStore
         s = SQLiteStore({str(path)!r}, dimension={DIM})
         q = np.array({q.tolist()!r}, dtype=np.float32)
-        s.add_many("u", [f"theirs {{i}}" for i in range(30)],
+        s.index.add_many("u", [f"theirs {{i}}" for i in range(30)],
                    embeddings=np.random.default_rng(3).standard_normal((30, {DIM})))
-        s.add("u", "the answer", embedding=q)
-        s.update("u", {str(first[0])!r}, embedding=-q)
-        s.delete("u", {str(first[1])!r})
+        s.index.add("u", "the answer", embedding=q)
+        s.index.update("u", {str(first[0])!r}, embedding=-q)
+        s.index.delete("u", {str(first[1])!r})
         s.close()
         """
     )
     subprocess.run([sys.executable, "-c", writer], check=True, timeout=60)
-    hits = store.search("u", vector=q, limit=100)
+    hits = store.index.search("u", vector=q, limit=100)
     assert len(hits) == 50
     assert hits[0].record.content == "the answer" and hits[0].score == pytest.approx(1.0, abs=1e-5)
     assert hits[-1].record.id == first[0] and hits[-1].score == pytest.approx(-1.0, abs=1e-5)
@@ -133,22 +133,22 @@ def test_searches_see_every_change_to_a_row_they_read_before(tmp_path: Path) -> 
     path = tmp_path / "rows.db"
     store = SQLiteStore(path, dimension=DIM)
     v = vecs(2)
-    first = store.add("u", "alpha beta", embedding=v[0], metadata={"n": 0})
-    store.add("u", "alpha gamma", embedding=v[1])
+    first = store.index.add("u", "alpha beta", embedding=v[0], metadata={"n": 0})
+    store.index.add("u", "alpha gamma", embedding=v[1])
 
     def seen() -> object:
         found = []
         for mode in ("vector", "keyword"):
-            hits = store.search("u", "alpha", vector=v[0], mode=mode, count_access=False)
+            hits = store.index.search("u", "alpha", vector=v[0], mode=mode, count_access=False)
             found += [h.record for h in hits if h.record.id == first]
         assert len(found) == 2 and found[0] == found[1] and found[0] is not found[1]
         return found[0]
 
     assert seen().metadata == {"n": 0} and seen().metadata == {"n": 0}  # the second: cached
-    store.update("u", first, metadata={"n": 1})
+    store.index.update("u", first, metadata={"n": 1})
     assert seen().metadata == {"n": 1}
     other = SQLiteStore(path, dimension=DIM)
-    other.update("u", first, importance=0.9)
+    other.index.update("u", first, importance=0.9)
     other.close()
     assert seen().importance == 0.9
     writer = textwrap.dedent(
@@ -157,13 +157,13 @@ def test_searches_see_every_change_to_a_row_they_read_before(tmp_path: Path) -> 
         sys.path.insert(0, {SRC!r})
         from tiermem.stores.sqlite import SQLiteStore
         s = SQLiteStore({str(path)!r}, dimension={DIM})
-        s.update("u", {str(first)!r}, metadata={{"n": 2}})
+        s.index.update("u", {str(first)!r}, metadata={{"n": 2}})
         s.close()
         """
     )
     subprocess.run([sys.executable, "-c", writer], check=True, timeout=60)
     assert seen().metadata == {"n": 2}
-    store.search("u", vector=v[0])  # counts an access of each hit
+    store.index.search("u", vector=v[0])  # counts an access of each hit
     assert seen().access_count == 1
     store.close()
 
@@ -174,15 +174,15 @@ def test_locked_database_raises_unavailable_and_keeps_nothing(tmp_path: Path) ->
     blocker = sqlite3.connect(path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     with pytest.raises(StoreUnavailableError):
-        store.add("u", "blocked", embedding=vecs(1)[0])
+        store.index.add("u", "blocked", embedding=vecs(1)[0])
     blocker.execute("ROLLBACK")
     blocker.close()
-    assert store.count("u") == 0
-    store.add("u", "works again", embedding=vecs(1)[0])
-    assert store.count("u") == 1
+    assert store.index.count("u") == 0
+    store.index.add("u", "works again", embedding=vecs(1)[0])
+    assert store.index.count("u") == 1
     store.close()
     with pytest.raises(StoreUnavailableError):
-        store.count("u")
+        store.index.count("u")
 
 
 def test_unopenable_path(tmp_path: Path) -> None:
@@ -197,10 +197,10 @@ def test_unopenable_path(tmp_path: Path) -> None:
 def test_vector_cache_is_bounded(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "c.db", dimension=DIM, cache_bytes=2000)
     for user in ("a", "b", "c"):
-        store.add_many(user, [f"{user}{i}" for i in range(20)], embeddings=vecs(20))
-        store.search(user, vector=vecs(1)[0])
-    assert store._cache.get("a") is None and store._cache.get("c") is not None
-    assert len(store.search("a", vector=vecs(1)[0], limit=30)) == 20  # reloads after eviction
+        store.index.add_many(user, [f"{user}{i}" for i in range(20)], embeddings=vecs(20))
+        store.index.search(user, vector=vecs(1)[0])
+    assert store._sqlite._cache.get("a") is None and store._sqlite._cache.get("c") is not None
+    assert len(store.index.search("a", vector=vecs(1)[0], limit=30)) == 20  # reloads after eviction
     store.close()
 
 
@@ -208,21 +208,21 @@ def test_records_read_again_share_nothing_a_caller_can_change(tmp_path: Path) ->
     """Rows are decoded from caches (ids, flat metadata): a record a caller changes does
     not change the next read of the same row, nested metadata included."""
     store = SQLiteStore(tmp_path / "d.db", dimension=DIM)
-    flat = store.add("u", "flat", embedding=vecs(1)[0], metadata={"a": 1, "b": "x"})
-    nested = store.add("u", "nested", embedding=vecs(1, 1)[0], metadata={"list": [1, 2]})
+    flat = store.index.add("u", "flat", embedding=vecs(1)[0], metadata={"a": 1, "b": "x"})
+    nested = store.index.add("u", "nested", embedding=vecs(1, 1)[0], metadata={"list": [1, 2]})
     for memory_id in (flat, nested):
-        first = store.get("u", memory_id)
+        first = store.index.get("u", memory_id)
         assert first is not None and first.id == memory_id
         first.metadata.setdefault("list", []).append(3)
         first.metadata["a"] = 2
-    assert store.get("u", flat).metadata == {"a": 1, "b": "x"}
-    assert store.get("u", nested).metadata == {"list": [1, 2]}
+    assert store.index.get("u", flat).metadata == {"a": 1, "b": "x"}
+    assert store.index.get("u", nested).metadata == {"list": [1, 2]}
     for _ in range(2):  # the second search copies the row cache's records
-        for hit in store.search("u", vector=vecs(1)[0], count_access=False):
+        for hit in store.index.search("u", vector=vecs(1)[0], count_access=False):
             hit.record.metadata.setdefault("list", []).append(3)
             hit.record.metadata["a"] = 2
     again = {
-        h.record.id: h.record for h in store.search("u", vector=vecs(1)[0], count_access=False)
+        h.record.id: h.record for h in store.index.search("u", vector=vecs(1)[0], count_access=False)
     }
     assert again[flat].metadata == {"a": 1, "b": "x"}
     assert again[nested].metadata == {"list": [1, 2]}
@@ -235,7 +235,7 @@ def test_shared_searches_read_the_row_cache_no_caller_changed(tmp_path: Path) ->
     changed (the first read of a row hands that caller a copy), and a changed row anew."""
     store = SQLiteStore(tmp_path / "s.db", dimension=DIM)
     v = vecs(1)[0]
-    memory_id = store.add("u", "alpha", embedding=v, metadata={"a": 1})
+    memory_id = store.index.add("u", "alpha", embedding=v, metadata={"a": 1})
 
     def shared(mode: str) -> MemoryRecord:
         op = SearchOp("u", mode, v, "alpha", 5, count_access=False, shared=True)
@@ -243,12 +243,12 @@ def test_shared_searches_read_the_row_cache_no_caller_changed(tmp_path: Path) ->
         return cast(MemoryRecord, hits[0].record)
 
     for mode in ("vector", "keyword"):
-        store.update("u", memory_id, metadata={"a": 1})  # the row cache starts over
-        (hit,) = store.search("u", "alpha", vector=v, mode=mode, count_access=False)
+        store.index.update("u", memory_id, metadata={"a": 1})  # the row cache starts over
+        (hit,) = store.index.search("u", "alpha", vector=v, mode=mode, count_access=False)
         hit.record.metadata["a"] = 2  # the first read of the row: a copy
         first = shared(mode)
         assert first.metadata == {"a": 1} and shared(mode) is first
-    store.update("u", memory_id, metadata={"a": 3})
+    store.index.update("u", memory_id, metadata={"a": 3})
     assert shared("vector").metadata == {"a": 3} and shared("keyword").metadata == {"a": 3}
     store.close()
 
@@ -263,10 +263,10 @@ def test_an_old_file_is_migrated_and_keywords_are_stemmed(tmp_path: Path, monkey
         with SQLiteStore(path, dimension=DIM) as store:
             # a message: a profile memory advances the generation, a later schema's table
             text = "She paints landscapes every weekend."
-            store.add("u", text, embedding=vecs(1)[0], memory_type="message")
+            store.index.add("u", text, embedding=vecs(1)[0], memory_type="message")
             # (the old schema has no owner column: the search of today does not run on it)
     with SQLiteStore(path, dimension=DIM) as store:
-        hits = store.search("u", "painting", mode="keyword")
+        hits = store.index.search("u", "painting", mode="keyword")
         assert [h.record.content for h in hits] == ["She paints landscapes every weekend."]
 
 
@@ -281,16 +281,16 @@ def test_a_big_users_keyword_matches_are_chosen_by_the_rarer_words(
     monkeypatch.setattr(ops, "KEYWORD_SCAN", 4)
     with SQLiteStore(tmp_path / "m.db", dimension=DIM) as store:
         m = vecs(10)
-        old = store.add("u", "the zebra crossing opens first", embedding=m[0])
-        newer = [store.add("u", f"first note {i}", embedding=m[i + 1]) for i in range(8)]
-        other = store.add("v", "a zebra of another user", embedding=m[9])
-        hits = store.search("u", "zebra first", mode="keyword", limit=8, count_access=False)
+        old = store.index.add("u", "the zebra crossing opens first", embedding=m[0])
+        newer = [store.index.add("u", f"first note {i}", embedding=m[i + 1]) for i in range(8)]
+        other = store.index.add("v", "a zebra of another user", embedding=m[9])
+        hits = store.index.search("u", "zebra first", mode="keyword", limit=8, count_access=False)
         assert [h.record.id for h in hits] == [old]  # chosen by "zebra" (1 row)
-        hits = store.search("u", "first", mode="keyword", limit=8, count_access=False)
+        hits = store.index.search("u", "first", mode="keyword", limit=8, count_access=False)
         assert {h.record.id for h in hits} == set(newer[4:])  # one word: the newest 4
         # within the limit every word chooses: all the matches are ranked
         monkeypatch.setattr(ops, "KEYWORD_SCAN", 20)
-        hits = store.search("u", "zebra first", mode="keyword", limit=20, count_access=False)
+        hits = store.index.search("u", "zebra first", mode="keyword", limit=20, count_access=False)
         assert hits[0].record.id == old and len(hits) == 9
         assert other not in {h.record.id for h in hits}
 
@@ -302,7 +302,7 @@ def test_a_users_rows_of_a_type_are_found_through_an_index(tmp_path: Path) -> No
     from tiermem.types.filters import MemoryFilter
 
     with SQLiteStore(tmp_path / "m.db", dimension=DIM) as store:
-        store.add("u", "I prefer tea", embedding=vecs(1)[0], memory_type="preference")
+        store.index.add("u", "I prefer tea", embedding=vecs(1)[0], memory_type="preference")
     where, params = _where("u", MemoryFilter(memory_types=("preference",)))
     raw = sqlite3.connect(tmp_path / "m.db")
     plan = raw.execute(f"EXPLAIN QUERY PLAN SELECT seq FROM memories_8 WHERE {where}", params)

@@ -38,7 +38,7 @@ def test_identical_lines_are_hashed_and_embedded_once(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "m.db", dimension=DIM) as store:
         for user in ("ana", "bo"):
             said = ["ok", "the tide was low", "ok", "we walked to the lighthouse"]
-            store.append(user, "s", [Message("user", text) for text in said])
+            store.transcript.append(user, "s", [Message("user", text) for text in said])
         worker = StoreWorker(store, embedder, background=False)
         assert worker.run_once() == 8
         assert sorted(embedder.sent) == [
@@ -47,10 +47,10 @@ def test_identical_lines_are_hashed_and_embedded_once(tmp_path: Path) -> None:
             "user: we walked to the lighthouse",
         ]
         for user in ("ana", "bo"):  # each user's lines indexed once, with their own links
-            rows = store.list(user, limit=10)
+            rows = store.index.list(user, limit=10)
             assert sorted(r.content for r in rows) == sorted(set(embedder.sent))
             assert all(r.memory_type == "message" and r.session_id == "s" for r in rows)
-            assert store.work_stats(user).done == 4
+            assert store.queue.work_stats(user).done == 4
 
 
 def test_end_session_waits_for_another_process_folding_the_session(tmp_path: Path) -> None:
@@ -62,7 +62,7 @@ def test_end_session_waits_for_another_process_folding_the_session(tmp_path: Pat
     with Memory(str(tmp_path / "m.db"), config=config, embedder=HashEmbedder(32)) as memory:
         for day in range(6):
             memory.add("user", f"On day {day} I planted tomato seedlings.", "u", "s")
-        assert memory.store.summary_due("another-process", "u", "s", 0, 1, 1.0) is not None
+        assert memory.store.queue.summary_due("another-process", "u", "s", 0, 1, 1.0) is not None
         summary = memory.end_session("u", "s")
         assert summary is not None and "tomato" in summary
 
@@ -115,7 +115,7 @@ def test_an_embedder_of_ones_own_raising_connection_errors_fails_no_message(
         stats = memory.work_stats()
         assert (stats.failed, stats.pending, stats.done) == (0, 0, len(said))
         assert memory.failed("ana") == [] and memory.worker.failures == 0
-        indexed = {r.content for r in memory.store.list("ana", limit=10_000)}
+        indexed = {r.content for r in memory.store.index.list("ana", limit=10_000)}
         assert {f"user: {m.text}" for m in said} <= indexed
 
 

@@ -104,7 +104,7 @@ def transcript_ids(store: MemoryStore, users: set[str]) -> list[str]:
     for user in users:
         after = 0
         while True:
-            rows = store.transcript(user, after=after, limit=1000)
+            rows = store.transcript.rows(user, after=after, limit=1000)
             if not rows:
                 break
             ids += [r.message.message_id for r in rows]
@@ -120,12 +120,12 @@ def check_all_there_once(store: MemoryStore, acks: list[tuple[str, str, str]]) -
     missing = {m for _, _, m in acks} - set(stored)
     assert not missing, f"{len(missing)} acknowledged messages lost"
     for user in users:
-        records = store.list(user, limit=10_000)
+        records = store.index.list(user, limit=10_000)
         lines = [r.content for r in records]
         assert len(lines) == len(set(lines))  # the index holds each text once
         unembedded = [r.content for r in records if r.embedding is None]
-        assert not unembedded, (unembedded, store.transcript(user, state="pending"))
-        assert store.work_stats(user).pending == 0
+        assert not unembedded, (unembedded, store.transcript.rows(user, state="pending"))
+        assert store.queue.work_stats(user).pending == 0
 
 
 def finish_work(url: str) -> None:
@@ -199,11 +199,11 @@ def test_four_processes_share_one_store(store_url: str) -> None:
     store = open_store(store_url)
     try:
         # the survivors finished everything, the dead one's claimed rows included
-        assert wait_until(lambda: store.work_stats(acks[0][0]).pending == 0, 30)
+        assert wait_until(lambda: store.queue.work_stats(acks[0][0]).pending == 0, 30)
         check_all_there_once(store, acks)
         # every process sees the same recent window of a session
         user, session, _ = writers[1].acks[-1]
-        window = [m.message_id for m in store.recent(user, session, 6)]
+        window = [m.message_id for m in store.transcript.recent(user, session, 6)]
         mine = [m for u, s, m in writers[1].acks if (u, s) == (user, session)]
         assert window == mine[-6:]
     finally:
@@ -242,10 +242,10 @@ def test_a_stopped_database_refuses_writes_and_erasure_then_has_everything(own_p
         own_pg.start()
         assert wait_until(lambda: _answers(memory), 30)
         assert [m.message_id for m in memory.recent(u, "s")] == [k.message_id for k in kept]
-        assert memory.store.count(u) == 6  # wholly there
+        assert memory.store.index.count(u) == 6  # wholly there
         assert memory.forget_user(u) == 6
-        assert memory.store.count(u) == 0 and memory.recent(u, "s") == []  # wholly gone
-        assert memory.flush(10) and memory.store.count(u) == 0  # nothing comes back
+        assert memory.store.index.count(u) == 0 and memory.recent(u, "s") == []  # wholly gone
+        assert memory.flush(10) and memory.store.index.count(u) == 0  # nothing comes back
     finally:
         memory.close()
 
@@ -287,7 +287,7 @@ def test_a_crash_of_postgresql_loses_no_acknowledged_message(own_pg: Any) -> Non
 
 def _answers(memory: Memory) -> bool:
     try:
-        memory.store.count("probe")
+        memory.store.index.count("probe")
         return True
     except StoreUnavailableError:
         return False
@@ -320,7 +320,7 @@ def test_a_poison_message_costs_other_users_nothing(tmp_path: Path) -> None:
         assert memory.work_stats().done == 63  # all of its batch but the poison, at once
         assert memory.flush(60)
         for u in users:
-            (record,) = memory.store.list(u)
+            (record,) = memory.store.index.list(u)
             assert record.embedding is not None
         (failed,) = memory.failed("victim")
         assert "rejected" in (failed.error or "") and failed.attempts == 3
@@ -393,7 +393,7 @@ def test_an_embedder_outage_fails_no_message_and_a_refused_one_fails_alone(
             assert stats.failed == 1 and stats.pending == 0
             (failed,) = memory.failed("ana")
             assert "POISON" in failed.message.text and "400" in (failed.error or "")
-            indexed = {r.content for r in memory.store.list("ana", limit=100)}
+            indexed = {r.content for r in memory.store.index.list("ana", limit=100)}
             assert {f"user: {m.text}" for m in said} <= indexed
         finally:
             memory.close()
@@ -433,7 +433,7 @@ def test_what_the_store_cannot_hold_is_refused_at_add(
                 memory.add("user", "x", "u", timestamp=stamp)
         memory.add("user", "others are fine", "other", "s")
         assert memory.flush(10)
-        assert memory.store.count("other") == 1 and memory.work_stats().failed == 0
+        assert memory.store.index.count("other") == 1 and memory.work_stats().failed == 0
         assert memory.get_context("fine", "other", "s").items  # reads unaffected
 
 
@@ -480,7 +480,7 @@ def test_interleavings_keep_transcript_index_and_windows_consistent(ops: list[An
                     said = model.get((who, session), [])
                     assert [m.text for m in memory.recent(who, session, 100)] == said
                 lines = {f"user: {t}" for (w, _), texts in model.items() if w == who for t in texts}
-                records = memory.store.list(who, limit=1000)
+                records = memory.store.index.list(who, limit=1000)
                 assert {r.content for r in records} == lines
                 assert all(r.embedding is not None for r in records)
                 assert all(r.user_id == who for r in records)

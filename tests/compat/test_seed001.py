@@ -232,7 +232,7 @@ def test_configuration_reference_builds_a_memory(monkeypatch: pytest.MonkeyPatch
             memory.remember("The user's favourite editor is Helix", user_id)
             memory.add("user", "I switched editors last week", user_id)
             assert memory.flush(10)
-            assert memory.store.count(user_id) == 2
+            assert memory.store.index.count(user_id) == 2
             assert "Helix" in memory.get_context("which editor do I use?", user_id).text()
             assert any(r.path == "/v1/embeddings" for r in server.requests)
             memory.forget_user(user_id)

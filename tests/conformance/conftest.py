@@ -109,7 +109,7 @@ def store(
     )
     yield shared
     for user_id in made_users:
-        shared.delete_user(user_id)
+        shared.index.delete_user(user_id)
 
 
 @pytest.fixture

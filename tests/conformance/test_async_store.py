@@ -40,8 +40,8 @@ def _vector(seed: int) -> np.ndarray:
 
 def _seeded(store: MemoryStore, user: str) -> list[uuid.UUID]:
     texts = ["the cat sleeps on the sofa", "tea with lemon", "a red bicycle", "cats and dogs"]
-    ids = store.add_many(user, texts, embeddings=np.stack([_vector(i) for i in range(4)]))
-    store.append(user, "s1", [Message("user", f"message {i} about cats") for i in range(5)])
+    ids = store.index.add_many(user, texts, embeddings=np.stack([_vector(i) for i in range(4)]))
+    store.transcript.append(user, "s1", [Message("user", f"message {i} about cats") for i in range(5)])
     return ids
 
 
@@ -134,22 +134,22 @@ async def test_abatch_then_searches_a_big_user_as_batch(pg_store: PostgresStore)
     (rounds that keep one transaction), as ``batch``; and the same once the count is
     cached."""
     user = f"u-{uuid.uuid4()}"
-    rows = pg_store.exact_max_rows + 10
+    rows = pg_store._postgres.exact_max_rows + 10
     texts = [f"note {i} about cats" if i % 3 else f"note {i} about tea" for i in range(rows)]
-    pg_store.add_many(user, texts, embeddings=np.stack([_vector(100 + i) for i in range(rows)]))
+    pg_store.index.add_many(user, texts, embeddings=np.stack([_vector(100 + i) for i in range(rows)]))
     ops: list[Op] = [
         tr.GenerationOp(user),
         SearchOp(user, "vector", _vector(7), None, 5, count_access=False),
         SearchOp(user, "keyword", None, "cats", 5, count_access=False),
     ]
     for _ in range(2):
-        pg_store._counts.forget(user)
+        pg_store._postgres._counts.forget(user)
         native = await pg_store.abatch_then(ops, lambda results: results)
         assert _shape(native) == _shape(pg_store.batch(ops))
         assert len(native[1]) == 5
     native = await pg_store.abatch_then(ops, lambda results: results)  # count cached
     assert _shape(native) == _shape(pg_store.batch(ops))
-    pg_store.delete_user(user)
+    pg_store.index.delete_user(user)
 
 
 async def test_abatch_then_raises_what_then_raises(pg_store: PostgresStore) -> None:
@@ -209,16 +209,16 @@ async def test_abatch_refuses_as_batch(store: MemoryStore) -> None:
 async def test_derived_async_twins_match(store: MemoryStore, new_user: Callable[[], str]) -> None:
     user = new_user()
     _seeded(store, user)
-    assert await store.arecent(user, "s1", 2) == store.recent(user, "s1", 2)
-    assert await store.atranscript(user, limit=3) == store.transcript(user, limit=3)
-    assert await store.aunindexed(user) == store.unindexed(user)
-    assert await store.asummary(user, "s1") == store.summary(user, "s1")
-    assert await store.afailed(user) == store.failed(user) == []
-    assert await store.awork_stats(user) == store.work_stats(user)
-    assert user in await store.ausers(limit=10_000) and user in store.users(limit=10_000)
+    assert await store.transcript.arecent(user, "s1", 2) == store.transcript.recent(user, "s1", 2)
+    assert await store.transcript.arows(user, limit=3) == store.transcript.rows(user, limit=3)
+    assert await store.transcript.aunindexed(user) == store.transcript.unindexed(user)
+    assert await store.transcript.asummary(user, "s1") == store.transcript.summary(user, "s1")
+    assert await store.transcript.afailed(user) == store.transcript.failed(user) == []
+    assert await store.queue.awork_stats(user) == store.queue.work_stats(user)
+    assert user in await store.transcript.ausers(limit=10_000) and user in store.transcript.users(limit=10_000)
     with pytest.raises(InputError):
-        await store.atranscript(user, state="lost")
-    assert await store.aforget_messages(user, []) == 0
+        await store.transcript.arows(user, state="lost")
+    assert await store.transcript.aforget_messages(user, []) == 0
 
 
 async def test_native_reads_use_the_loops_pool(pg_store: PostgresStore) -> None:
@@ -226,8 +226,8 @@ async def test_native_reads_use_the_loops_pool(pg_store: PostgresStore) -> None:
     user = f"u-{uuid.uuid4()}"
     await pg_store.abatch([tr.GenerationOp(user)])
     assert asyncio.get_running_loop() in pg_store._apools._pools
-    await pg_store.aappend(user, None, [Message("user", "written through the sync pool")])
-    assert [m.content for m in await pg_store.arecent(user, None, 5)] == [
+    await pg_store.transcript.aappend(user, None, [Message("user", "written through the sync pool")])
+    assert [m.content for m in await pg_store.transcript.arecent(user, None, 5)] == [
         "written through the sync pool"
     ]
     await pg_store._apools.aclose()
@@ -313,7 +313,7 @@ async def test_outage_is_unavailable_then_recovers(proxied: tuple[_Proxy, str]) 
     proxy, url = proxied
     user = f"u-{uuid.uuid4()}"
     with closing(PostgresStore(url, dimension=DIM, timeout=1)) as store:
-        await store.aappend(user, "s", [Message("user", "before the outage")])
+        await store.transcript.aappend(user, "s", [Message("user", "before the outage")])
         ops = [tr.RecentOp(user, "s", 5), tr.GenerationOp(user)]
         assert store.batch(ops) == await store.abatch(ops)
         proxy.stop()

@@ -28,7 +28,7 @@ WHEN = datetime(2023, 5, 8, tzinfo=timezone.utc)
 
 
 def _messages(store: MemoryStore, user: str, session: str, texts: list[str]) -> None:
-    store.append(user, session, [Message("user", t, name="Ana", timestamp=WHEN) for t in texts])
+    store.transcript.append(user, session, [Message("user", t, name="Ana", timestamp=WHEN) for t in texts])
 
 
 def _fact(text: str, **metadata: object) -> NewMemory:
@@ -53,7 +53,7 @@ def test_a_user_is_leased_to_one_extraction(
     assert (user, "s1") not in store.batch([DueSessionsOp(1, 10_000)])[0]
     lost = SaveFactsOp("b", user, "s1", 0, due.rows[-1].seq, (FactWrite(_fact("Ana likes tea.")),))
     assert store.batch([lost])[0] is None  # not b's lease: nothing written
-    assert store.count(user, memory_type="fact") == 0
+    assert store.index.count(user, memory_type="fact") == 0
     save = SaveFactsOp("a", user, "s1", 0, due.rows[-1].seq, (FactWrite(_fact("Ana likes tea.")),))
     (tea,) = store.batch([save])[0]
     assert store.batch([FactMarkOp(user, "s1")])[0].upto == due.rows[-1].seq
@@ -61,7 +61,7 @@ def test_a_user_is_leased_to_one_extraction(
     assert [r.message.text for r in again.rows] == ["Hi."]
     stale = SaveFactsOp("b", user, "s1", 0, again.rows[-1].seq, ())
     assert store.batch([stale])[0] is None  # the mark moved on since 0
-    assert store.get(user, tea).content == "Ana likes tea."
+    assert store.index.get(user, tea).content == "Ana likes tea."
 
 
 def test_a_user_lease_expires_on_the_stores_clock(
@@ -78,8 +78,8 @@ def test_a_user_lease_expires_on_the_stores_clock(
     assert taken is not None and taken.upto == due.upto
     late = SaveFactsOp("a", user, "s1", 0, due.rows[-1].seq, (FactWrite(_fact("Ana likes tea.")),))
     assert store.batch([late])[0] is None  # a lost the lease: nothing written
-    assert store.renew("a", 120, fact_users=[user]) == 0  # b's now: a cannot renew it
-    assert store.renew("b", 120, fact_users=[user]) == 1
+    assert store.queue.renew("a", 120, fact_users=[user]) == 0  # b's now: a cannot renew it
+    assert store.queue.renew("b", 120, fact_users=[user]) == 1
     clock.advance(119)
     assert store.batch([FactsDueOp("c", user, "s1", 1, 50, 120)])[0] is None  # renewed
 
@@ -108,11 +108,11 @@ def test_versions_and_merges(store: MemoryStore, new_user: Callable[[], str]) ->
         [SaveFactsOp("a", user, "s1", due.upto, due.rows[-1].seq, writes)]
     )[0]
     assert merged == lisbon and same == porto
-    old = store.get(user, lisbon)
+    old = store.index.get(user, lisbon)
     assert old.content == "Ana lives in Lisbon."
     assert old.metadata["valid_until"] == later and old.metadata["superseded_by"] == porto
     assert old.metadata["sources"] == ["m1", "m3"] and old.metadata["mentions"] == 2
-    assert store.get(user, porto).metadata["sources"] == ["m4"]
+    assert store.index.get(user, porto).metadata["sources"] == ["m4"]
     for start in (lisbon, porto):
         versions = store.batch([FactVersionsOp(user, start)])[0]
         assert [str(v.id) for v in versions] == [lisbon, porto]
@@ -133,7 +133,7 @@ def test_a_failure_waits_and_erasure_takes_the_marks(
     assert (user, "s1") not in store.batch([DueSessionsOp(1, 10_000)])[0]
     forced = store.batch([FactsDueOp("b", user, "s1", 1, 50, 60, True)])[0]
     assert forced is not None and forced.upto == 0  # the lease was freed by the failure
-    store.delete_user(user)
+    store.index.delete_user(user)
     assert store.batch([FactMarkOp(user, "s1")])[0].attempts == 0
 
 
@@ -141,7 +141,7 @@ def test_a_save_cannot_touch_another_users_fact(
     store: MemoryStore, new_user: Callable[[], str]
 ) -> None:
     ana, bea = new_user(), new_user()
-    (theirs,) = store.add_many(bea, [_fact("Bea lives in Rome.")])
+    (theirs,) = store.index.add_many(bea, [_fact("Bea lives in Rome.")])
     _messages(store, ana, "s1", ["I live in Lisbon."])
     due = store.batch([FactsDueOp("a", ana, "s1", 1, 50, 60)])[0]
     writes = (
@@ -150,6 +150,6 @@ def test_a_save_cannot_touch_another_users_fact(
     )
     saved = store.batch([SaveFactsOp("a", ana, "s1", 0, due.rows[-1].seq, writes)])[0]
     assert len(saved) == 1 and saved[0] != str(theirs)
-    record = store.get(bea, theirs)
+    record = store.index.get(bea, theirs)
     assert record.metadata == _fact("Bea lives in Rome.").metadata  # untouched
     assert store.batch([FactVersionsOp(ana, str(theirs))])[0] == []

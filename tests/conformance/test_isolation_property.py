@@ -55,36 +55,36 @@ def test_operations_never_cross_users(
         target_id = others[seed % len(others)] if others else uuid.uuid4()
         if action == "add":
             content = f"{word} {seed % 7}"
-            mid = store.add(actor, content, embedding=vec(seed))
+            mid = store.index.add(actor, content, embedding=vec(seed))
             assert owner.get(mid, actor) == actor
             owner[mid] = actor
             model[actor][mid] = content
         elif action in ("search", "keyword"):
             hits = (
-                store.search(actor, vector=vec(seed), limit=50)
+                store.index.search(actor, vector=vec(seed), limit=50)
                 if action == "search"
-                else store.search(actor, word, mode="keyword", limit=50)
+                else store.index.search(actor, word, mode="keyword", limit=50)
             )
             assert all(h.record.user_id == actor and h.record.id in model[actor] for h in hits)
             if action == "search":
                 assert len(hits) == len(model[actor])
         elif action == "update":
             try:
-                rec = store.update(actor, target_id, importance=float(rng.random()))
+                rec = store.index.update(actor, target_id, importance=float(rng.random()))
                 assert rec.user_id == actor and target_id in model[actor]
             except KeyError:  # NotFoundError
                 assert target_id not in model[actor]
         elif action == "delete":
-            assert store.delete(actor, target_id) == (target_id in model[actor])
+            assert store.index.delete(actor, target_id) == (target_id in model[actor])
             model[actor].pop(target_id, None)
         elif action == "delete_user":
-            assert store.delete_user(actor) == len(model[actor])
+            assert store.index.delete_user(actor) == len(model[actor])
             model[actor].clear()
         elif action == "get":
-            rec = store.get(actor, target_id)
+            rec = store.index.get(actor, target_id)
             assert (rec is not None) == (target_id in model[actor])
         for user in users:
-            assert store.count(user) == len(model[user])
-        assert {r.id for r in store.list(users[actor_i], limit=100)} == set(model[actor])
+            assert store.index.count(user) == len(model[user])
+        assert {r.id for r in store.index.list(users[actor_i], limit=100)} == set(model[actor])
     for user in users:
-        store.delete_user(user)
+        store.index.delete_user(user)

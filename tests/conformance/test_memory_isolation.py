@@ -109,7 +109,7 @@ def test_memory_operations_never_cross_users(
             elif action == "forget_user":
                 # queued messages are dropped unwritten: at most the user's own are deleted
                 assert 0 <= memory.forget_user(actor) <= len(stored[actor])
-                assert memory.store.count(actor) == 0
+                assert memory.store.index.count(actor) == 0
                 stored[actor].clear()
                 facts[actor].clear()
             elif action == "synopsis":
@@ -117,13 +117,13 @@ def test_memory_operations_never_cross_users(
             elif action == "count":
                 assert memory.flush(10)
                 for u in users:
-                    assert memory.store.count(u) == len(stored[u])
+                    assert memory.store.index.count(u) == len(stored[u])
         assert memory.flush(10)
         for u in users:
-            assert {r.content for r in memory.store.list(u, limit=500)} == stored[u]
+            assert {r.content for r in memory.store.index.list(u, limit=500)} == stored[u]
             hits = memory.search("says asks hears likes", u, k=100, mode="vector")
             assert len(hits) == len(stored[u])
     finally:
         memory.close()
         for u in users:
-            store.delete_user(u)
+            store.index.delete_user(u)

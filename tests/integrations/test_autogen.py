@@ -61,7 +61,7 @@ async def test_scope_clear_and_close(memory: Memory) -> None:
     )
     await ana.clear()
     assert (await ana.query("garage")).results == []
-    assert memory.store.count("ana") == 1  # the conversation stays
+    assert memory.store.index.count("ana") == 1  # the conversation stays
     await ana.close()
     with pytest.raises(RuntimeError):
         await ana.add(text("after close"))
@@ -105,7 +105,7 @@ async def test_bad_input_gets_typed_errors(memory: Memory) -> None:
         await ana.query("x", k=-1)
     with pytest.raises(InvalidTypeError):
         await ana.update_context([UserMessage(content="hi", source="u")])  # type: ignore[arg-type]
-    assert memory.store.count("ana") == 0
+    assert memory.store.index.count("ana") == 0
 
 
 async def test_a_text_the_user_already_had_joins_and_survives_clear(memory: Memory) -> None:
@@ -118,6 +118,6 @@ async def test_a_text_the_user_already_had_joins_and_survives_clear(memory: Memo
     ] == "chat"
     await ana.clear()
     assert (await ana.query("tea")).results == []
-    (kept,) = memory.store.list("ana")
+    (kept,) = memory.store.index.list("ana")
     assert kept.content == "Ana likes tea." and kept.memory_type == "preference"
     assert not any(k.startswith("autogen") for k in kept.metadata)

@@ -102,8 +102,8 @@ def test_clear_deletes_the_session_only(memory: Memory) -> None:
     TiermemChatMessageHistory(memory, "ana", "s2").add_messages([HumanMessage("other")])
     history.clear()
     assert history.messages == []
-    assert memory.store.count("ana", session_id="s1", memory_type=["message", "tool"]) == 0
-    assert memory.store.count("ana", memory_type="fact") == 1  # facts stay
+    assert memory.store.index.count("ana", session_id="s1", memory_type=["message", "tool"]) == 0
+    assert memory.store.index.count("ana", memory_type="fact") == 1  # facts stay
     assert [m.content for m in TiermemChatMessageHistory(memory, "ana", "s2").messages] == ["other"]
     assert "Lisbon" not in memory.get_context("weather in Lisbon", "ana", session_id="s1").text()
 

@@ -123,7 +123,7 @@ def test_user_label_maps_langmem_style_namespaces(memory: Memory) -> None:
     store = TiermemStore(memory, user_label=1)
     store.put(("memories", "ana"), "m1", {"content": "Ana's cat is called Miso"})
     assert store.get(("memories", "ana"), "m1") is not None
-    assert memory.store.count("ana") == 1 and memory.store.count("memories") == 0
+    assert memory.store.index.count("ana") == 1 and memory.store.index.count("memories") == 0
     assert store.list_namespaces(prefix=("memories", "ana")) == [("memories", "ana")]
     with pytest.raises(NamespaceError):
         store.put(("memories",), "m2", {"content": "no user"})
@@ -132,7 +132,7 @@ def test_user_label_maps_langmem_style_namespaces(memory: Memory) -> None:
 def test_items_are_tiermem_memories_of_the_user(memory: Memory, store: TiermemStore) -> None:
     store.put(("ana", "preference"), "drink", {"text": "Ana prefers green tea"})
     store.put(("ana", "travel"), "trip", {"text": "Ana visits Kyoto in May"})
-    records = {r.metadata["langgraph_key"]: r for r in memory.store.list("ana")}
+    records = {r.metadata["langgraph_key"]: r for r in memory.store.index.list("ana")}
     assert records["drink"].memory_type == "preference"
     assert records["trip"].memory_type == "fact"
     assert records["drink"].content == "preference/drink: Ana prefers green tea"
@@ -167,7 +167,7 @@ def test_index_option_chooses_the_indexed_text(store: TiermemStore, memory: Memo
         ("ana", "doc"), "1", {"title": "Budget", "body": "quarterly numbers"}, index=["title"]
     )
     store.put(("ana", "doc"), "2", {"n": 5}, index=False)
-    contents = sorted(r.content for r in memory.store.list("ana"))
+    contents = sorted(r.content for r in memory.store.index.list("ana"))
     assert contents == ["doc/1: Budget", 'doc/2: {"n": 5}']
 
 

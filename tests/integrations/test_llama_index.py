@@ -86,7 +86,7 @@ def test_set_and_reset(memory: Memory) -> None:
     chat.reset()
     assert chat.get_all() == []
     memory.flush()
-    assert memory.store.count("ana", session_id="s1") == 0
+    assert memory.store.index.count("ana", session_id="s1") == 0
 
 
 async def test_async_twins(memory: Memory) -> None:
@@ -133,9 +133,9 @@ async def test_memory_block_recalls_into_llama_index_memory_and_keeps_what_it_fl
     assert system.role == MessageRole.SYSTEM
     assert "8080" in (system.content or "") and "1111" not in (system.content or "")
     memory.flush()
-    flushed = [r.content for r in memory.store.list("ana", session_id="li")]
+    flushed = [r.content for r in memory.store.index.list("ana", session_id="li")]
     assert any("filler message number 0" in c for c in flushed)  # what left the queue is kept
-    assert memory.store.count("bob", session_id="li") == 0
+    assert memory.store.index.count("bob", session_id="li") == 0
 
 
 def test_bad_input_gets_typed_errors(memory: Memory) -> None:

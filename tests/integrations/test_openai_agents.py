@@ -97,7 +97,7 @@ async def test_an_agent_run_stores_and_reads_its_items_through_the_session(
 
     # they are tiermem messages of the session too
     memory.flush()
-    assert memory.store.count("ana", session_id="chat-1", memory_type="tool") == 1
+    assert memory.store.index.count("ana", session_id="chat-1", memory_type="tool") == 1
     assert any("Lisbon" in h.record.content for h in memory.search("sunny Lisbon", "ana"))
 
 
@@ -114,7 +114,7 @@ async def test_pop_and_clear(memory: Memory) -> None:
     await session.clear_session()
     assert await session.get_items() == []
     memory.flush()
-    assert memory.store.count("ana", session_id="s") == 0
+    assert memory.store.index.count("ana", session_id="s") == 0
 
 
 async def test_limits_from_call_and_settings(memory: Memory) -> None:
