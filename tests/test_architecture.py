@@ -1,9 +1,13 @@
 """The house's rules, checked: no import cycle (typing-only and function-level imports
-count: a reader follows them too) and no module over 700 lines (docs/architecture.md)."""
+count: a reader follows them too), no module over 700 lines, no class standing on more
+than three of ours, and a store of few names (docs/architecture.md)."""
 
 from __future__ import annotations
 
-from importgraph import PACKAGE, graph
+import ast
+from pathlib import Path
+
+from importgraph import PACKAGE, graph, import_nodes, modules
 
 MAX_LINES = 700
 
@@ -94,3 +98,113 @@ def test_each_room_imports_only_what_it_may() -> None:
 
 def test_the_top_level_holds_at_most_15_modules() -> None:
     assert len(list(PACKAGE.glob("*.py"))) <= 15
+
+
+# -- classes: composed, not inherited ----------------------------------------------------
+
+MAX_CHAIN = 3
+"""The most classes of ours one class may stand on, itself included (Protocol, ABC,
+Generic and other outside classes are not counted): a new concern is a part an object
+holds, not one more base (the store was seven deep: docs/architecture.md). The typed
+errors are exempt: a taxonomy a caller catches by (``except ProviderError``), no
+behaviour inherited."""
+ERRORS = "tiermem.errors.TiermemError"
+
+
+def _local_names(name: str, tree: ast.Module) -> dict[str, str]:
+    """What each name of the module stands for among ours: a class it defines or
+    imports (by its dotted name), or a module it imports."""
+    local: dict[str, str] = {}
+    for node in import_nodes(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tiermem"):
+            for alias in node.names:
+                local[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("tiermem") and alias.asname:
+                    local[alias.asname] = alias.name
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            local[node.name] = f"{name}.{node.name}"
+    return local
+
+
+def class_bases() -> dict[str, list[str]]:
+    """Every module-level class of the package (``module.Class``) and the bases of ours
+    it names, read from the source (``ast``: nothing is imported)."""
+    trees = {name: ast.parse(path.read_text(encoding="utf-8")) for name, path in modules().items()}
+    names = {name: _local_names(name, tree) for name, tree in trees.items()}
+
+    def resolve(dotted: str) -> str | None:
+        """The class a dotted name of ours stands for, through a package's re-exports."""
+        for _ in range(10):
+            module, _, attr = dotted.rpartition(".")
+            found = names.get(module, {}).get(attr)
+            if found is None or found == dotted:
+                return dotted if found == dotted else None
+            dotted = found
+        return None
+
+    def base_name(local: dict[str, str], expr: ast.expr) -> str | None:
+        if isinstance(expr, ast.Subscript):  # Generic[...] and SQLStore[...] alike
+            expr = expr.value
+        if isinstance(expr, ast.Name):
+            return local.get(expr.id)
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            module = local.get(expr.value.id)
+            return None if module is None else f"{module}.{expr.attr}"
+        return None
+
+    bases: dict[str, list[str]] = {}
+    for name, tree in trees.items():
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                found = (base_name(names[name], b) for b in node.bases)
+                ours = (resolve(b) for b in found if b is not None)
+                bases[f"{name}.{node.name}"] = [b for b in ours if b is not None]
+    return bases
+
+
+def chain(cls: str, bases: dict[str, list[str]]) -> list[str]:
+    """The longest line of our classes from ``cls`` up through its bases, ``cls`` first."""
+    longest = max((chain(b, bases) for b in bases.get(cls, [])), key=len, default=[])
+    return [cls, *longest]
+
+
+def test_no_class_stands_on_more_than_three_of_ours() -> None:
+    bases = class_bases()
+    chains = {c: chain(c, bases) for c in bases}
+    deep = {c: up for c, up in chains.items() if len(up) > MAX_CHAIN and up[-1] != ERRORS}
+    assert deep == {}
+
+
+def test_class_bases_follows_imports_and_reexports() -> None:
+    bases = class_bases()
+    assert bases["tiermem.stores.sqlite.SQLiteStore"] == ["tiermem.stores.sql.SQLStore"]
+    assert chain("tiermem.stores.sqlite.SQLiteStore", bases) == [
+        "tiermem.stores.sqlite.SQLiteStore",
+        "tiermem.stores.sql.SQLStore",
+        "tiermem.stores.protocol.MemoryStore",
+    ]
+    assert "tiermem.stores.parts.Part" in bases["tiermem.stores.index.MemoryIndex"]
+
+
+STORE_NAMES = 15
+"""The most public names a store may have: its parts (``index``, ``transcript``,
+``queue``), ``batch`` / ``abatch`` / ``abatch_then``, its lifecycle and settings; every
+typed method is a part's (the store had 80 when it inherited them all)."""
+
+
+def test_a_store_holds_its_parts_and_few_names(tmp_path: Path) -> None:
+    from tiermem.stores.postgres import PostgresStore
+    from tiermem.stores.sqlite import SQLiteStore
+
+    with SQLiteStore(tmp_path / "s.db", dimension=4) as store:
+        public = {n for n in dir(store) if not n.startswith("_")}
+        parts = (store.index, store.transcript, store.queue)
+        part_names = {n for part in parts for n in dir(part) if not n.startswith("_")}
+    assert {"index", "transcript", "queue", "batch", "abatch", "abatch_then"} <= public
+    assert len(public) <= STORE_NAMES, sorted(public)
+    assert public & part_names <= {"dimension", "embedder"}, sorted(public & part_names)
+    postgres = {n for n in dir(PostgresStore) if not n.startswith("_")}
+    assert len(postgres) <= STORE_NAMES, sorted(postgres)

@@ -145,4 +145,6 @@ def test_postgres_pg_dump_restores_every_acknowledged_message(
     with open_store(restored, DIM) as store:  # the restored store takes writes
         from tiermem.messages import Message
 
-        assert store.transcript.append("writer", "after", [Message("user", "after the restore")]) == 1
+        assert (
+            store.transcript.append("writer", "after", [Message("user", "after the restore")]) == 1
+        )

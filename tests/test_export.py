@@ -257,7 +257,9 @@ def test_server_export_import_and_forget_through_rest_and_both_clients(tmp_path:
         assert huge.status_code == 422 and huge.json()["field"] == "line 1"
         assert client.sessions(fresh) == []
         # forgetting through REST: the context, search and synopsis lose the text
-        secret = [r for r in memory.store.index.list(who, limit=100) if "sencha" in r.content.lower()]
+        secret = [
+            r for r in memory.store.index.list(who, limit=100) if "sencha" in r.content.lower()
+        ]
         secret.sort(key=lambda r: r.memory_type != "fact")  # forgetting a fact's source
         # message takes the fact with it: change the facts first
         assert client.get_context("favourite tea", who, "s1").text().count("sencha")

@@ -121,7 +121,10 @@ async def test_http_needs_a_key_once_keys_exist(tmp_path: Path) -> None:
             assert re.match(r"AuthenticationError: .*key", str(mcp_error(raised.value)))
         async with http_client(url, "ann", key) as ann:
             await call(ann, "add_memory", content="Works at Acme")
-    assert memory.store.index.count(f"acme{SEPARATOR}ann") == 1 and memory.store.index.count("ann") == 0
+    assert (
+        memory.store.index.count(f"acme{SEPARATOR}ann") == 1
+        and memory.store.index.count("ann") == 0
+    )
     memory.close()
 
 
@@ -139,7 +142,9 @@ async def test_tools_over_stdio(tmp_path: Path) -> None:
         found = await call(carol, "search_memory", query="what is the name of her child")
         assert found["results"][0]["id"] == added["id"]
     with Memory(db) as memory:
-        assert [r.content for r in memory.store.index.list("carol")] == ["Carol's daughter is called Mia"]
+        assert [r.content for r in memory.store.index.list("carol")] == [
+            "Carol's daughter is called Mia"
+        ]
 
 
 async def test_forget_memory_takes_the_fact_out_of_every_context(

@@ -671,7 +671,9 @@ def test_close_leaves_no_threads_and_refuses_work(tmp_path: Path) -> None:
     assert _ours() - before  # archiver and working-memory cleanup threads run
     m.close()
     assert wait_until(lambda: not (_ours() - before), 5)
-    assert SQLiteStore(tmp_path / "memory.db", dimension=32).index.count(u) == 20  # close archived all
+    assert (
+        SQLiteStore(tmp_path / "memory.db", dimension=32).index.count(u) == 20
+    )  # close archived all
     m.close()  # idempotent
     for call in (
         lambda: m.add("user", "x", u),

@@ -176,7 +176,9 @@ def test_a_standby_behind_sends_reads_to_the_primary(
         u = user()
         store.transcript.append(u, "s", [_message("written while replay is paused")])
         Traced.seen.clear()
-        assert [m.content for m in behind.transcript.recent(u, "s", 5)] == ["written while replay is paused"]
+        assert [m.content for m in behind.transcript.recent(u, "s", 5)] == [
+            "written while replay is paused"
+        ]
         assert on_standby({"RecentOp"}) == {False}
         status = behind.replica_status()
         assert status is not None and status.behind == 1
@@ -200,7 +202,9 @@ def test_a_stopped_standby_is_routed_around_and_used_again(
             Traced.seen.clear()
             start = time.monotonic()
             for _ in range(5):
-                assert [m.content for m in store.transcript.recent(u, "s", 1)] == ["before the standby stops"]
+                assert [m.content for m in store.transcript.recent(u, "s", 1)] == [
+                    "before the standby stops"
+                ]
             assert time.monotonic() - start < 3.0
         assert on_standby({"RecentOp"}) == {False}
         assert "read replica unavailable" in caplog.text

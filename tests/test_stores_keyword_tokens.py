@@ -152,6 +152,8 @@ def test_non_ascii_rows_are_found_and_deleted_whole(tmp_path: Path) -> None:
     with SQLiteStore(path, dimension=DIM) as store:
         first = store.index.add("u", "𝐒𝐄𝐓𝐓𝐈𝐍𝐆𝐒 of the Crème brûlée in İstanbul", embedding=vec(1))
         assert [h.record.id for h in store.index.search("u", "settings", mode="keyword")] == [first]
-        assert [h.record.id for h in store.index.search("u", "creme brulee", mode="keyword")] == [first]
+        assert [h.record.id for h in store.index.search("u", "creme brulee", mode="keyword")] == [
+            first
+        ]
         store.index.delete("u", first)
         assert not any(term.startswith(prefix) for term in vocabulary(path))

@@ -92,7 +92,9 @@ def test_migrate_interrupted_resumed_idempotent(connection: str, embedder: objec
     with pytest.raises(KeyboardInterrupt):
         migrate(Interrupting(embedder, fail_on_call=2))
     with open_store(connection, 384) as new:
-        assert new.index.count("alice") + new.index.count("bob") == 3  # the first batch was committed
+        assert (
+            new.index.count("alice") + new.index.count("bob") == 3
+        )  # the first batch was committed
     report = migrate(embedder)
     assert (report.source_rows, report.migrated, report.already_present) == (8, 5, 3)
     again = migrate(embedder)

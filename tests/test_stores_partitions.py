@@ -137,7 +137,9 @@ def _per_user_ops(store: PostgresStore, user: str) -> None:
     for mode in ("vector", "keyword", "hybrid"):
         store.index.search(user, "bees roof", vector=_vector(3), mode=mode, limit=2)  # type: ignore[arg-type]
     store.index.search(user, "note", vector=_vector(3), mode="hybrid", limit=2, count_access=False)
-    store.index.update(user, ids[1], content="note changed", embedding=_vector(5), metadata={"k": 1})
+    store.index.update(
+        user, ids[1], content="note changed", embedding=_vector(5), metadata={"k": 1}
+    )
     store.index.list(user, memory_type="fact", metadata={"k": 1})
     store.index.count(user)
     store.index.stats(user)

@@ -37,7 +37,9 @@ def test_both_plans_agree_with_exact(pg_url: str) -> None:  # noqa: F811
     exact = PostgresStore(pg_url, dimension=DIM, exact_max_rows=10**9)
     hnsw = PostgresStore(pg_url, dimension=DIM, exact_max_rows=0, ef_search=200)
     ids = exact.index.add_many(user, [f"m{i}" for i in range(300)], embeddings=m)
-    hnsw.index.add_many(f"other-{uuid.uuid4()}", [f"o{i}" for i in range(300)], embeddings=vecs(300, 2))
+    hnsw.index.add_many(
+        f"other-{uuid.uuid4()}", [f"o{i}" for i in range(300)], embeddings=vecs(300, 2)
+    )
     agree = 0
     for q in vecs(10, 3):
         truth = [ids[i] for i in np.argsort(-(m @ q))[:10]]

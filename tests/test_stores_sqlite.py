@@ -222,7 +222,8 @@ def test_records_read_again_share_nothing_a_caller_can_change(tmp_path: Path) ->
             hit.record.metadata.setdefault("list", []).append(3)
             hit.record.metadata["a"] = 2
     again = {
-        h.record.id: h.record for h in store.index.search("u", vector=vecs(1)[0], count_access=False)
+        h.record.id: h.record
+        for h in store.index.search("u", vector=vecs(1)[0], count_access=False)
     }
     assert again[flat].metadata == {"a": 1, "b": "x"}
     assert again[nested].metadata == {"list": [1, 2]}

@@ -2,7 +2,7 @@
 
 Every background loop (:class:`~tiermem.runner.Runner`) waits on a :class:`Clock`: its idle
 interval, the gathering of a burst after a wake, its backoff after an error. A store takes
-the "now" of its leases from one too (:attr:`tiermem.stores.queue.WorkQueue.clock`): a
+the "now" of its leases from one too (:attr:`tiermem.stores.protocol.MemoryStore.clock`): a
 lease is a wall-clock time written to the database, which every process compares with its
 own clock. A test gives a :class:`ManualClock` and expires a lease, or ends a backoff, by
 advancing it instead of sleeping. A caller's own timeout (``flush(timeout)``,

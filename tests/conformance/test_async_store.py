@@ -41,7 +41,9 @@ def _vector(seed: int) -> np.ndarray:
 def _seeded(store: MemoryStore, user: str) -> list[uuid.UUID]:
     texts = ["the cat sleeps on the sofa", "tea with lemon", "a red bicycle", "cats and dogs"]
     ids = store.index.add_many(user, texts, embeddings=np.stack([_vector(i) for i in range(4)]))
-    store.transcript.append(user, "s1", [Message("user", f"message {i} about cats") for i in range(5)])
+    store.transcript.append(
+        user, "s1", [Message("user", f"message {i} about cats") for i in range(5)]
+    )
     return ids
 
 
@@ -136,7 +138,9 @@ async def test_abatch_then_searches_a_big_user_as_batch(pg_store: PostgresStore)
     user = f"u-{uuid.uuid4()}"
     rows = pg_store._postgres.exact_max_rows + 10
     texts = [f"note {i} about cats" if i % 3 else f"note {i} about tea" for i in range(rows)]
-    pg_store.index.add_many(user, texts, embeddings=np.stack([_vector(100 + i) for i in range(rows)]))
+    pg_store.index.add_many(
+        user, texts, embeddings=np.stack([_vector(100 + i) for i in range(rows)])
+    )
     ops: list[Op] = [
         tr.GenerationOp(user),
         SearchOp(user, "vector", _vector(7), None, 5, count_access=False),
@@ -215,7 +219,9 @@ async def test_derived_async_twins_match(store: MemoryStore, new_user: Callable[
     assert await store.transcript.asummary(user, "s1") == store.transcript.summary(user, "s1")
     assert await store.transcript.afailed(user) == store.transcript.failed(user) == []
     assert await store.queue.awork_stats(user) == store.queue.work_stats(user)
-    assert user in await store.transcript.ausers(limit=10_000) and user in store.transcript.users(limit=10_000)
+    assert user in await store.transcript.ausers(limit=10_000) and user in store.transcript.users(
+        limit=10_000
+    )
     with pytest.raises(InputError):
         await store.transcript.arows(user, state="lost")
     assert await store.transcript.aforget_messages(user, []) == 0
@@ -226,7 +232,9 @@ async def test_native_reads_use_the_loops_pool(pg_store: PostgresStore) -> None:
     user = f"u-{uuid.uuid4()}"
     await pg_store.abatch([tr.GenerationOp(user)])
     assert asyncio.get_running_loop() in pg_store._apools._pools
-    await pg_store.transcript.aappend(user, None, [Message("user", "written through the sync pool")])
+    await pg_store.transcript.aappend(
+        user, None, [Message("user", "written through the sync pool")]
+    )
     assert [m.content for m in await pg_store.transcript.arecent(user, None, 5)] == [
         "written through the sync pool"
     ]

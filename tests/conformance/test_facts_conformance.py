@@ -28,7 +28,9 @@ WHEN = datetime(2023, 5, 8, tzinfo=timezone.utc)
 
 
 def _messages(store: MemoryStore, user: str, session: str, texts: list[str]) -> None:
-    store.transcript.append(user, session, [Message("user", t, name="Ana", timestamp=WHEN) for t in texts])
+    store.transcript.append(
+        user, session, [Message("user", t, name="Ana", timestamp=WHEN) for t in texts]
+    )
 
 
 def _fact(text: str, **metadata: object) -> NewMemory:

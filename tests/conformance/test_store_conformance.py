@@ -240,7 +240,9 @@ def test_a_hybrid_hit_scores_the_same_at_every_limit(store: MemoryStore, new_use
     memories = [("an apple among many other words of a long line", query)]  # first by meaning
     memories += [(f"filler line number {j}", unit(0.9 - 0.01 * j, 0.5)) for j in range(21)]
     memories += [(f"apple apple apple {i}", unit(-0.1 - 0.001 * i, 0.0, 1.0)) for i in range(25)]
-    store.index.add_many(user, [c for c, _ in memories], embeddings=np.stack([v for _, v in memories]))
+    store.index.add_many(
+        user, [c for c, _ in memories], embeddings=np.stack([v for _, v in memories])
+    )
     keyword = store.index.search(user, "apple", mode="keyword", limit=50, count_access=False)
     assert keyword[-1].record.content == memories[0][0]  # last by words: out of a pool of 20
 
@@ -291,7 +293,9 @@ def test_keyword_search_ranks_the_newest_matches(
     user = new_user()
     m = vecs(8)
     # the oldest say "kite" most often, so they would rank first if every match were ranked
-    ids = [store.index.add(user, "kite " * (8 - i) + f"number {i}", embedding=m[i]) for i in range(8)]
+    ids = [
+        store.index.add(user, "kite " * (8 - i) + f"number {i}", embedding=m[i]) for i in range(8)
+    ]
     hits = store.index.search(user, "kite", mode="keyword", limit=8, count_access=False)
     assert [h.record.id for h in hits] == ids[4:]
 

@@ -74,7 +74,9 @@ def test_append_keeps_every_message_whole_and_in_order(store: MemoryStore, new_u
     assert store.transcript.recent(u, "s", 2) == sent[2:]
     rows = store.transcript.rows(u)
     assert [r.message for r in rows] == sent and [r.state for r in rows][1] == "done"
-    assert store.transcript.recent(u, "other", 10) == [] and store.transcript.recent(u, None, 10) == []
+    assert (
+        store.transcript.recent(u, "other", 10) == [] and store.transcript.recent(u, None, 10) == []
+    )
 
 
 def test_appends_in_one_batch_count_each_and_link_in_order(
@@ -188,7 +190,9 @@ def test_a_failing_row_is_retried_then_failed_with_its_reason(
     assert store.queue.retry_failed(u) == 1
     (again,) = claim_mine(store, "w", u)
     assert again.attempts == 1 and store.queue.work_stats(u).pending == 1
-    store.index.delete_user(u)  # a shared database: no row leased for 30 s to hold up others' flush()
+    store.index.delete_user(
+        u
+    )  # a shared database: no row leased for 30 s to hold up others' flush()
 
 
 def test_a_row_waits_for_its_backoff(store: MemoryStore, new_user: Users) -> None:
@@ -220,7 +224,9 @@ def test_rows_given_back_for_an_outage_keep_their_attempts(
     assert store.queue.work_stats(u).pending == 2 and store.queue.work_stats(u).failed == 0
     clock.advance(30.1)
     assert [i.attempts for i in claim_mine(store, "w", u)] == [1, 1]  # due: the outage is over
-    store.index.delete_user(u)  # a shared database: no row leased for 30 s to hold up others' flush()
+    store.index.delete_user(
+        u
+    )  # a shared database: no row leased for 30 s to hold up others' flush()
 
 
 def test_a_stopping_worker_finds_what_it_holds_and_the_queue_reports_it(
@@ -256,7 +262,10 @@ def test_summaries_are_made_once_and_cover_a_range(store: MemoryStore, new_user:
     assert store.batch([SummaryDueOp("b", u, "s", 8, 4, 30.0)])[0] is None  # a holds it
     assert store.batch([SaveSummaryOp("b", u, "s", "stolen", 0, rows[-1].seq)])[0] is False
     assert store.batch([SaveSummaryOp("a", u, "s", "m0-m3", 0, rows[-1].seq)])[0] is True
-    assert store.transcript.summary(u, "s").text == "m0-m3" and store.transcript.summary(u, "s").upto == rows[-1].seq
+    assert (
+        store.transcript.summary(u, "s").text == "m0-m3"
+        and store.transcript.summary(u, "s").upto == rows[-1].seq
+    )
     assert store.transcript.summary(u, "other").text is None
     everything = store.batch([SummaryDueOp("b", u, "s", 0, 1, 30.0)])[0]
     assert [r.message.text for r in everything[1]] == [f"m{i}" for i in range(4, 12)]
@@ -346,7 +355,10 @@ def test_a_long_messages_passages_are_indexed_with_it_and_found_alone(
     half = LONG.index("The lighthouse")
     assert complete_with_passages(store, "w", item, [(0, half - 1), (half, len(LONG) - 1)]) == 1
     by_type = {r.memory_type: r for r in store.index.list(u)}
-    whole, passage = by_type["message"], store.index.search(u, vector=unit(11), mode="vector")[0].record
+    whole, passage = (
+        by_type["message"],
+        store.index.search(u, vector=unit(11), mode="vector")[0].record,
+    )
     assert whole.metadata["passages"] == 2 and passage.memory_type == "passage"
     assert passage.content == LONG[half : len(LONG) - 1]
     assert passage.metadata["excerpt_of"] == "long-1" and passage.metadata["parent"] == str(
@@ -363,7 +375,9 @@ def test_forgetting_a_long_message_takes_its_passages(
     store: MemoryStore, new_user: Users, how: str
 ) -> None:
     u = new_user()
-    store.transcript.append(u, "s", [Message("user", LONG, message_id="long-1"), Message("user", "short")])
+    store.transcript.append(
+        u, "s", [Message("user", LONG, message_id="long-1"), Message("user", "short")]
+    )
     items = sorted(claim_mine(store, "w", u), key=lambda i: i.seq)
     complete_with_passages(store, "w", items[0], [(0, 100), (100, 200)])
     complete(store, "w", items[1:], 3)
@@ -374,7 +388,8 @@ def test_forgetting_a_long_message_takes_its_passages(
         assert store.index.delete(u, whole.id) is True
     assert [r.content for r in store.index.list(u)] == ["user: short"]
     assert (
-        store.index.search(u, vector=unit(10), mode="vector", limit=5)[0].record.content == "user: short"
+        store.index.search(u, vector=unit(10), mode="vector", limit=5)[0].record.content
+        == "user: short"
     )
 
 

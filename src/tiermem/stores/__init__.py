@@ -1,5 +1,8 @@
 """Long-term memory stores: one protocol, SQLite (embedded) and PostgreSQL + pgvector.
 
+A store holds its parts (``store.index``, ``store.transcript``, ``store.queue``: see
+:mod:`tiermem.stores.protocol`) and runs their operations in one transaction.
+
 What they hold and return (``MemoryRecord``, ``SearchResult``...) is the floor's,
 :mod:`tiermem.types`."""
 

@@ -97,28 +97,6 @@ class IndexSQL(SQLPart, ABC, Generic[C]):
         self.changed(c, op.user_id)
         return self._update(c, op)
 
-    def delete_with_passages(self, c: C, user_id: str, ids: Sequence[uuid.UUID]) -> int:
-        """Delete the user's records ``ids`` and what was read from any of them (a
-        message's passages and standing instructions go with its record: metadata
-        ``parent``); how many of ``ids`` went."""
-        if not ids:
-            return 0
-        d = self.dialect
-        found: list[uuid.UUID] = []
-        for start in range(0, len(ids), 500):
-            part = [str(i) for i in ids[start : start + 500]]
-            clause, params = d.one_of(d.metadata_text("metadata", "parent"), part)
-            rows = c.execute(  # type: ignore[attr-defined]
-                f"SELECT id FROM {self.table} WHERE user_id = {d.mark}"
-                f" AND memory_type IN ('passage', 'preference') AND {clause}",
-                [user_id, *params],
-            ).fetchall()
-            found += [d.read_id(r["id"]) for r in rows]
-        deleted = self.delete_rows(c, user_id, ids)
-        if found:
-            self.delete_rows(c, user_id, found)
-        return deleted
-
     def _run_stats(self, c: C, op: StatsOp) -> StoreStats:
         return self._stats(c, op.user_id)
 
@@ -186,6 +164,28 @@ class IndexSQL(SQLPart, ABC, Generic[C]):
         if rows:
             self._insert(c, op.user_id, rows)
         return [ids[h] for h in hashes]
+
+    def delete_with_passages(self, c: C, user_id: str, ids: Sequence[uuid.UUID]) -> int:
+        """Delete the user's records ``ids`` and what was read from any of them (a
+        message's passages and standing instructions go with its record: metadata
+        ``parent``); how many of ``ids`` went."""
+        if not ids:
+            return 0
+        d = self.dialect
+        found: list[uuid.UUID] = []
+        for start in range(0, len(ids), 500):
+            part = [str(i) for i in ids[start : start + 500]]
+            clause, params = d.one_of(d.metadata_text("metadata", "parent"), part)
+            rows = c.execute(  # type: ignore[attr-defined]
+                f"SELECT id FROM {self.table} WHERE user_id = {d.mark}"
+                f" AND memory_type IN ('passage', 'preference') AND {clause}",
+                [user_id, *params],
+            ).fetchall()
+            found += [d.read_id(r["id"]) for r in rows]
+        deleted = self.delete_rows(c, user_id, ids)
+        if found:
+            self.delete_rows(c, user_id, found)
+        return deleted
 
     def _import(self, c: C, records: Sequence[MemoryRecord]) -> int:
         """Insert records as they are, skipping taken ids and content a user already has."""

@@ -10,9 +10,9 @@ lease expires; a worker whose round is slow renews what it holds (:class:`RenewO
 session's running summary is leased the same way (:class:`SummaryDueOp`,
 :class:`SaveSummaryOp`), and so is a user's fact extraction (the ops of
 :mod:`tiermem.stores.facts`). Lease times are the store's ``clock``
-(:attr:`~tiermem.stores.protocol.MemoryStore.clock`):
-wall-clock seconds, taken in Python (not from the database) and compared by every process
-with its own clock; a test moves a manual one.
+(:attr:`~tiermem.stores.protocol.MemoryStore.clock`): wall-clock seconds, taken in Python
+(not from the database) and compared by every process with its own clock; a test moves a
+manual one.
 
 :class:`WorkQueue`, the part a store holds as ``store.queue``, derives a typed method for
 each from the store's ``batch``.
@@ -254,7 +254,7 @@ class SaveSummaryOp(NamedTuple):
     upto: int
 
 
-# -- the protocol ----------------------------------------------------------------------
+# -- the part ---------------------------------------------------------------------------
 
 
 class WorkQueue(Part):

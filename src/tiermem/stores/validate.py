@@ -113,8 +113,9 @@ def append_op(
     previous_id: str | None = None,
     max_chars: int = MAX_MESSAGE_CHARS,
 ) -> AppendOp:
-    """The validated op of :meth:`MemoryStore.append` (no I/O: it can be built anywhere
-    and run later, with other ops, in one :meth:`MemoryStore.batch`)."""
+    """The validated op of :meth:`~tiermem.stores.transcript_api.Transcript.append` (no
+    I/O: it can be built anywhere and run later, with other ops, in one
+    :meth:`MemoryStore.batch`)."""
     check_user_id(user_id)
     check_text_id(session_id, "session_id")
     check_text_id(agent_id, "agent_id")
