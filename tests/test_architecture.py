@@ -105,7 +105,8 @@ def test_the_top_level_holds_at_most_15_modules() -> None:
 MAX_CHAIN = 3
 """The most classes of ours one class may stand on, itself included (Protocol, ABC,
 Generic and other outside classes are not counted): a new concern is a part an object
-holds, not one more base (the store was seven deep: docs/architecture.md). The typed
+holds, not one more base (the store's line was four long, and through its mixins it stood
+on seven of ours: docs/architecture.md). The typed
 errors are exempt: a taxonomy a caller catches by (``except ProviderError``), no
 behaviour inherited."""
 ERRORS = "tiermem.errors.TiermemError"

@@ -74,9 +74,8 @@ class SQLStore(MemoryStore, Generic[C]):
     def _hold(self, index: IndexSQL[C], transcript: type[TranscriptSQL] = TranscriptSQL) -> None:
         """Hold the parts' SQL over ``index`` (``transcript``: the engine's transcript SQL)."""
         facts = FactsSQL(self, index)
-        self._index = index
-        self._transcript = transcript(self, index, facts)
-        parts: list[SQLPart] = [index, self._transcript, QueueSQL(self, index), facts]
+        self._transcript_sql = transcript(self, index, facts)
+        parts: list[SQLPart] = [index, self._transcript_sql, QueueSQL(self, index), facts]
         self._parts = {op: part for part in parts for op in part.HANDLERS}
 
     async def abatch(self, ops: Iterable[Op]) -> list[Any]:
@@ -89,7 +88,7 @@ class SQLStore(MemoryStore, Generic[C]):
         for appends, same in groupby(ops, key=lambda op: type(op) is tr.AppendOp):
             group = list(same)
             if appends and len(group) > 1:
-                results += self._transcript.append_all(c, cast(list[tr.AppendOp], group))
+                results += self._transcript_sql.append_all(c, cast(list[tr.AppendOp], group))
             else:
                 results += [self._run(c, op) for op in group]
         return results
