@@ -98,7 +98,8 @@ def count_of(rows: list[dict[str, Any]]) -> int:
 
 
 class PostgresPlans:
-    """The read plans of :class:`~tiermem.stores.postgres.PostgresStore` (a mixin)."""
+    """The read plans of the index on PostgreSQL (a mixin of
+    :class:`~tiermem.stores.postgres.PostgresIndex`)."""
 
     table: str
     dimension: int
