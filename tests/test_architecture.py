@@ -1,11 +1,11 @@
 """The house's rules, checked: no import cycle (typing-only and function-level imports
-count: a reader follows them too), no module over 700 lines, no class standing on more
-than three of ours, and a store of few names (docs/architecture.md)."""
+count: a reader follows them too), no module over 700 lines, and no class standing on
+more than three of ours (docs/architecture.md; a store's few names are checked on every
+engine by tests/conformance/test_store_conformance.py)."""
 
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from importgraph import PACKAGE, graph, import_nodes, modules
 
@@ -188,24 +188,3 @@ def test_class_bases_follows_imports_and_reexports() -> None:
         "tiermem.stores.protocol.MemoryStore",
     ]
     assert "tiermem.stores.parts.Part" in bases["tiermem.stores.index.MemoryIndex"]
-
-
-STORE_NAMES = 15
-"""The most public names a store may have: its parts (``index``, ``transcript``,
-``queue``), ``batch`` / ``abatch`` / ``abatch_then``, its lifecycle and settings; every
-typed method is a part's (the store had 80 when it inherited them all)."""
-
-
-def test_a_store_holds_its_parts_and_few_names(tmp_path: Path) -> None:
-    from tiermem.stores.postgres import PostgresStore
-    from tiermem.stores.sqlite import SQLiteStore
-
-    with SQLiteStore(tmp_path / "s.db", dimension=4) as store:
-        public = {n for n in dir(store) if not n.startswith("_")}
-        parts = (store.index, store.transcript, store.queue)
-        part_names = {n for part in parts for n in dir(part) if not n.startswith("_")}
-    assert {"index", "transcript", "queue", "batch", "abatch", "abatch_then"} <= public
-    assert len(public) <= STORE_NAMES, sorted(public)
-    assert public & part_names <= {"dimension", "embedder"}, sorted(public & part_names)
-    postgres = {n for n in dir(PostgresStore) if not n.startswith("_")}
-    assert len(postgres) <= STORE_NAMES, sorted(postgres)

@@ -51,6 +51,24 @@ def exact_top(matrix: np.ndarray, query: np.ndarray, k: int) -> list[int]:
     return list(np.argsort(-(matrix @ query), kind="stable")[:k])
 
 
+# --- the store: its parts ---------------------------------------------------------------
+
+STORE_NAMES = 18
+"""The most public names a store may have: its parts (``index``, ``transcript``,
+``queue``), ``batch`` / ``abatch`` / ``abatch_then``, its lifecycle and settings (SQLite:
+14, PostgreSQL: 18); every typed method is a part's (the store had 84 when it inherited
+them all: docs/architecture.md)."""
+
+
+def test_a_store_holds_its_parts_and_few_names(store: MemoryStore) -> None:
+    public = {n for n in dir(store) if not n.startswith("_")}
+    parts = (store.index, store.transcript, store.queue)
+    methods = {n for part in parts for n in dir(part) if not n.startswith("_")}
+    assert {"index", "transcript", "queue", "batch", "abatch", "abatch_then"} <= public
+    assert len(public) <= STORE_NAMES, sorted(public)
+    assert public & methods <= {"dimension", "embedder"}, sorted(public & methods)
+
+
 # --- add, get, dedup -------------------------------------------------------------------
 
 
