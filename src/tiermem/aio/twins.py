@@ -1,21 +1,30 @@
-"""Async twins of blocking methods, typed as the methods they run.
+"""Sync and async from one source: a method's async twin is made, never written by hand.
 
-``asearch = twin(search)`` in a class body gives ``await obj.asearch(...)`` the very
-signature of ``search`` (users' type checkers see every parameter) and runs the call in a
-thread, off the event loop.
+There are three sources, and every async method of the library comes from one of them
+(``tests/test_architecture.py`` keeps it so; docs/architecture.md, Sync and async):
 
-A method whose waits are few and known (an op a store runs, texts to embed) is written
-once, as a generator of those waits (:data:`Steps`), and gets both forms from it:
-``@stepped`` runs each wait with the object's ``_step``, ``stepped_twin`` awaits each one
-with its ``_astep``: the checks and the shaping of the answer exist once. ``at_once`` is
-the twin of an in-memory method that never waits: it runs on the event loop.
+- **Thread twins**: ``asearch = twin(search)`` in a class body gives
+  ``await obj.asearch(...)`` the very signature of ``search`` (users' type checkers see
+  every parameter) and runs the call in a thread, off the event loop: for blocking work.
+- **Stepped methods**: a method whose waits are few and known (an op a store runs, texts
+  to embed, an HTTP request) is written once, as a generator of those waits
+  (:data:`Steps`), and gets both forms from it: ``@stepped`` runs each wait with the
+  object's ``_step``, ``stepped_twin`` awaits each one with its ``_astep``: the checks and
+  the shaping of the answer exist once. An in-memory method has no waits at all:
+  ``stepped_twin`` of a plain method runs it at once, on the event loop (a thread would
+  cost more than the work).
+- **Plans**: a store read is a generator of statements (:mod:`tiermem.stores.plans`), run
+  by the same two drivers with a connection's ``execute``.
+
+:func:`drive` and :func:`adrive` are those two drivers: the only loops that step a
+generator of waits, one blocking and one awaiting.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Generator
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeAlias, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any, Concatenate, ParamSpec, TypeAlias, TypeVar
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -25,15 +34,39 @@ Steps: TypeAlias = Generator[Any, Any, R]
 """A method's body: yields each wait, receives its answer, returns the result."""
 
 
-class Stepper(Protocol):
-    """An object that runs the waits of its :func:`stepped` methods."""
+def drive(steps: Steps[R], step: Callable[[Any], Any]) -> R:
+    """The result of ``steps``, each wait run by ``step``; a wait's error is raised in
+    the generator, at its ``yield`` (it may catch it)."""
+    answer: Any = None
+    failed: BaseException | None = None
+    while True:
+        try:
+            wait = steps.send(answer) if failed is None else steps.throw(failed)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        finally:
+            failed = None
+        try:
+            answer = step(wait)
+        except Exception as exc:
+            failed = exc
 
-    def _step(self, step: Any, /) -> Any: ...
 
-    async def _astep(self, step: Any, /) -> Any: ...
-
-
-W = TypeVar("W", bound=Stepper)
+async def adrive(steps: Steps[R], astep: Callable[[Any], Awaitable[Any]]) -> R:
+    """:func:`drive` awaiting each wait with ``astep``."""
+    answer: Any = None
+    failed: BaseException | None = None
+    while True:
+        try:
+            wait = steps.send(answer) if failed is None else steps.throw(failed)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        finally:
+            failed = None
+        try:
+            answer = await astep(wait)
+        except Exception as exc:
+            failed = exc
 
 
 def twin(
@@ -48,30 +81,12 @@ def twin(
     return run
 
 
-def at_once(
-    method: Callable[Concatenate[S, P], R],
-) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
-    """The coroutine twin of an in-memory ``method`` that never waits on I/O: run at once,
-    on the event loop (a thread would cost more than the work)."""
+def stepped(work: Callable[Concatenate[S, P], Steps[R]]) -> Callable[Concatenate[S, P], R]:
+    """The blocking method of ``work``: each wait run by ``self._step`` (the class's one
+    way to run a wait; ``_astep``, its awaiting form, serves :func:`stepped_twin`)."""
 
-    async def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return method(self, *args, **kwargs)
-
-    _async_name(run, method, "(in memory: runs at once, never blocks on I/O)")
-    return run
-
-
-def stepped(work: Callable[Concatenate[W, P], Steps[R]]) -> Callable[Concatenate[W, P], R]:
-    """The blocking method of ``work``: each wait run by ``self._step``."""
-
-    def run(self: W, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        steps = work(self, *args, **kwargs)
-        answer = None
-        try:
-            while True:
-                answer = self._step(steps.send(answer))
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return drive(work(self, *args, **kwargs), self._step)  # type: ignore[attr-defined]
 
     run.__name__ = run.__qualname__ = getattr(work, "__name__", "method")
     run.__doc__ = work.__doc__
@@ -80,24 +95,26 @@ def stepped(work: Callable[Concatenate[W, P], Steps[R]]) -> Callable[Concatenate
 
 
 def stepped_twin(
-    method: Callable[Concatenate[W, P], R],
+    method: Callable[Concatenate[S, P], R],
     *,
     threads_unless: Callable[[Any], bool] | None = None,
-) -> Callable[Concatenate[W, P], Coroutine[Any, Any, R]]:
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
     """The async twin of a :func:`stepped` method: each wait awaited with ``self._astep``
-    (or, where ``threads_unless(self)`` is false, ``method`` whole in one thread)."""
-    work: Callable[..., Steps[R]] = method.__steps__  # type: ignore[attr-defined]
+    (or, where ``threads_unless(self)`` is false, ``method`` whole in one thread). A
+    method that is not stepped has no waits (in memory): its twin runs it at once."""
+    work: Callable[..., Steps[R]] | None = getattr(method, "__steps__", None)
+    if work is None:
 
-    async def run(self: W, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        async def at_once(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            return method(self, *args, **kwargs)
+
+        _async_name(at_once, method, "(in memory: runs at once, never blocks on I/O)")
+        return at_once
+
+    async def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         if threads_unless is not None and not threads_unless(self):
             return await asyncio.to_thread(method, self, *args, **kwargs)
-        steps = work(self, *args, **kwargs)
-        answer = None
-        try:
-            while True:
-                answer = await self._astep(steps.send(answer))
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+        return await adrive(work(self, *args, **kwargs), self._astep)  # type: ignore[attr-defined]
 
     _async_name(run, method)
     return run

@@ -9,17 +9,19 @@ The methods take the same arguments and return the same types (:class:`Message`,
 :class:`Context`, :class:`SearchResult`, :class:`Synopsis`); the server's typed errors
 are raised again as the same :mod:`tiermem.errors` classes. Both clients share one
 request layer (:class:`Call`): each method describes its request and how to read the
-answer, and the sync or async client only sends it.
+answer, and the sync or async client only sends it (as httpx's two clients share one
+model layer): a method is a stepped method whose one wait is its request.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, cast
 
 import httpx
 
+from tiermem.aio.twins import Steps, stepped, stepped_twin
 from tiermem.client import requests as calls
 from tiermem.client.requests import Call, T
 from tiermem.errors import StoreUnavailableError, TiermemError
@@ -60,38 +62,17 @@ def _headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-class _Sync(Protocol):
-    def call(self, call: Call[T]) -> T: ...
+def _request(build: Callable[P, Call[T]]) -> Callable[Concatenate[Any, P], T]:
+    """A client method of one wait, the request ``build`` describes (a
+    :func:`~tiermem.aio.twins.stepped` method): :class:`MemoryClient` sends it,
+    :class:`AsyncMemoryClient`'s twin (``stepped_twin``) awaits it."""
 
+    def steps(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> Steps[T]:
+        return cast(T, (yield build(*args, **kwargs)))
 
-class _Async(Protocol):
-    async def call(self, call: Call[T]) -> T: ...
-
-
-C = TypeVar("C", bound=_Sync)
-A = TypeVar("A", bound=_Async)
-
-
-def _sends(build: Callable[P, Call[T]]) -> Callable[Concatenate[C, P], T]:
-    """A client method that sends the request ``build`` describes."""
-
-    def method(self: C, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return self.call(build(*args, **kwargs))
-
-    method.__name__ = method.__qualname__ = build.__name__
-    method.__doc__ = build.__doc__
-    return method
-
-
-def _asends(build: Callable[P, Call[T]]) -> Callable[Concatenate[A, P], Coroutine[Any, Any, T]]:
-    """The async client's method: the same request, awaited."""
-
-    async def method(self: A, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await self.call(build(*args, **kwargs))
-
-    method.__name__ = method.__qualname__ = f"a{build.__name__}"
-    method.__doc__ = build.__doc__
-    return method
+    steps.__name__ = steps.__qualname__ = build.__name__
+    steps.__doc__ = build.__doc__
+    return stepped(steps)
 
 
 class MemoryClient:
@@ -127,44 +108,47 @@ class MemoryClient:
             raise _unreachable(self.url, exc) from exc
         return _read(call, response)
 
-    add = _sends(calls.add)
-    add_messages = _sends(calls.add_messages)
-    remember = _sends(calls.remember)
-    remember_many = _sends(calls.remember_many)
-    update_memory = _sends(calls.update_memory)
-    get_context = _sends(calls.get_context)
-    search = _sends(calls.search)
-    list_memories = _sends(calls.list_memories)
-    get_memory = _sends(calls.get_memory)
-    get_message = _sends(calls.get_message)
-    history = _sends(calls.history)
-    recent = _sends(calls.recent)
-    sessions = _sends(calls.sessions)
-    synopsis = _sends(calls.synopsis)
-    generate_synopsis = _sends(calls.generate_synopsis)
-    facts = _sends(calls.facts)
-    fact_history = _sends(calls.fact_history)
-    stats = _sends(calls.stats)
-    forget = _sends(calls.forget)
-    forget_messages = _sends(calls.forget_messages)
-    forget_session = _sends(calls.forget_session)
-    forget_user = _sends(calls.forget_user)
-    end_session = _sends(calls.end_session)
-    extract_facts = _sends(calls.extract_facts)
-    work_stats = _sends(calls.work_stats)
-    failed = _sends(calls.failed)
-    retry_failed = _sends(calls.retry_failed)
-    session_summary = _sends(calls.session_summary)
-    users = _sends(calls.users)
-    queue_status = _sends(calls.queue_status)
-    import_archive = _sends(calls.import_archive)
-    flush = _sends(calls.flush)
+    _step = call
 
-    def health(self) -> dict[str, str]:
+    add = _request(calls.add)
+    add_messages = _request(calls.add_messages)
+    remember = _request(calls.remember)
+    remember_many = _request(calls.remember_many)
+    update_memory = _request(calls.update_memory)
+    get_context = _request(calls.get_context)
+    search = _request(calls.search)
+    list_memories = _request(calls.list_memories)
+    get_memory = _request(calls.get_memory)
+    get_message = _request(calls.get_message)
+    history = _request(calls.history)
+    recent = _request(calls.recent)
+    sessions = _request(calls.sessions)
+    synopsis = _request(calls.synopsis)
+    generate_synopsis = _request(calls.generate_synopsis)
+    facts = _request(calls.facts)
+    fact_history = _request(calls.fact_history)
+    stats = _request(calls.stats)
+    forget = _request(calls.forget)
+    forget_messages = _request(calls.forget_messages)
+    forget_session = _request(calls.forget_session)
+    forget_user = _request(calls.forget_user)
+    end_session = _request(calls.end_session)
+    extract_facts = _request(calls.extract_facts)
+    work_stats = _request(calls.work_stats)
+    failed = _request(calls.failed)
+    retry_failed = _request(calls.retry_failed)
+    session_summary = _request(calls.session_summary)
+    users = _request(calls.users)
+    queue_status = _request(calls.queue_status)
+    import_archive = _request(calls.import_archive)
+    flush = _request(calls.flush)
+
+    @stepped
+    def health(self) -> Steps[dict[str, str]]:
         """The server's readiness by part (``/readyz``); never raises: a server that
         cannot be reached is ``{"server": "StoreUnavailableError: ..."}``."""
         try:
-            return self.call(calls.health())
+            return cast(dict[str, str], (yield calls.health()))
         except TiermemError as exc:
             return _down(exc)
 
@@ -220,46 +204,42 @@ class AsyncMemoryClient:
             raise _unreachable(self.url, exc) from exc
         return _read(call, response)
 
-    aadd = _asends(calls.add)
-    aadd_messages = _asends(calls.add_messages)
-    aremember = _asends(calls.remember)
-    aremember_many = _asends(calls.remember_many)
-    aupdate_memory = _asends(calls.update_memory)
-    aget_context = _asends(calls.get_context)
-    asearch = _asends(calls.search)
-    alist_memories = _asends(calls.list_memories)
-    aget_memory = _asends(calls.get_memory)
-    aget_message = _asends(calls.get_message)
-    ahistory = _asends(calls.history)
-    arecent = _asends(calls.recent)
-    asessions = _asends(calls.sessions)
-    asynopsis = _asends(calls.synopsis)
-    agenerate_synopsis = _asends(calls.generate_synopsis)
-    afacts = _asends(calls.facts)
-    afact_history = _asends(calls.fact_history)
-    astats = _asends(calls.stats)
-    aforget = _asends(calls.forget)
-    aforget_messages = _asends(calls.forget_messages)
-    aforget_session = _asends(calls.forget_session)
-    aforget_user = _asends(calls.forget_user)
-    aend_session = _asends(calls.end_session)
-    aextract_facts = _asends(calls.extract_facts)
-    awork_stats = _asends(calls.work_stats)
-    afailed = _asends(calls.failed)
-    aretry_failed = _asends(calls.retry_failed)
-    asession_summary = _asends(calls.session_summary)
-    ausers = _asends(calls.users)
-    aqueue_status = _asends(calls.queue_status)
-    aimport_archive = _asends(calls.import_archive)
-    aflush = _asends(calls.flush)
+    _astep = call
 
-    async def ahealth(self) -> dict[str, str]:
-        """The server's readiness by part (``/readyz``); never raises (see
-        :meth:`MemoryClient.health`)."""
-        try:
-            return await self.call(calls.health())
-        except TiermemError as exc:
-            return _down(exc)
+    aadd = stepped_twin(MemoryClient.add)
+    aadd_messages = stepped_twin(MemoryClient.add_messages)
+    aremember = stepped_twin(MemoryClient.remember)
+    aremember_many = stepped_twin(MemoryClient.remember_many)
+    aupdate_memory = stepped_twin(MemoryClient.update_memory)
+    aget_context = stepped_twin(MemoryClient.get_context)
+    asearch = stepped_twin(MemoryClient.search)
+    alist_memories = stepped_twin(MemoryClient.list_memories)
+    aget_memory = stepped_twin(MemoryClient.get_memory)
+    aget_message = stepped_twin(MemoryClient.get_message)
+    ahistory = stepped_twin(MemoryClient.history)
+    arecent = stepped_twin(MemoryClient.recent)
+    asessions = stepped_twin(MemoryClient.sessions)
+    asynopsis = stepped_twin(MemoryClient.synopsis)
+    agenerate_synopsis = stepped_twin(MemoryClient.generate_synopsis)
+    afacts = stepped_twin(MemoryClient.facts)
+    afact_history = stepped_twin(MemoryClient.fact_history)
+    astats = stepped_twin(MemoryClient.stats)
+    aforget = stepped_twin(MemoryClient.forget)
+    aforget_messages = stepped_twin(MemoryClient.forget_messages)
+    aforget_session = stepped_twin(MemoryClient.forget_session)
+    aforget_user = stepped_twin(MemoryClient.forget_user)
+    aend_session = stepped_twin(MemoryClient.end_session)
+    aextract_facts = stepped_twin(MemoryClient.extract_facts)
+    awork_stats = stepped_twin(MemoryClient.work_stats)
+    afailed = stepped_twin(MemoryClient.failed)
+    aretry_failed = stepped_twin(MemoryClient.retry_failed)
+    asession_summary = stepped_twin(MemoryClient.session_summary)
+    ausers = stepped_twin(MemoryClient.users)
+    aqueue_status = stepped_twin(MemoryClient.queue_status)
+    aimport_archive = stepped_twin(MemoryClient.import_archive)
+    aflush = stepped_twin(MemoryClient.flush)
+
+    ahealth = stepped_twin(MemoryClient.health)
 
     async def aexport(
         self, user_id: str, *, include_vectors: bool = False

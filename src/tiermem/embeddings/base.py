@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from tiermem.aio.twins import Steps, stepped, stepped_twin
 from tiermem.embeddings.cache import LRUCache, content_hash
 from tiermem.errors import (
     ContentTooLargeError,
@@ -139,69 +140,55 @@ class BaseEmbedder(ABC):
         """Async version of :meth:`_embed_batch`; by default runs it in a worker thread."""
         return await asyncio.to_thread(self._embed_batch, texts)
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
+    @stepped
+    def embed(self, texts: Sequence[str]) -> Steps[np.ndarray]:
         """Return an ``(len(texts), dimension)`` float32 array of unit-length rows."""
-        plan = _Plan(self, texts)
-        for batch in plan.batches():
-            plan.fill(batch, self._embed_batch(batch))
-        return plan.result()
+        return (yield from self._vectors(texts))
 
-    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
-        """Async twin of :meth:`embed`."""
-        plan = _Plan(self, texts)
-        for batch in plan.batches():
-            plan.fill(batch, await self._aembed_batch(batch))
-        return plan.result()
+    aembed = stepped_twin(embed)
 
-    def embed_one(self, text: str) -> np.ndarray:
+    @stepped
+    def embed_one(self, text: str) -> Steps[np.ndarray]:
         """Return the ``(dimension,)`` vector of one text."""
-        vectors: np.ndarray = self.embed([text])
-        return np.asarray(vectors[0])
+        return np.asarray((yield from self._vectors([text]))[0])
 
-    async def aembed_one(self, text: str) -> np.ndarray:
-        """Async twin of :meth:`embed_one`."""
-        vectors: np.ndarray = await self.aembed([text])
-        return np.asarray(vectors[0])
+    aembed_one = stepped_twin(embed_one)
+
+    def _vectors(self, texts: Sequence[str]) -> Steps[np.ndarray]:
+        """The rows of ``texts``: the cached ones from the cache, each batch of the other
+        distinct texts a wait (the model's call, :meth:`_step` or :meth:`_astep`)."""
+        texts = validate_texts(texts, self.max_chars)
+        vectors: dict[str, np.ndarray] = {}
+        missing: dict[str, str] = {}  # text -> digest, in first-seen order
+        for text in texts:
+            if text in vectors or text in missing:
+                continue
+            digest = content_hash(text)
+            cached = self.cache.get(self._cache_key(digest))
+            if cached is None:
+                missing[text] = digest
+            else:
+                vectors[text] = cached
+        todo = list(missing)
+        for start in range(0, len(todo), self.batch_size):
+            batch = todo[start : start + self.batch_size]
+            rows = normalize_rows((yield batch), self.dimension, len(batch))
+            rows.setflags(write=False)
+            for text, row in zip(batch, rows, strict=True):
+                vectors[text] = row
+                self.cache.put(self._cache_key(missing[text]), row)
+        if not texts:
+            return np.empty((0, self.dimension), dtype=np.float32)
+        return np.stack([vectors[text] for text in texts]).astype(np.float32, copy=False)
+
+    def _step(self, batch: list[str], /) -> np.ndarray:
+        return self._embed_batch(batch)
+
+    async def _astep(self, batch: list[str], /) -> np.ndarray:
+        return await self._aembed_batch(batch)
 
     def _cache_key(self, digest: str) -> tuple[str, int, str]:
         return (self._model_id, self.dimension, digest)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._model_id!r})"
-
-
-class _Plan:
-    """One embed call: which texts are cached, which distinct ones still need the model."""
-
-    def __init__(self, embedder: BaseEmbedder, texts: Sequence[str]) -> None:
-        self.embedder = embedder
-        self.texts = validate_texts(texts, embedder.max_chars)
-        self.vectors: dict[str, np.ndarray] = {}
-        self.missing: dict[str, str] = {}  # text -> digest, in first-seen order
-        for text in self.texts:
-            if text in self.vectors or text in self.missing:
-                continue
-            digest = content_hash(text)
-            cached = embedder.cache.get(embedder._cache_key(digest))
-            if cached is None:
-                self.missing[text] = digest
-            else:
-                self.vectors[text] = cached
-
-    def batches(self) -> list[list[str]]:
-        todo = list(self.missing)
-        size = self.embedder.batch_size
-        return [todo[i : i + size] for i in range(0, len(todo), size)]
-
-    def fill(self, batch: list[str], raw: object) -> None:
-        rows = normalize_rows(raw, self.embedder.dimension, len(batch))
-        rows.setflags(write=False)
-        for text, row in zip(batch, rows, strict=True):
-            self.vectors[text] = row
-            self.embedder.cache.put(self.embedder._cache_key(self.missing[text]), row)
-
-    def result(self) -> np.ndarray:
-        dimension = self.embedder.dimension
-        if not self.texts:
-            return np.empty((0, dimension), dtype=np.float32)
-        return np.stack([self.vectors[text] for text in self.texts]).astype(np.float32, copy=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiermem.aio.twins import at_once, twin
+from tiermem.aio.twins import stepped_twin, twin
 from tiermem.errors import StoreUnavailableError
 from tiermem.memory.retention import Retention
 from tiermem.memory.wiring import Tiers
@@ -144,7 +144,7 @@ class Operations:
             )
 
     ausers = twin(users)
-    aqueue_status = at_once(queue_status)
+    aqueue_status = stepped_twin(queue_status)
     asize = twin(size)
     ahealth = twin(health)
     awork_stats = twin(work_stats)

@@ -1,12 +1,16 @@
 """Plans: a store read written once, run on a sync or an async connection.
 
-A plan is a generator that yields the statements an operation needs, one at a time, as
-``(sql, params)``, receives each one's rows (or, for a statement without rows, its row
-count) and returns the operation's result. It holds no connection, so the same plan runs
-inside a sync transaction (:func:`run`: SQLite, PostgreSQL's ``batch``) and inside an
-async one (:func:`arun`: PostgreSQL's native ``abatch``) — the SQL and the shaping of
-rows exist once. A step may depend on the rows before it (the vector search picks its
-plan by the user's row count), which a fixed list of queries could not say.
+A plan is a generator (a stepped method's kind: :mod:`tiermem.aio.twins`) that yields the
+statements an operation needs, one at a time, as ``(sql, params)``, receives each one's
+rows (or, for a statement without rows, its row count) and returns the operation's
+result. It holds no connection, so the same plan runs inside a sync transaction
+(:func:`run`: SQLite, PostgreSQL's ``batch``) and inside an async one (:func:`arun`:
+PostgreSQL's native ``abatch``): the library's one sync and one async driver
+(:func:`~tiermem.aio.twins.drive`, :func:`~tiermem.aio.twins.adrive`) with a connection's
+``execute``; the SQL and the shaping of rows exist once. A step may depend on the rows
+before it (the vector search picks its plan by the user's row count), which a fixed list
+of queries could not say. :class:`Lockstep` holds a batch's plans side by side, so their
+statements go to the server a round at a time (:mod:`.postgres_rounds`).
 
 An engine whose step needs more than a statement (SQLite's vector search reads its
 in-process matrix under a lock) yields a callable instead, run with the sync connection;
@@ -17,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeAlias, TypeVar
+
+from tiermem.aio.twins import adrive, drive
 
 R = TypeVar("R")
 
@@ -42,35 +48,31 @@ Plan: TypeAlias = Generator[Step, Any, R]
 def run(c: Any, plan: Plan[R], **options: Any) -> R:
     """Run ``plan`` on the sync connection ``c`` (inside the caller's transaction);
     ``options`` go to each ``execute`` (PostgreSQL: ``binary=True``)."""
-    try:
-        step = next(plan)
-        while True:
-            if callable(step):
-                answer = step(c)
-            else:
-                cursor = c.execute(*step, **options)
-                answer = cursor.fetchall() if cursor.description is not None else cursor.rowcount
-            step = plan.send(answer)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+
+    def execute(step: Step) -> Any:
+        if callable(step):
+            return step(c)
+        cursor = c.execute(*step, **options)
+        return cursor.fetchall() if cursor.description is not None else cursor.rowcount
+
+    return drive(plan, execute)
 
 
 async def arun(c: Any, plan: Plan[R], **options: Any) -> R:
     """Run ``plan`` on the async connection ``c`` (inside the caller's transaction)."""
-    try:
-        step = next(plan)
-        while True:
-            if callable(step):
-                plan.close()
-                raise TypeError("a sync-only plan step cannot run on an async connection")
-            cursor = await c.execute(*step, **options)
-            if cursor.description is not None:
-                answer = await cursor.fetchall()
-            else:
-                answer = cursor.rowcount
-            step = plan.send(answer)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+
+    async def execute(step: Step) -> Any:
+        cursor = await c.execute(*_statement(step), **options)
+        return await cursor.fetchall() if cursor.description is not None else cursor.rowcount
+
+    return await adrive(plan, execute)
+
+
+def _statement(step: Step) -> Query:
+    """``step`` as a statement: a sync-only step cannot run on an async connection."""
+    if callable(step):
+        raise TypeError("a sync-only plan step cannot run on an async connection")
+    return step
 
 
 class Lockstep:
@@ -98,8 +100,7 @@ class Lockstep:
                 continue
             if callable(step):
                 plan.close()
-                raise TypeError("a sync-only plan step cannot run on an async connection")
-            self.steps[i] = step
+            self.steps[i] = _statement(step)
 
 
 def sync_step(step: Callable[[Any], R]) -> Plan[R]:

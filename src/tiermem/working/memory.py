@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.aio.twins import Steps, at_once, stepped, stepped_twin
+from tiermem.aio.twins import Steps, stepped, stepped_twin
 from tiermem.clock import Clock
 from tiermem.embeddings.base import Embedder, normalize_rows
 from tiermem.errors import (
@@ -242,7 +242,7 @@ class WorkingMemory:
         pending = [self._pending(content, metadata, user_id, session_id, source, timestamp)]
         return self._insert(pending, self._query_vector(embedding, "embedding"))[0]
 
-    aadd_with_embedding = at_once(add_with_embedding)
+    aadd_with_embedding = stepped_twin(add_with_embedding)
 
     # ---------------------------------------------------------------------- search
 
@@ -289,7 +289,7 @@ class WorkingMemory:
             self._owned(item_id, user)
             self._delete([item_id])
 
-    aremove = at_once(remove)
+    aremove = stepped_twin(remove)
 
     def clear(self, user_id: str | None = None, *, all_users: bool = False) -> int:
         """Delete one user's items, or with ``all_users=True`` everything; return the count."""
@@ -308,7 +308,7 @@ class WorkingMemory:
             self._delete(ids)
             return len(ids)
 
-    aclear = at_once(clear)
+    aclear = stepped_twin(clear)
 
     def cleanup(self) -> int:
         """Drop oldest items until the memory fits ``max_memory_mb``; return how many."""
@@ -326,7 +326,7 @@ class WorkingMemory:
             self._evicted += len(victims)
             return len(victims)
 
-    acleanup = at_once(cleanup)
+    acleanup = stepped_twin(cleanup)
 
     # ---------------------------------------------------------------------- stats
 
@@ -358,7 +358,7 @@ class WorkingMemory:
                 model_id=self.embedder.model_id if self.embedder is not None else None,
             )
 
-    astats = at_once(stats)
+    astats = stepped_twin(stats)
 
     # ---------------------------------------------------------------------- close
 
