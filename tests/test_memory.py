@@ -37,6 +37,7 @@ from tiermem.errors import (
     TiermemError,
 )
 from tiermem.memory import Memory
+from tiermem.memory.retrieval import PlannerInputs
 from tiermem.messages import Message
 from tiermem.stores.ops import AddOp, DeleteUserOp
 from tiermem.stores.sqlite import SQLiteStore
@@ -1258,7 +1259,7 @@ def test_follow_up_searches_what_the_best_hits_name(tmp_path: Path) -> None:
             memory.end_session(u, f"s{i}")
         assert memory.flush(10)
         try:
-            found = memory._retriever.gather("Which greyhound did Ada adopt?", u, None)
+            found = memory._retriever.gather("Which greyhound did Ada adopt?", u, None, inputs)
             return " ".join(c.content for c in found.candidates if c.keyword is not None)
         finally:
             memory.close()
@@ -1267,22 +1268,22 @@ def test_follow_up_searches_what_the_best_hits_name(tmp_path: Path) -> None:
     assert "agility" in context(1)  # its name, Pixel, found the other line
 
 
-def test_the_keyword_search_runs_on_the_calling_thread_when_no_search_thread_started_it(
+def test_the_query_is_embedded_on_the_calling_thread_when_no_search_thread_started_it(
     memory: Memory,
 ) -> None:
-    """The keyword search goes to a search thread while the query is embedded; one no
-    thread has started by the time the vector search is done (a busy machine, or every
-    search thread taken) is run by the caller instead of waited for: the same hits."""
+    """The query's embedding goes to a search thread while the reads and the keyword
+    search run; one no thread has started by the time they are done (a busy machine, or
+    every search thread taken) is run by the caller instead of waited for: the same hits."""
     u = user()
     memory.add("user", "The harbour ferry leaves at noon.", u, "s1")
     assert memory.flush(10)
-    before = memory._retriever.gather("harbour ferry", u, None)
+    before = memory._retriever.gather("harbour ferry", u, None, inputs)
     release, held = threading.Event(), []
     searches = memory._tiers.search_pool()
     for _ in range(searches._max_workers):  # every search thread waits
         held.append(searches.submit(release.wait, 5))
     try:
-        during = memory._retriever.gather("harbour ferry", u, None)
+        during = memory._retriever.gather("harbour ferry", u, None, inputs)
         assert not any(h.done() for h in held)  # found while no search thread was free
     finally:
         release.set()
@@ -1290,6 +1291,12 @@ def test_the_keyword_search_runs_on_the_calling_thread_when_no_search_thread_sta
     assert keyword and keyword == [
         (c.content, c.keyword) for c in during.candidates if c.keyword is not None
     ]
+    assert [c.similarity for c in before.candidates] == [c.similarity for c in during.candidates]
+
+
+def inputs(found: PlannerInputs) -> PlannerInputs:
+    """What :meth:`~tiermem.memory.retrieval.Retriever.gather` finishes with: its inputs."""
+    return found
 
 
 def test_a_changed_memory_is_planned_from_its_new_record(memory: Memory) -> None:

@@ -139,8 +139,9 @@ def test_pending_messages_embedded_per_call_are_bounded_keyword_search_reaches_b
         question = "What is my dog called?"
         context = memory.get_context(question, u, "s2")
         queried = [call for call in counting.calls if question in call]
-        assert len(queried) == 1  # one forward pass: the query and the newest 4
-        assert queried[0] == [question, *(f"user: {t}" for t in reversed(fillers[-4:]))]
+        assert queried == [[question]]  # embedded from the start, beside the reads
+        pending = [f"user: {t}" for t in reversed(fillers[-4:])]
+        assert [call for call in counting.calls if call == pending] == [pending]  # the newest 4
         assert "greyhound" not in context.text()  # beyond the bound, and no shared word
         found = memory.get_context("greyhound?", u, "s2").text()
         assert "I adopted a greyhound named Pixel." in found  # keyword search beyond it

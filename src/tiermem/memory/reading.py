@@ -108,7 +108,7 @@ class Reading(Operations):
         synopsis, ranked, deduplicated and fitted to ``max_tokens``. Async: on PostgreSQL
         one thread sends the store's reads and searches in one round trip, decodes their
         rows, ranks and plans, and a model embeds a query it has not seen (see
-        :meth:`~tiermem.memory.retrieval.Retriever.agather`)."""
+        :meth:`~tiermem.memory.retrieval.Retriever.gather`)."""
         self._check_query(query, user_id)
         check_text_id(session_id, "session_id")
         check_max_tokens(max_tokens)
@@ -116,11 +116,7 @@ class Reading(Operations):
         # planning is CPU (ranking, token counts): an async read runs it in the thread
         # that makes the candidates, so the loop answers other requests' statements meanwhile
         fit = partial(self._fit, query, user_id, max_tokens)
-
-        def gather_then(q: str, u: str, s: str | None, finish: Callable[..., Context]) -> Context:
-            return finish(retriever.gather(q, u, s))
-
-        wait = _Wait(gather_then, retriever.agather, query, user_id, session_id, fit)
+        wait = _Wait(retriever.gather, retriever.agather, query, user_id, session_id, fit)
         return cast(Context, (yield wait))
 
     aget_context = stepped_twin(get_context, threads_unless=_native)

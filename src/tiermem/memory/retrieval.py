@@ -1,10 +1,10 @@
 """The retriever: gathers the planner's inputs for one prompt.
 
-For a query it reads the session's recent window and running summary, searches the
-store by keyword (in a thread) while the query is embedded, with the user's newest
-messages not indexed yet in the same forward pass (``memory.planner.pending_vectors``),
-then by vector; adds the working memory's and the session buffer's nearest and the
-user's synopsis. The planner (:class:`~tiermem.planner.planner.QueryPlanner`, a pure function of
+For a query it reads the session's recent window and running summary and searches the
+store by keyword while the query is embedded, then by vector; embeds the user's newest
+messages not indexed yet (``memory.planner.pending_vectors``); adds the working memory's
+and the session buffer's nearest and the user's synopsis. One strategy, written once as
+a stepped method (:meth:`Retriever.gather`), run by the sync and the async driver. The planner (:class:`~tiermem.planner.planner.QueryPlanner`, a pure function of
 these inputs) ranks and fits them.
 """
 
@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
+from tiermem.aio.twins import Steps, stepped, stepped_twin
 from tiermem.breaker import model_unavailable
 from tiermem.errors import TiermemError
 from tiermem.facts.worker import fact_line
@@ -78,81 +79,88 @@ class Retriever:
         self.follow_up = follow_up
         self.standing = standing
 
-    def gather(self, query: str, user_id: str, session_id: str | None) -> PlannerInputs:
-        """The recent window, summary, candidates and synopsis for ``query``."""
-        store = self.tiers.store
-        # the reads first: on a store with one connection (SQLite) they would wait for
-        # the keyword search, and the query's embedding with them
-        reads = self._reads(user_id, session_id)
-        read = _Read(self, user_id, session_id, reads, store.batch(reads) if reads else [])
-        inputs = read.inputs()
-        if query.strip():  # the keyword search in a thread while the query is embedded
-            searches = self.tiers.search_pool()
-            keyword = searches.submit(self._keyword_search, query, user_id)
-            try:
-                vector, pending = self._embed_with_pending(query, read.unindexed)
-            except TiermemError as exc:  # the embedder is down: found by keyword only
-                vector, pending = None, {}
-                inputs.degraded.append(embedder_down(exc))
-            ops = self._vector_ops(vector, user_id, query) if vector is not None else []
-            vector_hits, *pinned = store.batch(ops) if ops else [[]]
-            if keyword.cancel():  # no thread was free to start it (a busy machine): here
-                keyword_hits, by_keyword = self._keyword_search(query, user_id)
-            else:
-                keyword_hits, by_keyword = keyword.result()
-            inputs.candidates = self._candidates(
-                query, read, vector, pending, vector_hits, keyword_hits, pinned, by_keyword
-            )
-        inputs.synopsis = self._synopsis(user_id, read.generation)
-        return inputs
-
-    async def agather(
+    @stepped
+    def gather(
         self,
         query: str,
         user_id: str,
         session_id: str | None,
         finish: Callable[[PlannerInputs], T],
-    ) -> T:
-        """``finish(inputs)`` of :meth:`gather`'s inputs, for a store that reads natively
-        in async calls (PostgreSQL).
+    ) -> Steps[T]:
+        """``finish(inputs)`` of the recent window, summary, candidates and synopsis for
+        ``query``.
 
-        The query is embedded from the start (a vector the embedder has cached costs no
-        thread), beside the reads and the keyword search, which go in one batch; the
-        vector search joins that batch when the vector is ready, else follows it. The
-        last batch is read, its rows shaped, the synopsis read, the candidates made and
-        ``finish`` called in one thread (``abatch_then``), so the event loop only awaits
-        it. Every step but the I/O is :meth:`gather`'s (an embedder that is down too:
-        the candidates are what the keyword search found)."""
-        store = self.tiers.store
+        One strategy, two drivers (:meth:`_step`, :meth:`_astep`): the query is embedded
+        from the start, beside the reads and the keyword search, which go in one batch;
+        then the vector search, in a batch whose results are shaped, with the synopsis
+        read, the candidates made and ``finish`` called, in one call (``abatch_then``: in
+        one thread, so an event loop only awaits it). A vector ready at once (cached)
+        lets an async gather send every read and search in that last batch. An embedder
+        that is down: the candidates are what the keyword search found."""
         reads = self._reads(user_id, session_id)
-        read = partial(self._assemble, query, user_id, session_id, reads)
+        assemble = partial(self._assemble, query, user_id, session_id, reads)
         if not query.strip():
+            return cast(T, (yield _Then(reads, lambda found: finish(assemble(found, None)))))
+        batch: list[Op] = [*reads, self._keyword_op(query, user_id)]
+        embedded, found = yield _Beside([query], batch)
+        batch = [] if found is not None else batch
+        vector, down = None, None
+        if isinstance(embedded, TiermemError):
+            down = embedder_down(embedded)
+        else:
+            vector = embedded[0]
+            batch += self._vector_ops(vector, user_id, query)
 
-            def read_then_finish(found: list[Any]) -> T:
-                return finish(read(found, None))
+        def then(hits: list[Any]) -> T:
+            return finish(assemble([*(found or []), *hits], vector, down))
 
-            return cast(T, await store.abatch_then(reads, read_then_finish))
-        embedding = asyncio.ensure_future(self.tiers.aembed([query]))
+        return cast(T, (yield _Then(batch, then)))
+
+    agather = stepped_twin(gather)
+
+    def _step(self, step: _Beside | _Then, /) -> Any:
+        """Run a wait of :meth:`gather`: a :class:`_Then`'s batch, or a :class:`_Beside`'s
+        embedding in a search thread while this one reads (the caller embeds when no
+        search thread was free to start it: a busy machine)."""
+        store = self.tiers.store
+        if isinstance(step, _Then):
+            return step.then(store.batch(step.ops) if step.ops else [])
+        embedding = self.tiers.search_pool().submit(self._embedded, step.texts)
+        try:
+            found = store.batch(step.ops)
+        finally:
+            ran = not embedding.cancel()
+        return (embedding.result() if ran else self._embedded(step.texts)), found
+
+    async def _astep(self, step: _Beside | _Then, /) -> Any:
+        """:meth:`_step` on a store that reads natively in async calls (PostgreSQL): the
+        embedding a task (a vector the embedder has cached costs no thread: then the
+        reads go with the vector search, ``found`` is None), the batches the store's."""
+        store = self.tiers.store
+        if isinstance(step, _Then):
+            return await store.abatch_then(step.ops, step.then)
+        embedding = asyncio.ensure_future(self._aembedded(step.texts))
         try:
             await asyncio.sleep(0)  # a cached vector is ready now
-            batch: list[Op] = [*reads, self._keyword_op(query, user_id)]
-            found: list[Any] = []
-            if not embedding.done():  # the reads and keyword search while it is embedded
-                found, batch = await store.abatch(batch), []
-            down = None
-            try:
-                vector = (await embedding)[0]
-                batch += self._vector_ops(vector, user_id, query)
-            except TiermemError as exc:
-                vector, down = None, embedder_down(exc)
-
-            def search_then_finish(hits: list[Any]) -> T:
-                return finish(read([*found, *hits], vector, down))
-
-            return cast(T, await store.abatch_then(batch, search_then_finish))
+            found = None if embedding.done() else await store.abatch(step.ops)
+            return await embedding, found
         finally:  # a failure: nothing left running, no exception left unread
             embedding.cancel()  # no-op on a task that is done
             await asyncio.gather(embedding, return_exceptions=True)
+
+    def _embedded(self, texts: list[str]) -> Any:
+        """The texts' vectors, or the error that the embedder gave (:func:`embedder_down`
+        says whether it is down)."""
+        try:
+            return self.tiers.embed(texts)
+        except TiermemError as exc:
+            return exc
+
+    async def _aembedded(self, texts: list[str]) -> Any:
+        try:
+            return await self.tiers.aembed(texts)
+        except TiermemError as exc:
+            return exc
 
     def _assemble(
         self,
@@ -166,7 +174,7 @@ class Retriever:
     ) -> PlannerInputs:
         """The planner's inputs from the results of :meth:`_reads`, then (with the query's
         ``vector``, or ``down``: why the embedder gave none) of the keyword and the
-        vector search: what :meth:`agather` does after the I/O, in its thread."""
+        vector search: what :meth:`gather` does after the I/O."""
         read = _Read(self, user_id, session_id, reads, found[: len(reads)])
         inputs = read.inputs()
         if down is not None:
@@ -238,12 +246,6 @@ class Retriever:
             return None
         return str(synopses.get(user_id, generation=generation).render())
 
-    def _keyword_search(self, query: str, user_id: str) -> tuple[list[Any], dict[int, Candidate]]:
-        """The keyword hits and their candidates (:func:`_by_keyword`): what can be done
-        while the query is embedded."""
-        (hits,) = self.tiers.store.batch([self._keyword_op(query, user_id)])
-        return hits, _by_keyword(hits)
-
     def _candidates(
         self,
         query: str,
@@ -253,15 +255,11 @@ class Retriever:
         vector_hits: list[Any],
         keyword_hits: list[Any],
         pinned: list[list[Any]],
-        by_keyword: dict[int, Candidate] | None = None,
     ) -> list[Candidate]:
         """The searches' hits, the unindexed rows, the working memory's and the session
-        buffer's nearest, as the planner's candidates; ``by_keyword``: the keyword hits'
-        candidates when made beforehand (:meth:`_keyword_search`; taken over: they get
-        their similarity here). The hits of the searches among standing instructions and
-        summaries (``pinned``) are marked ``standing``."""
-        if by_keyword is None:
-            by_keyword = _by_keyword(keyword_hits)
+        buffer's nearest, as the planner's candidates. The hits of the searches among
+        standing instructions and summaries (``pinned``) are marked ``standing``."""
+        by_keyword = _by_keyword(keyword_hits)
         if vector is None:  # the embedder is down: what the keywords find
             return [*by_keyword.values(), *_unindexed_candidates(query, read.unindexed)]
         pool, user_id = self.pool, read.user_id
@@ -336,26 +334,10 @@ class Retriever:
             similarity = float(embedding @ vector) if embedding is not None else None
             by_id[hit.record.id.int] = _from_record(hit.record, similarity, keyword=score)
 
-    def _embed_with_pending(self, query: str, rows: list[Any]) -> tuple[Any, dict[int, Any]]:
-        """The query's vector and, from the same forward pass, those of the user's newest
-        ``planner.pending_vectors`` messages not indexed yet (:meth:`_fresh`). The
-        embedder's cache (by content hash) keeps them, so a later call, or this process's
-        worker, reuses them."""
-        fresh = self._fresh(rows)
-        if not fresh:
-            return self.tiers.embed([query])[0], {}
-        try:
-            vectors = self.tiers.embed([query, *(transcript_line(r.message) for r in fresh)])
-        except TiermemError as exc:  # a row the worker will mark failed: keyword search
-            if model_unavailable(exc):
-                raise  # the embedder is down: no vector for the query either
-            log.debug("embedding the pending messages with the query failed: %s", exc)
-            return self.tiers.embed([query])[0], {}
-        return vectors[0], {r.seq: v for r, v in zip(fresh, vectors[1:], strict=True)}
-
     def _embed_pending(self, rows: list[Any]) -> dict[int, Any]:
-        """The vectors of :meth:`_fresh` rows by seq, for :meth:`agather` (the query's was
-        made beside the reads; there are usually none)."""
+        """The vectors of :meth:`_fresh` rows by seq (the query's was made beside the
+        reads; there are usually none). The embedder's cache (by content hash) keeps
+        them, so a later call, or this process's worker, reuses them."""
         fresh = self._fresh(rows)
         if not fresh:
             return {}
@@ -368,7 +350,7 @@ class Retriever:
 
     def _fresh(self, rows: list[Any]) -> list[Any]:
         """The user's newest ``planner.pending_vectors`` messages not indexed yet, to embed
-        with the query (failed rows, which the embedder refused, are left to keyword
+        (failed rows, which the embedder refused, are left to keyword
         search, as all are when the embedder refuses one before the worker marked it
         failed)."""
         limit = self.tiers.config.memory.planner.pending_vectors
@@ -399,8 +381,26 @@ class Retriever:
         return found
 
 
+class _Beside(NamedTuple):
+    """A wait of :meth:`Retriever.gather`: the ``texts`` embedded while the ``ops`` are
+    read. Answered with (the vectors or the embedder's error, the ops' results; None
+    when the vectors were ready before the reads began: the ops are then left to the
+    next batch)."""
+
+    texts: list[str]
+    ops: list[Op]
+
+
+class _Then(NamedTuple):
+    """A wait of :meth:`Retriever.gather`: ``then`` of the ``ops``' results, in one call
+    (``abatch_then``)."""
+
+    ops: list[Op]
+    then: Callable[[list[Any]], Any]
+
+
 class _Read:
-    """The results of :meth:`Retriever._reads`, shaped (the same for both gathers)."""
+    """The results of :meth:`Retriever._reads`, shaped."""
 
     def __init__(
         self,
