@@ -16,10 +16,10 @@ import random
 import ssl
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tiermem.aio.loops import PerLoop
+from tiermem.aio.twins import Steps, stepped, stepped_twin
 from tiermem.errors import (
     AuthenticationError,
     InvalidSizeError,
@@ -36,6 +36,13 @@ if TYPE_CHECKING:
 
 _RETRY_STATUSES = frozenset({408, 409, 425, 429})  # and every 5xx
 _EXCERPT = 300
+
+
+class _Post(NamedTuple):
+    """One attempt of :meth:`HttpClient.post_json`: ``body`` POSTed to ``url``."""
+
+    url: str
+    body: dict[str, Any]
 
 
 def require_api_key(key: str | None, env_var: str, provider: str) -> str:
@@ -137,23 +144,37 @@ class HttpClient:
 
     # -- requests ------------------------------------------------------------------
 
-    def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST ``body`` to ``base_url + path``; retry transient failures; return the JSON."""
-        url, client, attempt = self._url(path), self._sync_client(), 0
-        while isinstance(step := self._settle(url, attempt, _post(client.post, url, body)), float):
-            time.sleep(step)
-            attempt += 1
-        return step
+    @stepped
+    def post_json(self, path: str, body: dict[str, Any]) -> Steps[dict[str, Any]]:
+        """POST ``body`` to ``base_url + path``; retry transient failures; return the JSON.
 
-    async def apost_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Async twin of :meth:`post_json`."""
-        url, client, attempt = self._url(path), self._async_client(), 0
-        while isinstance(
-            step := self._settle(url, attempt, await _apost(client, url, body)), float
-        ):
-            await asyncio.sleep(step)
+        Its waits: each attempt (a :class:`_Post`), and the seconds between two."""
+        import httpx  # here, not at import (see _sync_client)
+
+        url, attempt = self._url(path), 0
+        while True:
+            try:
+                outcome: httpx.Response | httpx.HTTPError = yield _Post(url, body)
+            except httpx.HTTPError as exc:
+                outcome = exc
+            step = self._settle(url, attempt, outcome)
+            if not isinstance(step, float):
+                return step
+            yield step
             attempt += 1
-        return step
+
+    apost_json = stepped_twin(post_json)
+
+    def _step(self, wait: _Post | float, /) -> Any:
+        """One wait of :meth:`post_json`: a POST on the sync client, or a pause."""
+        if isinstance(wait, float):
+            return time.sleep(wait)
+        return self._sync_client().post(wait.url, json=wait.body)
+
+    async def _astep(self, wait: _Post | float, /) -> Any:
+        if isinstance(wait, float):
+            return await asyncio.sleep(wait)
+        return await self._async_client().post(wait.url, json=wait.body)
 
     def _settle(
         self, url: str, attempt: int, outcome: httpx.Response | httpx.HTTPError
@@ -269,27 +290,3 @@ def _retry_after(response: httpx.Response) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(float(when.timestamp()) - time.time(), 0.0)
-
-
-def _post(
-    post: Callable[..., httpx.Response], url: str, body: dict[str, Any]
-) -> httpx.Response | httpx.HTTPError:
-    """The response to one POST, or the transport error that stopped it."""
-    import httpx
-
-    try:
-        return post(url, json=body)
-    except httpx.HTTPError as exc:
-        return exc
-
-
-async def _apost(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any]
-) -> httpx.Response | httpx.HTTPError:
-    """Async twin of :func:`_sent`."""
-    import httpx
-
-    try:
-        return await client.post(url, json=body)
-    except httpx.HTTPError as exc:
-        return exc

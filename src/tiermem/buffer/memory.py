@@ -14,6 +14,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from typing import Any
 
+from tiermem.aio.twins import twin
 from tiermem.buffer.ring import EvictionConsumer, RingBuffer, check_size
 from tiermem.errors import (
     InvalidRoleError,
@@ -129,9 +130,7 @@ class BufferMemory(RingBuffer[Message]):
         """Wait until every evicted message is in the summary; False on timeout."""
         return self.summarization is None or self.summarization.flush(timeout)
 
-    async def aflush(self, timeout: float | None = None) -> bool:
-        """Async twin of :meth:`flush`."""
-        return self.summarization is None or await self.summarization.aflush(timeout)
+    aflush = twin(flush)
 
     @property
     def size(self) -> int | None:

@@ -10,6 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
 from tiermem.aio.http import HttpClient, require_api_key
+from tiermem.aio.twins import Steps, stepped, stepped_twin
 from tiermem.errors import InputError, InvalidTypeError, ProviderResponseError
 from tiermem.messages import Message
 from tiermem.tokens import get_token_counter
@@ -179,25 +180,31 @@ class HttpChatModel:
         self.total_usage = Usage()
         self.calls = 0
 
-    def complete(self, messages: MessagesInput, **options: Any) -> Completion:
+    @stepped
+    def complete(self, messages: MessagesInput, **options: Any) -> Steps[Completion]:
         """Send ``messages`` and return the model's answer with its token usage."""
-        chat = to_chat_messages(messages)
-        path, body = self._request(chat, self._merged(options))
-        return self._account(chat, self._parse(self._http.post_json(path, body)))
+        return (yield from self._answer(messages, options))
 
-    async def acomplete(self, messages: MessagesInput, **options: Any) -> Completion:
-        """Async twin of :meth:`complete`."""
-        chat = to_chat_messages(messages)
-        path, body = self._request(chat, self._merged(options))
-        return self._account(chat, self._parse(await self._http.apost_json(path, body)))
+    acomplete = stepped_twin(complete)
 
-    def generate(self, prompt: str, **options: Any) -> str:
+    @stepped
+    def generate(self, prompt: str, **options: Any) -> Steps[str]:
         """Seed-compatible shortcut: one user prompt in, the answer's text out."""
-        return self.complete(_prompt(prompt), **options).text
+        return (yield from self._answer(_prompt(prompt), options)).text
 
-    async def agenerate(self, prompt: str, **options: Any) -> str:
-        """Async twin of :meth:`generate`."""
-        return (await self.acomplete(_prompt(prompt), **options)).text
+    agenerate = stepped_twin(generate)
+
+    def _answer(self, messages: MessagesInput, options: dict[str, Any]) -> Steps[Completion]:
+        """The answer to ``messages``; its one wait is the request, a (path, body) pair."""
+        chat = to_chat_messages(messages)
+        request = self._request(chat, self._merged(options))
+        return self._account(chat, self._parse((yield request)))
+
+    def _step(self, request: tuple[str, dict[str, Any]], /) -> dict[str, Any]:
+        return self._http.post_json(*request)
+
+    async def _astep(self, request: tuple[str, dict[str, Any]], /) -> dict[str, Any]:
+        return await self._http.apost_json(*request)
 
     def close(self) -> None:
         self._http.close()

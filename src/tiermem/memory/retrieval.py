@@ -4,8 +4,9 @@ For a query it reads the session's recent window and running summary and searche
 store by keyword while the query is embedded, then by vector; embeds the user's newest
 messages not indexed yet (``memory.planner.pending_vectors``); adds the working memory's
 and the session buffer's nearest and the user's synopsis. One strategy, written once as
-a stepped method (:meth:`Retriever.gather`), run by the sync and the async driver. The planner (:class:`~tiermem.planner.planner.QueryPlanner`, a pure function of
-these inputs) ranks and fits them.
+a stepped method (:meth:`Retriever.gather`), run by the sync and the async driver. The
+planner (:class:`~tiermem.planner.planner.QueryPlanner`, a pure function of these
+inputs) ranks and fits them.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from tiermem.aio.twins import Steps, stepped, stepped_twin
 from tiermem.errors import InvalidTypeError, ProviderResponseError
 
 
@@ -25,7 +26,8 @@ class Reranker(Protocol):
 
     model_id: str
 
-    def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
+    @stepped
+    def rerank(self, query: str, documents: Sequence[str]) -> Steps[list[float]]:
         """One relevance per document, in the input order; higher is better."""
         ...
 
@@ -72,12 +74,13 @@ def check_scores(scores: object, expected: int, provider: str) -> list[float]:
 class BaseReranker:
     """Shared body of the providers: input checks, no call for no documents, the
     output checked. A provider implements :meth:`_scores` (and :meth:`_ascores` when it
-    has native async I/O; otherwise ``arerank`` runs ``rerank`` in a thread)."""
+    has native async I/O; otherwise ``arerank`` runs ``_scores`` in a thread)."""
 
     provider = "reranker"
     model_id = "reranker"
 
-    def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
+    @stepped
+    def rerank(self, query: str, documents: Sequence[str]) -> Steps[list[float]]:
         """One relevance in [0, 1] per document, in the input order; higher is better.
 
         Raises:
@@ -87,14 +90,16 @@ class BaseReranker:
         texts = validate_input(query, documents)
         if not texts:
             return []
-        return check_scores(self._scores(query, texts), len(texts), self.model_id)
+        return check_scores((yield (query, texts)), len(texts), self.model_id)
 
-    async def arerank(self, query: str, documents: Sequence[str]) -> list[float]:
-        """Async twin of :meth:`rerank`."""
-        texts = validate_input(query, documents)
-        if not texts:
-            return []
-        return check_scores(await self._ascores(query, texts), len(texts), self.model_id)
+    arerank = stepped_twin(rerank)
+
+    def _step(self, wait: tuple[str, list[str]], /) -> Sequence[float]:
+        """The scores of a (query, documents) pair: the one wait of :meth:`rerank`."""
+        return self._scores(*wait)
+
+    async def _astep(self, wait: tuple[str, list[str]], /) -> Sequence[float]:
+        return await self._ascores(*wait)
 
     def _scores(self, query: str, documents: list[str]) -> Sequence[float]:
         raise NotImplementedError

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from tiermem.aio.twins import stepped_twin, twin
 from tiermem.buffer.memory import BufferMemory
 from tiermem.errors import InvalidTypeError
 from tiermem.messages import Message
@@ -114,17 +115,13 @@ class BufferSummaryChatMemory:
             )
         self.buffer.add(message)
 
-    async def asave_context(self, message: Message) -> None:
-        """Async twin of :meth:`save_context`."""
-        self.save_context(message)  # O(1) and never awaits the LLM
+    asave_context = stepped_twin(save_context)  # O(1) and never awaits the LLM
 
     def prune(self) -> None:
         """Summarize every message that has left the window, and wait for it."""
         self.buffer.flush()
 
-    async def aprune(self) -> None:
-        """Async twin of :meth:`prune`."""
-        await self.buffer.aflush()
+    aprune = twin(prune)
 
     def load_variables(self) -> dict[str, list[Message] | str]:
         """``{"summarized_chat": ...}``: the summary (if any) then the recent messages.
@@ -135,10 +132,7 @@ class BufferSummaryChatMemory:
         self.prune()
         return self._variables()
 
-    async def aload_variables(self) -> dict[str, list[Message] | str]:
-        """Async twin of :meth:`load_variables`."""
-        await self.aprune()
-        return self._variables()
+    aload_variables = twin(load_variables)
 
     def _variables(self) -> dict[str, list[Message] | str]:
         messages = self.buffer.messages

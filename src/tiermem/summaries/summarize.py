@@ -21,8 +21,9 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
+from tiermem.aio.twins import Steps, stepped, stepped_twin
 from tiermem.breaker import CircuitBreaker, aguarded, breaker_for, guarded
 from tiermem.errors import ConfigError, InvalidSizeError, InvalidTypeError
 from tiermem.llm.base import LLM
@@ -163,9 +164,10 @@ class MemorySummarizer:
             return self.merge_template.format(summary=previous_summary, conversation=conversation)
         return self.template.format(conversation=conversation)
 
+    @stepped
     def summarize(
         self, messages: Sequence[MessageLike], previous_summary: str | None = None
-    ) -> str:
+    ) -> Steps[str]:
         """Summarize ``messages``, merged into ``previous_summary`` when given.
 
         Raises:
@@ -174,22 +176,25 @@ class MemorySummarizer:
         """
         if not messages:
             return previous_summary or ""
-        prompt = self.prompt(messages, previous_summary)
+        return cast(str, (yield self.prompt(messages, previous_summary)))
+
+    asummarize = stepped_twin(summarize)
+
+    def _step(self, prompt: str, /) -> str:
+        """The model's answer to ``prompt`` (:meth:`summarize`'s one wait), through its
+        breaker."""
         model = self.model
         if isinstance(model, LLM):
             return guarded(model, lambda: model.complete(prompt, **self.options)).text.strip()
         return str(guarded(model, lambda: model.generate(prompt))).strip()
 
-    async def asummarize(
-        self, messages: Sequence[MessageLike], previous_summary: str | None = None
-    ) -> str:
-        """Async twin of :meth:`summarize` (a sync-only model runs in a thread)."""
+    async def _astep(self, prompt: str, /) -> str:
+        """:meth:`_step` awaited (a sync-only model runs in a thread)."""
         model = self.model
-        if messages and isinstance(model, LLM):
-            prompt = self.prompt(messages, previous_summary)
-            answer = await aguarded(model, lambda: model.acomplete(prompt, **self.options))
-            return answer.text.strip()
-        return await asyncio.to_thread(self.summarize, messages, previous_summary)
+        if not isinstance(model, LLM):
+            return await asyncio.to_thread(self._step, prompt)
+        answer = await aguarded(model, lambda: model.acomplete(prompt, **self.options))
+        return answer.text.strip()
 
 
 def _check_template(field: str, template: str, names: tuple[str, ...]) -> None:
@@ -312,11 +317,7 @@ class ExtractiveSummarizer:
             units.extend(_Unit(len(units), label, s) for s in sentences(text))
         return self._select(units)
 
-    async def asummarize(
-        self, messages: Sequence[MessageLike], previous_summary: str | None = None
-    ) -> str:
-        """Same as :meth:`summarize` (pure CPU, fast); present for the protocol."""
-        return self.summarize(messages, previous_summary)
+    asummarize = stepped_twin(summarize)  # in memory (pure CPU, fast): runs at once
 
     def _select(self, units: list[_Unit]) -> str:
         """Greedy choice by score per sqrt(length), skipping near-duplicates; then trim."""

@@ -25,7 +25,6 @@ the summary is read as it stands. :meth:`SummaryPipeline.flush` waits for everyt
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections import deque
@@ -34,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tiermem.aio.twins import twin
 from tiermem.breaker import CircuitBreaker, CircuitOpenError
 from tiermem.clock import SYSTEM_CLOCK, Clock
 from tiermem.errors import InvalidSizeError, InvalidTypeError, SerializationError
@@ -239,9 +239,7 @@ class SummaryPipeline:
                 self._slow = True
             return not self._queue
 
-    async def aflush(self, timeout: float | None = None, include_partial: bool = True) -> bool:
-        """Async twin of :meth:`flush` (waits in a thread, never blocks the loop)."""
-        return await asyncio.to_thread(self.flush, timeout, include_partial)
+    aflush = twin(flush)
 
     def clear(self) -> None:
         """Forget pending work (the buffer was cleared); a batch in progress still applies."""

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.aio.twins import Steps, stepped, stepped_twin
+from tiermem.aio.twins import Steps, stepped, stepped_twin, twin
 from tiermem.clock import Clock
 from tiermem.embeddings.base import Embedder, normalize_rows
 from tiermem.errors import (
@@ -371,9 +371,7 @@ class WorkingMemory:
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
 
-    async def aclose(self) -> None:
-        """Async twin of :meth:`close`."""
-        await asyncio.to_thread(self.close)
+    aclose = twin(close)
 
     def __enter__(self) -> WorkingMemory:
         return self
