@@ -120,6 +120,41 @@ def stepped_twin(
     return run
 
 
+class Call:
+    """A wait that is a call of a twin pair: :meth:`run` calls ``blocking``, :meth:`arun`
+    awaits ``awaiting`` instead (None: ``blocking`` in a thread, for CPU or blocking work)."""
+
+    __slots__ = ("args", "awaiting", "blocking", "kwargs")
+
+    def __init__(
+        self,
+        blocking: Callable[..., Any],
+        awaiting: Callable[..., Awaitable[Any]] | None,
+        /,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        self.blocking, self.awaiting, self.args, self.kwargs = blocking, awaiting, args, kwargs
+
+    def run(self) -> Any:
+        return self.blocking(*self.args, **self.kwargs)
+
+    async def arun(self) -> Any:
+        if self.awaiting is None:
+            return await asyncio.to_thread(self.blocking, *self.args, **self.kwargs)
+        return await self.awaiting(*self.args, **self.kwargs)
+
+
+class Calls:
+    """A class whose stepped methods wait on :class:`Call`s (another object's twins)."""
+
+    def _step(self, wait: Call, /) -> Any:
+        return wait.run()
+
+    async def _astep(self, wait: Call, /) -> Any:
+        return await wait.arun()
+
+
 def _async_name(run: Callable[..., Any], method: Callable[..., Any], how: str = "") -> None:
     """``run`` named and documented as the ``a``-prefixed twin of ``method``."""
     name = getattr(method, "__name__", "method")

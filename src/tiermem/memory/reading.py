@@ -11,14 +11,13 @@ the sync method in a thread.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, cast
 
 from typing_extensions import Unpack
 
-from tiermem.aio.twins import Steps, stepped, stepped_twin
+from tiermem.aio.twins import Call, Calls, Steps, stepped, stepped_twin
 from tiermem.errors import InvalidTypeError, MessageNotFoundError
 from tiermem.memory.operations import Operations
 from tiermem.memory.retrieval import PlannerInputs, Retriever
@@ -45,7 +44,7 @@ def _native(memory: Any) -> bool:
     return bool(memory._tiers.native_async)
 
 
-class Reading(Operations):
+class Reading(Calls, Operations):
     """The reads of :class:`~tiermem.memory.Memory`, sync and async."""
 
     _retriever: Retriever
@@ -81,7 +80,7 @@ class Reading(Operations):
         vector = (yield _cpu(self._embed, query)) if mode != "keyword" and query.strip() else None
         index = self._tiers.store.index
         options = {"vector": vector, "mode": mode, "limit": k, **(filters or {})}
-        hits = list((yield _Wait(index.search, index.asearch, user_id, query, **options)))
+        hits = list((yield Call(index.search, index.asearch, user_id, query, **options)))
         if mode != "hybrid":  # scored by cosine or text rank: scored by relevance instead
             hits = rescore(query, vector, hits, mode)
         return [hit for hit in hits if hit.score >= least]
@@ -116,7 +115,7 @@ class Reading(Operations):
         # planning is CPU (ranking, token counts): an async read runs it in the thread
         # that makes the candidates, so the loop answers other requests' statements meanwhile
         fit = partial(self._fit, query, user_id, max_tokens)
-        wait = _Wait(retriever.gather, retriever.agather, query, user_id, session_id, fit)
+        wait = Call(retriever.gather, retriever.agather, query, user_id, session_id, fit)
         return cast(Context, (yield wait))
 
     aget_context = stepped_twin(get_context, threads_unless=_native)
@@ -168,7 +167,7 @@ class Reading(Operations):
         several), session, agent, creation time or metadata (:class:`Filters`)."""
         user_id = self._page(user_id)
         index = self._tiers.store.index
-        page = _Wait(index.list, index.alist, user_id, limit=limit, offset=offset, **filters)
+        page = Call(index.list, index.alist, user_id, limit=limit, offset=offset, **filters)
         return list((yield page))
 
     alist_memories = stepped_twin(list_memories, threads_unless=_native)
@@ -183,7 +182,7 @@ class Reading(Operations):
         """One memory of the user; None if the user has none with this id."""
         user_id = self._open(user_id)
         index = self._tiers.store.index
-        return cast(MemoryRecord | None, (yield _Wait(index.get, index.aget, user_id, memory_id)))
+        return cast(MemoryRecord | None, (yield Call(index.get, index.aget, user_id, memory_id)))
 
     aget_memory = stepped_twin(get_memory, threads_unless=_native)
 
@@ -204,39 +203,14 @@ class Reading(Operations):
         user_id = self._open(user_id)
         message_id = check_message_id(message_id)
         keep = self._keep
-        found = yield _Wait(keep.message, keep.amessage, user_id, message_id)
+        found = yield Call(keep.message, keep.amessage, user_id, message_id)
         if found is None:
             raise MessageNotFoundError(f"message {message_id!r} not found for this user_id")
         return cast(Message, found)
 
     aget_message = stepped_twin(get_message, threads_unless=_native)
 
-    # -- the waits of a read: a blocking call, or its awaitable twin ---------------------
 
-    def _step(self, wait: _Wait, /) -> Any:
-        return wait.blocking(*wait.args, **wait.kwargs)
-
-    async def _astep(self, wait: _Wait, /) -> Any:
-        if wait.awaiting is None:
-            return await asyncio.to_thread(wait.blocking, *wait.args, **wait.kwargs)
-        return await wait.awaiting(*wait.args, **wait.kwargs)
-
-
-class _Wait:
-    """A wait of a read: the ``blocking`` call, and what an async read awaits instead
-    (``awaiting``: the store's or the retriever's async twin; None: ``blocking`` in a
-    thread, for CPU work)."""
-
-    def __init__(
-        self,
-        blocking: Callable[..., Any],
-        awaiting: Callable[..., Awaitable[Any]] | None,
-        *args: Any,
-        **kwargs: Any,
-    ) -> None:
-        self.blocking, self.awaiting, self.args, self.kwargs = blocking, awaiting, args, kwargs
-
-
-def _cpu(work: Callable[..., Any], *args: Any) -> _Wait:
+def _cpu(work: Callable[..., Any], *args: Any) -> Call:
     """A wait on CPU work (an embedding, planning): in a thread for an async read."""
-    return _Wait(work, None, *args)
+    return Call(work, None, *args)

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from tiermem.aio.twins import Steps, stepped, stepped_twin
 from tiermem.errors import InvalidSizeError, InvalidTypeError
 from tiermem.types.checks import check_user_id
 from tiermem.types.synopsis import TIERS, Synopsis, SynopsisTier, Tier
@@ -120,73 +121,68 @@ class SynopsisCache(ABC):
         """The key of one tier of one user: ``{namespace}:{tier}:{user_id}``."""
         return f"{self.namespace}:{check_tier(tier)}:{check_user_id(user_id)}"
 
-    def get(self, user_id: str, tier: Tier, *, refresh: bool = False) -> SynopsisTier | None:
+    @stepped
+    def get(self, user_id: str, tier: Tier, *, refresh: bool = False) -> Steps[SynopsisTier | None]:
         """One tier, or None when absent or expired; ``refresh`` re-arms its TTL."""
-        return self.get_tiers(user_id, refresh=refresh, tiers=(tier,)).get(tier)
+        tiers = (tier,)
+        return self._read(tiers, (yield self._get_ops(user_id, refresh, tiers))).get(tier)
 
-    async def aget(self, user_id: str, tier: Tier, *, refresh: bool = False) -> SynopsisTier | None:
-        """Async twin of :meth:`get`."""
-        return (await self.aget_tiers(user_id, refresh=refresh, tiers=(tier,))).get(tier)
+    aget = stepped_twin(get)
 
+    @stepped
     def get_tiers(
         self, user_id: str, *, refresh: bool = False, tiers: Sequence[Tier] = TIERS
-    ) -> dict[Tier, SynopsisTier]:
+    ) -> Steps[dict[Tier, SynopsisTier]]:
         """The tiers present for the user (one round trip); ``refresh`` re-arms their TTLs."""
-        ops = self._get_ops(user_id, refresh, tiers)
-        return self._read(tiers, self.batch(ops))
+        return self._read(tiers, (yield self._get_ops(user_id, refresh, tiers)))
 
-    async def aget_tiers(
-        self, user_id: str, *, refresh: bool = False, tiers: Sequence[Tier] = TIERS
-    ) -> dict[Tier, SynopsisTier]:
-        """Async twin of :meth:`get_tiers`."""
-        ops = self._get_ops(user_id, refresh, tiers)
-        return self._read(tiers, await self.abatch(ops))
+    aget_tiers = stepped_twin(get_tiers)
 
-    def set(self, user_id: str, tier: Tier, entry: SynopsisTier, ttl: float | None = None) -> None:
-        """Store one tier for ``ttl`` seconds (default: the tier's TTL)."""
-        self.set_tiers(user_id, {tier: entry}, ttl=ttl)
-
-    async def aset(
+    @stepped
+    def set(
         self, user_id: str, tier: Tier, entry: SynopsisTier, ttl: float | None = None
-    ) -> None:
-        """Async twin of :meth:`set`."""
-        await self.aset_tiers(user_id, {tier: entry}, ttl=ttl)
+    ) -> Steps[None]:
+        """Store one tier for ``ttl`` seconds (default: the tier's TTL)."""
+        yield self._set_ops(user_id, {tier: entry}, ttl)
 
+    aset = stepped_twin(set)
+
+    @stepped
     def set_tiers(
         self, user_id: str, entries: Mapping[Tier, SynopsisTier], ttl: float | None = None
-    ) -> None:
+    ) -> Steps[None]:
         """Store several tiers at once; ``ttl`` overrides each tier's own TTL."""
-        self.batch(self._set_ops(user_id, entries, ttl))
+        yield self._set_ops(user_id, entries, ttl)
 
-    async def aset_tiers(
-        self, user_id: str, entries: Mapping[Tier, SynopsisTier], ttl: float | None = None
-    ) -> None:
-        """Async twin of :meth:`set_tiers`."""
-        await self.abatch(self._set_ops(user_id, entries, ttl))
+    aset_tiers = stepped_twin(set_tiers)
 
-    def set_synopsis(self, synopsis: Synopsis) -> None:
+    @stepped
+    def set_synopsis(self, synopsis: Synopsis) -> Steps[None]:
         """Store both tiers of ``synopsis`` with their own TTLs (the seed's two ``cache.set``)."""
-        self.set_tiers(synopsis.user_id, {t: synopsis.tier(t) for t in TIERS})
+        yield self._set_ops(synopsis.user_id, {t: synopsis.tier(t) for t in TIERS}, None)
 
-    async def aset_synopsis(self, synopsis: Synopsis) -> None:
-        """Async twin of :meth:`set_synopsis`."""
-        await self.aset_tiers(synopsis.user_id, {t: synopsis.tier(t) for t in TIERS})
+    aset_synopsis = stepped_twin(set_synopsis)
 
-    def invalidate(self, user_id: str, tier: Tier | None = None) -> int:
+    @stepped
+    def invalidate(self, user_id: str, tier: Tier | None = None) -> Steps[int]:
         """Drop one tier (or both); returns how many keys existed."""
-        return sum(self.batch(self._delete_ops(user_id, tier)))
+        return sum((yield self._delete_ops(user_id, tier)))
 
-    async def ainvalidate(self, user_id: str, tier: Tier | None = None) -> int:
-        """Async twin of :meth:`invalidate`."""
-        return sum(await self.abatch(self._delete_ops(user_id, tier)))
+    ainvalidate = stepped_twin(invalidate)
 
-    def clear_user(self, user_id: str) -> int:
+    @stepped
+    def clear_user(self, user_id: str) -> Steps[int]:
         """Erase everything cached about the user (used by ``forget_user``)."""
-        return self.invalidate(user_id)
+        return sum((yield self._delete_ops(user_id, None)))
 
-    async def aclear_user(self, user_id: str) -> int:
-        """Async twin of :meth:`clear_user`."""
-        return await self.ainvalidate(user_id)
+    aclear_user = stepped_twin(clear_user)
+
+    def _step(self, ops: list[CacheOp], /) -> list[Any]:
+        """Run the ops of a derived method (its one wait) in one :meth:`batch`."""
+        return self.batch(ops)
+
+    async def _astep(self, ops: list[CacheOp], /) -> list[Any]:
+        return await self.abatch(ops)
 
     def _get_ops(self, user_id: str, refresh: bool, tiers: Sequence[Tier]) -> list[CacheOp]:
         return [CacheGet(self.key(t, user_id), self.ttls[t] if refresh else None) for t in tiers]
@@ -255,8 +251,7 @@ class InMemorySynopsisCache(SynopsisCache):
             now = self._clock()
             return [self._run(op, now) for op in ops]
 
-    async def abatch(self, ops: Sequence[CacheOp]) -> list[Any]:
-        return self.batch(ops)  # never blocks beyond a short lock
+    abatch = stepped_twin(batch)  # never blocks beyond a short lock
 
     def clear(self) -> int:
         with self._lock:
@@ -265,8 +260,7 @@ class InMemorySynopsisCache(SynopsisCache):
             self._data.clear()
             return count
 
-    async def aclear(self) -> int:
-        return self.clear()
+    aclear = stepped_twin(clear)
 
     def _run(self, op: CacheOp, now: float) -> Any:
         if isinstance(op, CacheGet):

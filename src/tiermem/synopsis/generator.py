@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from tiermem.aio.twins import Steps, stepped, stepped_twin
 from tiermem.breaker import aguarded, guarded
 from tiermem.errors import InvalidSizeError, InvalidTypeError
 from tiermem.llm.base import LLM
@@ -81,7 +82,8 @@ class SynopsisGenerator:
         self.max_chars = max_chars
         self.options = options
 
-    def generate(self, user_id: str, memories: Sequence[MemoryRecord]) -> Synopsis:
+    @stepped
+    def generate(self, user_id: str, memories: Sequence[MemoryRecord]) -> Steps[Synopsis]:
         """The user's synopsis; never raises because of the LLM (falls back offline).
 
         The LLM is called behind its circuit breaker (:func:`tiermem.breaker.breaker_for`):
@@ -91,24 +93,26 @@ class SynopsisGenerator:
         user_id, records = self._inputs(user_id, memories)
         if self.llm is None or not records:
             return self.offline(user_id, records)
-        llm, messages = self.llm, self.messages(records)
+        messages = self.messages(records)
         try:  # behind the model's breaker: while it is open, offline at once
-            answer = guarded(llm, lambda: llm.complete(messages, **self.options)).text
+            answer = yield messages
         except Exception as exc:  # any provider failure degrades to offline
             return self._fallback(user_id, records, _failure(exc))
         return self._from_answer(user_id, records, answer)
 
-    async def agenerate(self, user_id: str, memories: Sequence[MemoryRecord]) -> Synopsis:
-        """Async twin of :meth:`generate`."""
-        user_id, records = self._inputs(user_id, memories)
-        if self.llm is None or not records:
-            return self.offline(user_id, records)
-        llm, messages = self.llm, self.messages(records)
-        try:
-            answer = (await aguarded(llm, lambda: llm.acomplete(messages, **self.options))).text
-        except Exception as exc:
-            return self._fallback(user_id, records, _failure(exc))
-        return self._from_answer(user_id, records, answer)
+    agenerate = stepped_twin(generate)
+
+    def _step(self, messages: list[dict[str, str]], /) -> str:
+        """The LLM's answer to ``messages`` (:meth:`generate`'s one wait), through its
+        breaker."""
+        llm = self.llm
+        assert llm is not None
+        return guarded(llm, lambda: llm.complete(messages, **self.options)).text
+
+    async def _astep(self, messages: list[dict[str, str]], /) -> str:
+        llm = self.llm
+        assert llm is not None
+        return (await aguarded(llm, lambda: llm.acomplete(messages, **self.options))).text
 
     def offline(self, user_id: str, memories: Sequence[MemoryRecord]) -> Synopsis:
         """The deterministic synopsis, without an LLM."""

@@ -14,8 +14,9 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from tiermem.aio.twins import Call, Calls, Steps, stepped, stepped_twin
 from tiermem.breaker import breaker_for
 from tiermem.errors import InvalidTypeError
 from tiermem.runner import shared_pool
@@ -68,7 +69,7 @@ class _KeyedLocks:
             return lock
 
 
-class SynopsisService:
+class SynopsisService(Calls):
     """Cached synopses: a hit per tier, generation on a miss, invalidation on new facts.
 
     Args:
@@ -165,45 +166,46 @@ class SynopsisService:
         self._write_later(user_id, records, parts, generation)
         return made
 
+    @stepped
     def generate_synopsis(
         self,
         user_id: str,
-        fetch_memories: FetchMemories | None = None,
+        fetch_memories: AsyncFetchMemories | None = None,
         *,
         generation: int | None = None,
-    ) -> Synopsis:
-        """Seed 001's ``generate_synopsis``: regenerate from all memories and cache both tiers."""
+    ) -> Steps[Synopsis]:
+        """Seed 001's ``generate_synopsis``: regenerate from all memories and cache both
+        tiers (async: ``fetch_memories`` may be a coroutine function)."""
         user_id = check_user_id(user_id)
-        fresh = self.generator.generate(user_id, _sync_fetch(self._fetch(fetch_memories), user_id))
-        return self._save(user_id, self._parts({}, fresh, generation))
+        fetch = self._fetch(fetch_memories)
+        records = yield Call(_sync_fetch, _async_fetch, fetch, user_id)
+        generator = self.generator
+        fresh = yield Call(generator.generate, generator.agenerate, user_id, records)
+        parts = self._parts({}, fresh, generation)
+        cache = self.cache
+        yield Call(cache.set_tiers, cache.aset_tiers, user_id, parts.missing, ttl=parts.ttl)
+        return parts.synopsis(user_id)
 
-    async def agenerate_synopsis(
-        self, user_id: str, fetch_memories: AsyncFetchMemories | None = None
-    ) -> Synopsis:
-        """Async twin of :meth:`generate_synopsis`."""
-        user_id = check_user_id(user_id)
-        records = await _async_fetch(self._fetch(fetch_memories), user_id)
-        fresh = await self.generator.agenerate(user_id, records)
-        return await self._asave(user_id, self._parts({}, fresh))
+    agenerate_synopsis = stepped_twin(generate_synopsis)
 
-    def invalidate(self, user_id: str, tier: Tier | None = None) -> int:
+    @stepped
+    def invalidate(self, user_id: str, tier: Tier | None = None) -> Steps[int]:
         """Drop the user's cached tiers (both by default); the next ``get`` regenerates."""
-        return self.cache.invalidate(user_id, tier)
+        return cast(int, (yield self._invalidation(user_id, tier)))
 
-    async def ainvalidate(self, user_id: str, tier: Tier | None = None) -> int:
-        """Async twin of :meth:`invalidate`."""
-        return await self.cache.ainvalidate(user_id, tier)
+    ainvalidate = stepped_twin(invalidate)
 
-    def memory_added(self, user_id: str, memory_type: str) -> int:
+    @stepped
+    def memory_added(self, user_id: str, memory_type: str) -> Steps[int]:
         """Invalidate what a new memory makes stale: a fact or preference the identity
         tier, a context memory the context tier; other types wait for the context TTL."""
         tier = stale_tier(memory_type)
-        return 0 if tier is None else self.cache.invalidate(user_id, tier)
+        return 0 if tier is None else cast(int, (yield self._invalidation(user_id, tier)))
 
-    async def amemory_added(self, user_id: str, memory_type: str) -> int:
-        """Async twin of :meth:`memory_added`."""
-        tier = stale_tier(memory_type)
-        return 0 if tier is None else await self.cache.ainvalidate(user_id, tier)
+    amemory_added = stepped_twin(memory_added)
+
+    def _invalidation(self, user_id: str, tier: Tier | None) -> Call:
+        return Call(self.cache.invalidate, self.cache.ainvalidate, user_id, tier)
 
     def _write_later(
         self,
