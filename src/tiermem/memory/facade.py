@@ -18,7 +18,7 @@ import itertools
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from tiermem.aio.twins import twin
+from tiermem.aio.twins import Call, Steps, stepped, stepped_twin, twin
 from tiermem.errors import (
     ConfigError,
     InputError,
@@ -28,7 +28,7 @@ from tiermem.errors import (
 )
 from tiermem.memory import inputs
 from tiermem.memory.access import AccessLog
-from tiermem.memory.reading import Reading
+from tiermem.memory.reading import Reading, reads_natively
 from tiermem.memory.retention import RETENTIONS, retention_for
 from tiermem.memory.retrieval import Retriever
 from tiermem.memory.wiring import Tiers
@@ -510,11 +510,18 @@ class Memory(Reading):
 
     # -- the conversation ------------------------------------------------------------------
 
-    def recent(self, user_id: str, session_id: str | None = None, limit: int = 20) -> list[Message]:
+    @stepped
+    def recent(
+        self, user_id: str, session_id: str | None = None, limit: int = 20
+    ) -> Steps[list[Message]]:
         """The newest ``limit`` messages of a session, oldest first (from the store with
-        persistent retention, so every process sharing it sees the same)."""
+        persistent retention, so every process sharing it sees the same; async: no
+        thread on PostgreSQL)."""
         self._check_session(user_id, session_id)
-        return self._keep.recent(user_id, session_id, check_limit(limit))
+        keep, limit = self._keep, check_limit(limit)
+        return list((yield Call(keep.recent, keep.arecent, user_id, session_id, limit)))
+
+    arecent = stepped_twin(recent, threads_unless=reads_natively)
 
     def session_summary(self, user_id: str, session_id: str | None = None) -> str | None:
         """The running summary of the session's messages older than the recent window
@@ -543,27 +550,15 @@ class Memory(Reading):
         self.changes.changed(user_id, "forgotten")
         return deleted
 
-    def sessions(self, user_id: str) -> list[SessionInfo]:
-        """The user's sessions in the store, most recently active first."""
+    @stepped
+    def sessions(self, user_id: str) -> Steps[list[SessionInfo]]:
+        """The user's sessions in the store, most recently active first (async: no thread
+        on PostgreSQL)."""
         user_id = self._open(user_id)
-        return list(self.store.transcript.sessions(user_id))
+        store = self.store.transcript
+        return list((yield Call(store.sessions, store.asessions, user_id)))
 
-    async def arecent(
-        self, user_id: str, session_id: str | None = None, limit: int = 20
-    ) -> list[Message]:
-        """Async twin of :meth:`recent` (no thread on PostgreSQL)."""
-        self._check_session(user_id, session_id)
-        check_limit(limit)
-        if not self._tiers.native_async:
-            return await asyncio.to_thread(self.recent, user_id, session_id, limit)
-        return await self._keep.arecent(user_id, session_id, limit)
-
-    async def asessions(self, user_id: str) -> list[SessionInfo]:
-        """Async twin of :meth:`sessions` (no thread on PostgreSQL)."""
-        user_id = self._open(user_id)
-        if not self._tiers.native_async:
-            return await asyncio.to_thread(self.sessions, user_id)
-        return list(await self.store.transcript.asessions(user_id))
+    asessions = stepped_twin(sessions, threads_unless=reads_natively)
 
     def __enter__(self) -> Memory:
         return self

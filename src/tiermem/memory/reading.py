@@ -38,7 +38,7 @@ from tiermem.types.filters import Filters, check_search_filters
 from tiermem.types.records import MemoryRecord, SearchResult
 
 
-def _native(memory: Any) -> bool:
+def reads_natively(memory: Any) -> bool:
     """Whether ``memory``'s store reads natively in async calls (else an async read runs
     whole in a thread)."""
     return bool(memory._tiers.native_async)
@@ -85,7 +85,7 @@ class Reading(Calls, Operations):
             hits = rescore(query, vector, hits, mode)
         return [hit for hit in hits if hit.score >= least]
 
-    asearch = stepped_twin(search, threads_unless=_native)
+    asearch = stepped_twin(search, threads_unless=reads_natively)
 
     def _check_search(self, query: str, user_id: str, k: Any, filters: Any) -> None:
         self._check_query(query, user_id)
@@ -118,7 +118,7 @@ class Reading(Calls, Operations):
         wait = Call(retriever.gather, retriever.agather, query, user_id, session_id, fit)
         return cast(Context, (yield wait))
 
-    aget_context = stepped_twin(get_context, threads_unless=_native)
+    aget_context = stepped_twin(get_context, threads_unless=reads_natively)
 
     def _fit(
         self, query: str, user_id: str, max_tokens: int | None, found: PlannerInputs
@@ -170,7 +170,7 @@ class Reading(Calls, Operations):
         page = Call(index.list, index.alist, user_id, limit=limit, offset=offset, **filters)
         return list((yield page))
 
-    alist_memories = stepped_twin(list_memories, threads_unless=_native)
+    alist_memories = stepped_twin(list_memories, threads_unless=reads_natively)
 
     def _page(self, user_id: str) -> str:
         """The checked user of a page of memories."""
@@ -184,7 +184,7 @@ class Reading(Calls, Operations):
         index = self._tiers.store.index
         return cast(MemoryRecord | None, (yield Call(index.get, index.aget, user_id, memory_id)))
 
-    aget_memory = stepped_twin(get_memory, threads_unless=_native)
+    aget_memory = stepped_twin(get_memory, threads_unless=reads_natively)
 
     @stepped
     def get_message(self, message_id: str, *, user_id: str) -> Steps[Message]:
@@ -208,7 +208,7 @@ class Reading(Calls, Operations):
             raise MessageNotFoundError(f"message {message_id!r} not found for this user_id")
         return cast(Message, found)
 
-    aget_message = stepped_twin(get_message, threads_unless=_native)
+    aget_message = stepped_twin(get_message, threads_unless=reads_natively)
 
 
 def _cpu(work: Callable[..., Any], *args: Any) -> Call:

@@ -10,12 +10,12 @@ only in this process's session buffers (facts from ``remember`` are still stored
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
+from tiermem.aio.twins import Call, Calls, Steps, stepped, stepped_twin
 from tiermem.buffer.memory import BufferMemory
 from tiermem.errors import ConfigError, StoreUnavailableError
 from tiermem.memory.wiring import Tiers
@@ -36,7 +36,7 @@ UNINDEXED_LIMIT = 500
 keyword (the worker normally keeps this to the last second's messages)."""
 
 
-class Retention(ABC):
+class Retention(Calls, ABC):
     """A retention mode: where messages go and are read from, and the in-process queue of
     messages (:attr:`archiver`) they share.
 
@@ -84,9 +84,9 @@ class Retention(ABC):
     def recent(self, user_id: str, session_id: str | None, limit: int) -> list[Message]:
         """The session's newest ``limit`` messages, oldest first."""
 
+    @abstractmethod
     async def arecent(self, user_id: str, session_id: str | None, limit: int) -> list[Message]:
-        """Async twin of :meth:`recent` (in process: nothing to wait for)."""
-        return self.recent(user_id, session_id, limit)
+        """Async twin of :meth:`recent`."""
 
     @abstractmethod
     def history(self, user_id: str, session_id: str | None) -> list[Message]:
@@ -96,9 +96,9 @@ class Retention(ABC):
     def message(self, user_id: str, message_id: str) -> Message | None:
         """The user's message with this id, whole; None if the user has none."""
 
+    @abstractmethod
     async def amessage(self, user_id: str, message_id: str) -> Message | None:
-        """Async twin of :meth:`message` (in process: nothing to wait for)."""
-        return self.message(user_id, message_id)
+        """Async twin of :meth:`message`."""
 
     @abstractmethod
     def forget_messages(self, user_id: str, ids: list[str]) -> int:
@@ -244,11 +244,12 @@ class Persistent(Retention):
         summary, recent, unindexed = found
         return recent, summary.text, list(unindexed)
 
-    def recent(self, user_id: str, session_id: str | None, limit: int) -> list[Message]:
-        return list(self.tiers.store.transcript.recent(user_id, session_id, limit))
+    @stepped
+    def recent(self, user_id: str, session_id: str | None, limit: int) -> Steps[list[Message]]:
+        store = self.tiers.store.transcript
+        return list((yield Call(store.recent, store.arecent, user_id, session_id, limit)))
 
-    async def arecent(self, user_id: str, session_id: str | None, limit: int) -> list[Message]:
-        return list(await self.tiers.store.transcript.arecent(user_id, session_id, limit))
+    arecent = stepped_twin(recent)
 
     def history(self, user_id: str, session_id: str | None) -> list[Message]:
         self.settle()
@@ -263,17 +264,17 @@ class Persistent(Retention):
                 return out
             after = rows[-1].seq
 
-    def message(self, user_id: str, message_id: str) -> Message | None:
-        self.settle()
-        found: Message | None = self.tiers.store.transcript.message(user_id, message_id)
-        return found
-
-    async def amessage(self, user_id: str, message_id: str) -> Message | None:
+    @stepped
+    def message(self, user_id: str, message_id: str) -> Steps[Message | None]:
         queued = self._archiver
         if queued is not None and queued.pending:  # ``memory`` durability: let them land
-            return await asyncio.to_thread(self.message, user_id, message_id)
-        found: Message | None = await self.tiers.store.transcript.amessage(user_id, message_id)
-        return found
+            yield Call(self.settle, None)
+        store = self.tiers.store.transcript
+        return cast(
+            Message | None, (yield Call(store.message, store.amessage, user_id, message_id))
+        )
+
+    amessage = stepped_twin(message)
 
     def forget_messages(self, user_id: str, ids: list[str]) -> int:
         self.settle()
@@ -344,6 +345,8 @@ class InProcess(Retention):
         buffer = self.buffer(user_id, session_id)
         return buffer.get_recent(limit) if buffer is not None else []
 
+    arecent = stepped_twin(recent)  # in process: nothing to wait for
+
     def history(self, user_id: str, session_id: str | None) -> list[Message]:
         buffer = self.buffer(user_id, session_id)
         return list(buffer.messages) if buffer is not None else []
@@ -356,6 +359,8 @@ class InProcess(Retention):
                 if message.message_id == message_id:
                     return message
         return None
+
+    amessage = stepped_twin(message)
 
     def forget_messages(self, user_id: str, ids: list[str]) -> int:
         gone = set(ids)
