@@ -22,6 +22,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tiermem.aio.twins import Call, Calls, Steps, stepped, stepped_twin
 from tiermem.buffer.memory import BufferMemory
 from tiermem.errors import ConfigError, InputError, InvalidSizeError, InvalidTypeError
 from tiermem.llm.base import LLM, Completion
@@ -38,7 +39,7 @@ NO_MODEL_HINT = (
 )
 
 
-class Agent:
+class Agent(Calls):
     """An LLM agent with memory (seeds 000 and 004).
 
     Args:
@@ -147,19 +148,7 @@ class Agent:
     def chat(self, message: str, **options: Any) -> str:
         """Send ``message``, run any tools the model calls, record the exchange, return
         the reply text."""
-        user = self._user_message(message)
-        base = self._base(self._history(user.text), user)
-        turn: list[Message] = []
-        for final in self._rounds():
-            reply = self._reply(
-                self._llm().complete(self._request(base, turn), **self._options(final, options))
-            )
-            turn.append(reply)
-            if not reply.tool_calls:
-                break
-            turn += [self._run_tool(call) for call in reply.tool_calls]
-        self._record(user, turn)
-        return turn[-1].text
+        return self._turn(message, None, **options).text
 
     async def achat(self, message: str, **options: Any) -> str:
         """Async twin of :meth:`chat` (runs through :meth:`run`, so subclasses that
@@ -171,28 +160,36 @@ class Agent:
         (``.content`` is its text). ``context`` is extra system text for this turn only."""
         return await self._run(prompt, context, **options)
 
-    async def _run(self, prompt: str, context: str | None, **options: Any) -> Message:
+    @stepped
+    def _turn(self, prompt: str, context: str | None, **options: Any) -> Steps[Message]:
+        """One turn, written once (a stepped method): its waits are the history, each
+        model call, each tool call and the recording of the exchange."""
         if context is not None and not isinstance(context, str):
             raise InvalidTypeError(
                 "context", f"expected a str or None, got {type(context).__name__}"
             )
         user = self._user_message(prompt)
-        history = await self._ahistory(user.text)
+        history = yield from self._history(user.text)
         if context:
             history.append({"role": "system", "content": context})
         base = self._base(history, user)
         turn: list[Message] = []
+        llm = self._llm()
         for final in self._rounds():
-            completion = await self._llm().acomplete(
-                self._request(base, turn), **self._options(final, options)
+            request = self._request(base, turn)
+            completion = yield Call(
+                llm.complete, llm.acomplete, request, **self._options(final, options)
             )
             reply = self._reply(completion)
             turn.append(reply)
             if not reply.tool_calls:
                 break
-            turn += [await self._arun_tool(call) for call in reply.tool_calls]
-        await asyncio.to_thread(self._record, user, turn)
+            for call in reply.tool_calls:
+                turn.append((yield Call(self._run_tool, self._arun_tool, call)))
+        yield Call(self._record, None, user, turn)
         return turn[-1]
+
+    _run = stepped_twin(_turn)
 
     def _rounds(self) -> list[bool]:
         """One flag per allowed model call: True on the last, which offers no tools."""
@@ -221,21 +218,18 @@ class Agent:
 
     # -- memory ------------------------------------------------------------------------
 
-    def _history(self, query: str) -> list[dict[str, Any]]:
-        """The conversation so far, in OpenAI format, from whichever memory the agent has."""
+    def _history(self, query: str) -> Steps[list[dict[str, Any]]]:
+        """The conversation so far, in OpenAI format, from whichever memory the agent has
+        (a ``Memory``'s context is a wait)."""
         memory = self.memory
         if _is_facade(memory):
-            context = memory.get_context(
-                query, self.user_id, self.session_id, self.max_context_tokens
-            )
-            return list(context.messages)
-        return self._local_history(memory)
-
-    async def _ahistory(self, query: str) -> list[dict[str, Any]]:
-        memory = self.memory
-        if _is_facade(memory):
-            context = await memory.aget_context(
-                query, self.user_id, self.session_id, self.max_context_tokens
+            context = yield Call(
+                memory.get_context,
+                memory.aget_context,
+                query,
+                self.user_id,
+                self.session_id,
+                self.max_context_tokens,
             )
             return list(context.messages)
         return self._local_history(memory)
