@@ -1,7 +1,7 @@
 """The house's rules, checked: no import cycle (typing-only and function-level imports
-count: a reader follows them too), no module over 700 lines, and no class standing on
-more than three of ours (docs/architecture.md; a store's few names are checked on every
-engine by tests/conformance/test_store_conformance.py)."""
+count: a reader follows them too), no module over 700 lines, no class standing on more
+than three of ours, and async methods from three sources (docs/architecture.md; a
+store's few names are checked on every engine by tests/conformance/test_store_conformance.py)."""
 
 from __future__ import annotations
 
@@ -188,3 +188,131 @@ def test_class_bases_follows_imports_and_reexports() -> None:
         "tiermem.stores.protocol.MemoryStore",
     ]
     assert "tiermem.stores.parts.Part" in bases["tiermem.stores.index.MemoryIndex"]
+
+
+# -- async from three sources (docs/architecture.md, Sync and async) --------------------
+
+FACES = ("server/", "integrations/")
+"""Coroutines a framework calls (routes, middleware, MCP tools, an adapter's async
+methods): they call Memory's twins, never re-implement them."""
+CLOSERS = frozenset({"aclose", "__aenter__", "__aexit__"})
+"""Closing what belongs to an event loop (an async pool or HTTP client) runs on it."""
+WRITTEN: dict[str, frozenset[str]] = {
+    "the plans' async driver and the store's native async reads (stores/)": frozenset(
+        {
+            "stores/plans.py:arun",
+            "stores/postgres.py:PostgresStore.abatch",
+            "stores/postgres.py:PostgresStore.abatch_then",
+            "stores/postgres.py:PostgresStore._retried",
+            "stores/postgres.py:PostgresStore._aread",
+            "stores/postgres.py:PostgresStore._atransaction",
+            "stores/postgres_async.py:_configure",
+            "stores/postgres_async.py:_closed_at_the_loops_end",
+            "stores/postgres_async.py:AsyncPools.pool",
+            "stores/postgres_async.py:AsyncPools.connection",
+            "stores/postgres_async.py:AsyncPools.recheck",
+            "stores/sql.py:SQLStore.abatch",
+            "stores/protocol.py:MemoryStore.abatch_then",
+            "synopsis/redis.py:RedisSynopsisCache.abatch",
+            "synopsis/redis.py:RedisSynopsisCache.aclear",
+        }
+    ),
+    "the awaiting form of a stepped method's wait (what an _astep awaits)": frozenset(
+        {
+            "embeddings/base.py:BaseEmbedder._aembed_batch",
+            "embeddings/openai.py:OpenAIEmbedder._aembed_batch",
+            "rerank/base.py:BaseReranker._ascores",
+            "rerank/http.py:HTTPReranker._ascores",
+            "rerank/llm.py:LLMReranker._ascores",
+            "client/__init__.py:AsyncMemoryClient.call",
+            "agent.py:Agent._arun_tool",
+            "memory/retrieval.py:Retriever._aembedded",
+            "memory/wiring.py:Tiers.aembed",
+            "synopsis/service.py:_async_fetch",
+            "breaker.py:aguarded",
+        }
+    ),
+    "streams (an async iterator, a page at a time)": frozenset(
+        {"memory/facade.py:Memory.aexport", "client/__init__.py:AsyncMemoryClient.aexport"}
+    ),
+    "seed APIs that are async only, or wait on an asyncio lock": frozenset(
+        {
+            "agent.py:Agent.run",
+            "agent.py:Agent.achat",
+            "agent.py:Agent._compress_memory",
+            "buffer/memory.py:BufferMemory.aadd_message",
+            "buffer/memory.py:ConversationBuffer.async_snapshot",
+            "buffer/memory.py:ConversationBuffer.async_replace",
+            "buffer/memory.py:ConversationBuffer.async_append",
+            "patterns/rag.py:RAGMemory.add_with_embedding",
+            "patterns/rag.py:RAGMemory.retrieve_relevant",
+            "patterns/token_limits.py:summarize_memory",
+            "patterns/token_limits.py:_summarize",
+        }
+    ),
+    "left to convert (this list only shrinks)": frozenset(
+        {
+            "stores/queue.py:WorkQueue.awork_stats",
+            "rerank/stage.py:arerank_scores",
+            "synopsis/service.py:SynopsisService.aget",
+            "synopsis/service.py:SynopsisService._asave",
+            "patterns/conversation.py:ConversationMemory.aadd_message",
+            "patterns/episodic.py:EpisodicMemory.arecall_episodes",
+            "patterns/episodic.py:EpisodicMemory.arecall_episode",
+            "patterns/episodic.py:EpisodicMemory.asummarize_episodes",
+            "patterns/episodic.py:EpisodicMemory._asummary",
+            "patterns/hierarchical.py:HierarchicalMemory.arecall",
+            "patterns/hierarchical.py:HierarchicalMemory.aget_context_for_llm",
+            "patterns/shared.py:SharedLog.arelevant",
+            "patterns/shared.py:SharedMemoryPool.aget_shared_context",
+            "patterns/vectors.py:aembed_texts",
+            "patterns/vectors.py:MessageVectors.aensure",
+            "patterns/vectors.py:MessageVectors.aquery_vector",
+        }
+    ),
+}
+"""The coroutines written by hand, each for its reason."""
+
+
+def _declaration(node: ast.AsyncFunctionDef, within: list[ast.ClassDef]) -> bool:
+    """A Protocol's or an abstract method: a signature, not a body."""
+    protocol = bool(within) and any(ast.unparse(b).endswith("Protocol") for b in within[-1].bases)
+    return protocol or any(ast.unparse(d).endswith("abstractmethod") for d in node.decorator_list)
+
+
+def _written_coroutines() -> set[str]:
+    """Every ``async def`` of the package outside aio/ (the sources), the faces, the
+    declarations, the ``_astep`` of a stepped class and the closers."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST, module: str, within: list[ast.ClassDef], name: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, module, [*within, child], f"{name}{child.name}.")
+            elif isinstance(child, ast.AsyncFunctionDef):
+                if not (
+                    _declaration(child, within)
+                    or child.name in CLOSERS
+                    or (within and child.name == "_astep")
+                ):
+                    found.add(f"{module}:{name}{child.name}")
+            elif isinstance(child, ast.FunctionDef):
+                pass  # a coroutine inside a function is the function's (a twin's, a test's)
+            else:
+                visit(child, module, within, name)
+
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = str(path.relative_to(PACKAGE))
+        if not module.startswith(("aio/", *FACES)):
+            visit(ast.parse(path.read_text(encoding="utf-8")), module, [], "")
+    return found
+
+
+def test_async_methods_come_from_the_three_sources() -> None:
+    """An async method is a thread twin (``twin``), a stepped method's twin
+    (``stepped_twin``) or a plan run by ``arun``; the coroutines written by hand are
+    :data:`WRITTEN`, each for its reason, and no entry there outlives its code."""
+    written = _written_coroutines()
+    allowed = frozenset().union(*WRITTEN.values())
+    assert sorted(written - allowed) == []  # a new one: make it with a source
+    assert sorted(allowed - written) == []  # gone: take it off the list
