@@ -228,7 +228,6 @@ WRITTEN: dict[str, frozenset[str]] = {
             "agent.py:Agent._arun_tool",
             "memory/retrieval.py:Retriever._aembedded",
             "memory/wiring.py:Tiers.aembed",
-            "synopsis/service.py:_async_fetch",
             "breaker.py:aguarded",
         }
     ),
@@ -244,8 +243,6 @@ WRITTEN: dict[str, frozenset[str]] = {
             "buffer/memory.py:ConversationBuffer.async_snapshot",
             "buffer/memory.py:ConversationBuffer.async_replace",
             "buffer/memory.py:ConversationBuffer.async_append",
-            "patterns/rag.py:RAGMemory.add_with_embedding",
-            "patterns/rag.py:RAGMemory.retrieve_relevant",
             "patterns/token_limits.py:summarize_memory",
             "patterns/token_limits.py:_summarize",
         }
@@ -256,18 +253,6 @@ WRITTEN: dict[str, frozenset[str]] = {
             "rerank/stage.py:arerank_scores",
             "synopsis/service.py:SynopsisService.aget",
             "synopsis/service.py:SynopsisService._asave",
-            "patterns/conversation.py:ConversationMemory.aadd_message",
-            "patterns/episodic.py:EpisodicMemory.arecall_episodes",
-            "patterns/episodic.py:EpisodicMemory.arecall_episode",
-            "patterns/episodic.py:EpisodicMemory.asummarize_episodes",
-            "patterns/episodic.py:EpisodicMemory._asummary",
-            "patterns/hierarchical.py:HierarchicalMemory.arecall",
-            "patterns/hierarchical.py:HierarchicalMemory.aget_context_for_llm",
-            "patterns/shared.py:SharedLog.arelevant",
-            "patterns/shared.py:SharedMemoryPool.aget_shared_context",
-            "patterns/vectors.py:aembed_texts",
-            "patterns/vectors.py:MessageVectors.aensure",
-            "patterns/vectors.py:MessageVectors.aquery_vector",
         }
     ),
 }

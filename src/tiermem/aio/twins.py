@@ -23,7 +23,8 @@ generator of waits, one blocking and one awaiting.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+import inspect
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
 from typing import Any, Concatenate, ParamSpec, TypeAlias, TypeVar
 
 P = ParamSpec("P")
@@ -145,13 +146,51 @@ class Call:
         return await self.awaiting(*self.args, **self.kwargs)
 
 
-class Calls:
-    """A class whose stepped methods wait on :class:`Call`s (another object's twins)."""
+class Gather:
+    """A wait on several :class:`Call`s: one after the other when blocking, all at once
+    when awaited (``asyncio.gather``); their answers in order."""
 
-    def _step(self, wait: Call, /) -> Any:
+    __slots__ = ("calls",)
+
+    def __init__(self, calls: Iterable[Call]) -> None:
+        self.calls = list(calls)
+
+    def run(self) -> list[Any]:
+        return [call.run() for call in self.calls]
+
+    async def arun(self) -> list[Any]:
+        return list(await asyncio.gather(*(call.arun() for call in self.calls)))
+
+
+def either(function: Callable[..., Any], /, *args: Any, refused: Callable[[], Exception]) -> Call:
+    """A wait on a caller's ``function`` that may be a coroutine function: awaited, what
+    it returns is awaited when awaitable; run blocking, an awaitable is closed unawaited
+    and ``refused()`` raised (the error that names the async method to call instead)."""
+
+    def blocking() -> Any:
+        result = function(*args)
+        if inspect.isawaitable(result):
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()  # never awaited: closed, so no warning
+            raise refused()
+        return result
+
+    async def awaiting() -> Any:
+        result = function(*args)
+        return await result if inspect.isawaitable(result) else result
+
+    return Call(blocking, awaiting)
+
+
+class Calls:
+    """A class whose stepped methods wait on :class:`Call`s (another object's twins) or
+    :class:`Gather`s of them."""
+
+    def _step(self, wait: Call | Gather, /) -> Any:
         return wait.run()
 
-    async def _astep(self, wait: Call, /) -> Any:
+    async def _astep(self, wait: Call | Gather, /) -> Any:
         return await wait.arun()
 
 

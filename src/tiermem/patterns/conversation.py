@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from tiermem.aio.twins import stepped_twin
 from tiermem.buffer.memory import BufferMemory
 from tiermem.errors import ConfigError, InputError, InvalidSizeError, InvalidTypeError
 from tiermem.messages import Message, summary_message
@@ -97,9 +98,7 @@ class ConversationMemory:
             self._index[message.message_id] = message
             self._buffer.add(message)
 
-    async def aadd_message(self, message: Message) -> None:
-        """Async twin of :meth:`add_message` (in memory: runs inline)."""
-        self.add_message(message)
+    aadd_message = stepped_twin(add_message)  # in memory: runs at once
 
     def clear(self) -> None:
         """Remove every message and the summary."""

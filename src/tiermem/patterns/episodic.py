@@ -10,11 +10,11 @@ default, or an LLM's :class:`~tiermem.summaries.summarize.MemorySummarizer`).
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Mapping
 from typing import Any
 
+from tiermem.aio.twins import Call, Calls, Gather, Steps, stepped, stepped_twin
 from tiermem.errors import InvalidSizeError, InvalidTypeError
 from tiermem.messages import Message
 from tiermem.patterns.conversation import ConversationMemory
@@ -26,7 +26,7 @@ DEFAULT_MIN_SIMILARITY = 0.3
 sentences score about 0.0-0.2, paraphrases 0.5 and more)."""
 
 
-class EpisodicMemory:
+class EpisodicMemory(Calls):
     """Past episodes plus the current one (seed 004's attributes and methods).
 
     Args:
@@ -69,31 +69,28 @@ class EpisodicMemory:
 
     # -- recall ------------------------------------------------------------------------
 
-    def recall_episodes(self, query: str, k: int = 3) -> list[tuple[ConversationMemory, float]]:
+    @stepped
+    def recall_episodes(
+        self, query: str, k: int = 3
+    ) -> Steps[list[tuple[ConversationMemory, float]]]:
         """The ``k`` past episodes most relevant to ``query`` with their scores, best first
         (an episode scores the similarity of its closest message)."""
-        episodes = list(self.episodes)
-        self._vectors.ensure(m for e in episodes for m in e.messages)
-        return self._rank(episodes, self._vectors.query_vector(query), k)
+        episodes, vectors = list(self.episodes), self._vectors
+        yield Call(vectors.ensure, vectors.aensure, [m for e in episodes for m in e.messages])
+        return self._rank(
+            episodes, (yield Call(vectors.query_vector, vectors.aquery_vector, query)), k
+        )
 
-    async def arecall_episodes(
-        self, query: str, k: int = 3
-    ) -> list[tuple[ConversationMemory, float]]:
-        """Async twin of :meth:`recall_episodes`."""
-        episodes = list(self.episodes)
-        await self._vectors.aensure(m for e in episodes for m in e.messages)
-        return self._rank(episodes, await self._vectors.aquery_vector(query), k)
+    arecall_episodes = stepped_twin(recall_episodes)
 
-    def recall_episode(self, query: str) -> ConversationMemory | None:
+    @stepped
+    def recall_episode(self, query: str) -> Steps[ConversationMemory | None]:
         """The past episode most relevant to ``query``, or None if none reaches
         ``min_similarity``."""
-        best = self.recall_episodes(query, k=1)
+        best = yield Call(self.recall_episodes, self.arecall_episodes, query, k=1)
         return best[0][0] if best else None
 
-    async def arecall_episode(self, query: str) -> ConversationMemory | None:
-        """Async twin of :meth:`recall_episode`."""
-        best = await self.arecall_episodes(query, k=1)
-        return best[0][0] if best else None
+    arecall_episode = stepped_twin(recall_episode)
 
     def _rank(
         self, episodes: list[ConversationMemory], vector: Any, k: int
@@ -108,33 +105,28 @@ class EpisodicMemory:
 
     # -- summaries ---------------------------------------------------------------------
 
-    def summarize_episodes(self) -> list[str]:
+    @stepped
+    def summarize_episodes(self) -> Steps[list[str]]:
         """One summary per past episode: ``Episode i: n messages`` and what was said.
 
-        Summaries are cached and only recomputed when an episode changed.
+        Summaries are cached and only recomputed when an episode changed (async: the
+        changed episodes are summarized concurrently).
         """
-        return [self._summary(i, e, self.summarizer.summarize) for i, e in enumerate(self.episodes)]
+        episodes = [e.messages for e in self.episodes]
+        stale = [
+            i
+            for i, messages in enumerate(episodes)
+            if (cached := self._summaries.get(i)) is None or cached[0] != len(messages)
+        ]
+        summarizer = self.summarizer
+        texts = yield Gather(
+            Call(summarizer.summarize, summarizer.asummarize, episodes[i]) for i in stale
+        )
+        for i, text in zip(stale, texts, strict=True):
+            self._summaries[i] = (len(episodes[i]), text)
+        return [self._header(i, m) + self._summaries[i][1] for i, m in enumerate(episodes)]
 
-    async def asummarize_episodes(self) -> list[str]:
-        """Async twin of :meth:`summarize_episodes` (episodes are summarized concurrently)."""
-        episodes = list(self.episodes)
-        texts = await asyncio.gather(*(self._asummary(i, e) for i, e in enumerate(episodes)))
-        return list(texts)
-
-    async def _asummary(self, index: int, episode: ConversationMemory) -> str:
-        messages = episode.messages
-        cached = self._summaries.get(index)
-        if cached is None or cached[0] != len(messages):
-            text = await self.summarizer.asummarize(messages)
-            self._summaries[index] = (len(messages), text)
-        return self._header(index, messages) + self._summaries[index][1]
-
-    def _summary(self, index: int, episode: ConversationMemory, summarize: Any) -> str:
-        messages = episode.messages
-        cached = self._summaries.get(index)
-        if cached is None or cached[0] != len(messages):
-            self._summaries[index] = (len(messages), summarize(messages))
-        return self._header(index, messages) + self._summaries[index][1]
+    asummarize_episodes = stepped_twin(summarize_episodes)
 
     @staticmethod
     def _header(index: int, messages: list[Message]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tiermem.aio.twins import Call, Calls, Steps, stepped, stepped_twin
 from tiermem.errors import InvalidSizeError, InvalidTypeError
 from tiermem.messages import Message
 from tiermem.patterns.conversation import ConversationMemory, check_message
@@ -19,7 +20,7 @@ from tiermem.patterns.vectors import MessageVectors, default_embedder
 RECALL_HEADER = "Relevant earlier messages:"
 
 
-class HierarchicalMemory:
+class HierarchicalMemory(Calls):
     """Three :class:`ConversationMemory` levels (seed 004's attribute names).
 
     Args:
@@ -68,19 +69,15 @@ class HierarchicalMemory:
             self._vectors = MessageVectors(self._embedder or default_embedder())
         return self._vectors
 
-    def recall(self, query: str, k: int = 5) -> list[Message]:
+    @stepped
+    def recall(self, query: str, k: int = 5) -> Steps[list[Message]]:
         """The ``k`` episodic messages most similar to ``query``, in conversation order."""
-        episodic = self.episodic_memory.messages
-        self.vectors.ensure(episodic)
-        hits = self.vectors.search(self.vectors.query_vector(query), k, among=self._ids(episodic))
-        return self._in_order(episodic, hits)
+        episodic, vectors = self.episodic_memory.messages, self.vectors
+        yield Call(vectors.ensure, vectors.aensure, episodic)
+        vector = yield Call(vectors.query_vector, vectors.aquery_vector, query)
+        return self._in_order(episodic, vectors.search(vector, k, among=self._ids(episodic)))
 
-    async def arecall(self, query: str, k: int = 5) -> list[Message]:
-        """Async twin of :meth:`recall`."""
-        episodic = self.episodic_memory.messages
-        await self.vectors.aensure(episodic)
-        vector = await self.vectors.aquery_vector(query)
-        return self._in_order(episodic, self.vectors.search(vector, k, among=self._ids(episodic)))
+    arecall = stepped_twin(recall)
 
     @staticmethod
     def _ids(messages: list[Message]) -> list[str]:
@@ -91,16 +88,16 @@ class HierarchicalMemory:
         wanted = {message_id for message_id, _ in hits}
         return [m for m in messages if m.message_id in wanted]
 
-    def get_context_for_llm(self, query: str | None = None, k: int = 5) -> list[dict[str, Any]]:
+    @stepped
+    def get_context_for_llm(
+        self, query: str | None = None, k: int = 5
+    ) -> Steps[list[dict[str, Any]]]:
         """Core memory, then (with a query) relevant episodic messages as one system
         message, then working memory without the core messages it repeats."""
-        return self._context(self.recall(query, k) if query is not None else [])
+        recalled = [] if query is None else (yield Call(self.recall, self.arecall, query, k))
+        return self._context(recalled)
 
-    async def aget_context_for_llm(
-        self, query: str | None = None, k: int = 5
-    ) -> list[dict[str, Any]]:
-        """Async twin of :meth:`get_context_for_llm`."""
-        return self._context(await self.arecall(query, k) if query is not None else [])
+    aget_context_for_llm = stepped_twin(get_context_for_llm)
 
     def _context(self, recalled: list[Message]) -> list[dict[str, Any]]:
         core = self.core_memory.messages

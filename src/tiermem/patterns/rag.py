@@ -13,12 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from tiermem.aio.twins import Call, Calls, Steps, stepped, stepped_twin
 from tiermem.messages import Message
 from tiermem.patterns.conversation import ConversationMemory, check_message
 from tiermem.patterns.vectors import MessageVectors, default_embedder
 
 
-class RAGMemory:
+class RAGMemory(Calls):
     """A :class:`ConversationMemory` with a vector per message.
 
     Args:
@@ -42,17 +43,18 @@ class RAGMemory:
         """The vectors of the messages, in the order they were added (seed attribute)."""
         return self._vectors.vectors
 
-    async def add_with_embedding(self, message: Message) -> None:
-        """Embed ``message`` and add it; if embedding fails nothing is added."""
+    @stepped
+    def add(self, message: Message) -> Steps[None]:
+        """Embed ``message`` and add it; if embedding fails nothing is added (a model whose
+        ``embed`` is async needs :meth:`add_with_embedding`)."""
         check_message(message)
-        vector = await self._vectors.aquery_vector(message.text) if message.text.strip() else None
+        vectors = self._vectors
+        vector = None
+        if message.text.strip():
+            vector = yield Call(vectors.query_vector, vectors.aquery_vector, message.text)
         self._add(message, vector)
 
-    def add(self, message: Message) -> None:
-        """Sync twin of :meth:`add_with_embedding` (needs a sync embedding model)."""
-        check_message(message)
-        vector = self._vectors.query_vector(message.text) if message.text.strip() else None
-        self._add(message, vector)
+    add_with_embedding = stepped_twin(add)
 
     def _add(self, message: Message, vector: np.ndarray | None) -> None:
         with self._lock:
@@ -60,13 +62,13 @@ class RAGMemory:
             if vector is not None:
                 self._vectors.put(message.message_id, vector)
 
-    async def retrieve_relevant(self, query: str, k: int = 5) -> list[Message]:
+    @stepped
+    def retrieve(self, query: str, k: int = 5) -> Steps[list[Message]]:
         """The ``k`` messages most similar to ``query``, best first."""
-        return self._top(await self._vectors.aquery_vector(query), k)
+        vectors = self._vectors
+        return self._top((yield Call(vectors.query_vector, vectors.aquery_vector, query)), k)
 
-    def retrieve(self, query: str, k: int = 5) -> list[Message]:
-        """Sync twin of :meth:`retrieve_relevant`."""
-        return self._top(self._vectors.query_vector(query), k)
+    retrieve_relevant = stepped_twin(retrieve)
 
     def _top(self, vector: np.ndarray, k: int) -> list[Message]:
         index = self.memory.message_index

@@ -12,10 +12,10 @@ vector search over the stored items, or, without a memory or with an explicit
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from tiermem.aio.twins import Call, Calls, Steps, stepped, stepped_twin
 from tiermem.errors import InputError, MissingUserError
 from tiermem.messages import Message
 from tiermem.patterns.conversation import ConversationMemory, check_message, check_name
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from tiermem.api import MemoryAPI
 
 
-class SharedLog:
+class SharedLog(Calls):
     """Items agents share: in memory, optionally in the long-term store, searchable.
 
     Args:
@@ -128,29 +128,18 @@ class SharedLog:
         with self._lock:
             return [m for m in self.items if self._stored.get(m.message_id) in ids]
 
-    def relevant(self, query: str, k: int) -> list[Message]:
+    @stepped
+    def relevant(self, query: str, k: int) -> Steps[list[Message]]:
         """The ``k`` items most similar to ``query``, in the order they were shared."""
-        if self._searched():
-            return self._search(query, k)
-        items = self.snapshot()
-        self.vectors.ensure(items)
-        hits = {
-            i
-            for i, _ in self.vectors.search(
-                self.vectors.query_vector(query), k, among=[m.message_id for m in items]
-            )
-        }
+        if self._searched():  # the memory's search (awaited: off the event loop)
+            return cast(list[Message], (yield Call(self._search, None, query, k)))
+        items, vectors = self.snapshot(), self.vectors
+        yield Call(vectors.ensure, vectors.aensure, items)
+        vector = yield Call(vectors.query_vector, vectors.aquery_vector, query)
+        hits = {i for i, _ in vectors.search(vector, k, among=[m.message_id for m in items])}
         return [m for m in items if m.message_id in hits]
 
-    async def arelevant(self, query: str, k: int) -> list[Message]:
-        """Async twin of :meth:`relevant`."""
-        if self._searched():  # the memory's search, off the event loop
-            return await asyncio.to_thread(self.relevant, query, k)
-        items = self.snapshot()
-        await self.vectors.aensure(items)
-        vector = await self.vectors.aquery_vector(query)
-        hits = {i for i, _ in self.vectors.search(vector, k, among=[m.message_id for m in items])}
-        return [m for m in items if m.message_id in hits]
+    arelevant = stepped_twin(relevant)
 
 
 class _Insights(SharedLog):
@@ -183,7 +172,7 @@ class _AgentMemories:
     register_agent = get_agent_memory
 
 
-class SharedMemoryPool(_AgentMemories):
+class SharedMemoryPool(Calls, _AgentMemories):
     """Insights shared with every agent, and broadcasts to every agent's memory.
 
     Args:
@@ -208,17 +197,15 @@ class SharedMemoryPool(_AgentMemories):
         """Share ``insight`` from ``agent_name`` with all agents; returns its message."""
         return self._insights.add(agent_name, insight)
 
-    def get_shared_context(self, query: str | None = None, k: int = 5) -> list[Message]:
+    @stepped
+    def get_shared_context(self, query: str | None = None, k: int = 5) -> Steps[list[Message]]:
         """The shared insights: all of them, or the ``k`` most relevant to ``query``."""
+        insights = self._insights
         if query is None:
-            return self._insights.snapshot()
-        return self._insights.relevant(query, k)
+            return insights.snapshot()
+        return cast(list[Message], (yield Call(insights.relevant, insights.arelevant, query, k)))
 
-    async def aget_shared_context(self, query: str | None = None, k: int = 5) -> list[Message]:
-        """Async twin of :meth:`get_shared_context`."""
-        if query is None:
-            return self._insights.snapshot()
-        return await self._insights.arelevant(query, k)
+    aget_shared_context = stepped_twin(get_shared_context)
 
     def broadcast_message(self, message: Message) -> None:
         """Add ``message`` to every registered agent's memory and to ``global_memory``.

@@ -8,13 +8,13 @@ shape, an object whose ``embed(text)`` returns (or is awaited to return) one vec
 
 from __future__ import annotations
 
-import inspect
 import threading
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
+from tiermem.aio.twins import Call, Calls, Steps, either, stepped, stepped_twin
 from tiermem.embeddings.base import Embedder
 from tiermem.errors import DimensionMismatchError, InputError, InvalidTypeError
 from tiermem.messages import Message
@@ -57,40 +57,28 @@ def _unit(vector: Any, field: str) -> np.ndarray:
     return normalized
 
 
-def embed_texts(model: Any, texts: list[str]) -> list[np.ndarray]:
-    """Embed ``texts`` with a tiermem embedder (one batch) or a sync ``embed(text)`` model."""
+def embedding(model: Any, texts: list[str]) -> Steps[list[np.ndarray]]:
+    r"""The unit vectors of ``texts`` (a stepped body: its waits are :class:`Call`\ s): one
+    batch of a tiermem embedder, or each text's ``embed(text)`` of another model (an
+    async one only in an async method)."""
     if not texts:
         return []
     if isinstance(model, Embedder):
-        return [_unit(row, "embedding") for row in model.embed(texts)]
+        rows = yield Call(model.embed, model.aembed, texts)
+        return [_unit(row, "embedding") for row in rows]
     out = []
     for text in texts:
-        result = model.embed(text)
-        if inspect.isawaitable(result):
-            if hasattr(result, "close"):
-                result.close()  # never awaited: close the coroutine cleanly
-            raise InvalidTypeError(
-                "embedding_model",
-                "its embed() is async",
-                "use the async method (add_with_embedding / retrieve_relevant / a...)",
-            )
-        out.append(_unit(result, "embedding"))
+        out.append(_unit((yield either(model.embed, text, refused=_async_embed)), "embedding"))
     return out
 
 
-async def aembed_texts(model: Any, texts: list[str]) -> list[np.ndarray]:
-    """Async twin of :func:`embed_texts`; awaits ``embed(text)`` when it is async."""
-    if not texts:
-        return []
-    if isinstance(model, Embedder):
-        return [_unit(row, "embedding") for row in await model.aembed(texts)]
-    out = []
-    for text in texts:
-        result = model.embed(text)
-        if inspect.isawaitable(result):
-            result = await result
-        out.append(_unit(result, "embedding"))
-    return out
+def _async_embed() -> InvalidTypeError:
+    """What a sync method raises for a model whose ``embed`` is a coroutine function."""
+    return InvalidTypeError(
+        "embedding_model",
+        "its embed() is async",
+        "use the async method (add_with_embedding / retrieve_relevant / a...)",
+    )
 
 
 def check_embedding_model(model: Any) -> Any:
@@ -105,7 +93,7 @@ def check_embedding_model(model: Any) -> Any:
     return model
 
 
-class MessageVectors:
+class MessageVectors(Calls):
     """Vectors of messages by ``message_id``; thread-safe.
 
     Args:
@@ -151,28 +139,22 @@ class MessageVectors:
             known = set(self._known)
         return [m for m in messages if m.message_id not in known and m.text.strip()]
 
-    def ensure(self, messages: Iterable[Message]) -> None:
+    @stepped
+    def ensure(self, messages: Iterable[Message]) -> Steps[None]:
         """Embed (in one batch) the messages that have text and no vector yet."""
         missing = self._missing(messages)
-        for message, vector in zip(
-            missing, embed_texts(self.embedding_model, [m.text for m in missing]), strict=True
-        ):
-            self.put(message.message_id, vector)
-
-    async def aensure(self, messages: Iterable[Message]) -> None:
-        """Async twin of :meth:`ensure`."""
-        missing = self._missing(messages)
-        vectors = await aembed_texts(self.embedding_model, [m.text for m in missing])
+        vectors = yield from embedding(self.embedding_model, [m.text for m in missing])
         for message, vector in zip(missing, vectors, strict=True):
             self.put(message.message_id, vector)
 
-    def query_vector(self, query: str) -> np.ndarray:
-        """The vector of a query text."""
-        return embed_texts(self.embedding_model, [check_query(query)])[0]
+    aensure = stepped_twin(ensure)
 
-    async def aquery_vector(self, query: str) -> np.ndarray:
-        """Async twin of :meth:`query_vector`."""
-        return (await aembed_texts(self.embedding_model, [check_query(query)]))[0]
+    @stepped
+    def query_vector(self, query: str) -> Steps[np.ndarray]:
+        """The vector of a query text."""
+        return (yield from embedding(self.embedding_model, [check_query(query)]))[0]
+
+    aquery_vector = stepped_twin(query_vector)
 
     def search(
         self, vector: np.ndarray, k: int, among: Iterable[str] | None = None
@@ -200,9 +182,8 @@ class MessageVectors:
 
 __all__ = [
     "MessageVectors",
-    "aembed_texts",
     "check_k",
     "check_query",
     "default_embedder",
-    "embed_texts",
+    "embedding",
 ]

@@ -8,7 +8,6 @@ behind the model's circuit breaker, replacing it for the reads after.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import threading
 import weakref
@@ -16,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
-from tiermem.aio.twins import Call, Calls, Steps, stepped, stepped_twin
+from tiermem.aio.twins import Call, Calls, Steps, either, stepped, stepped_twin
 from tiermem.breaker import breaker_for
 from tiermem.errors import InvalidTypeError
 from tiermem.runner import shared_pool
@@ -135,7 +134,7 @@ class SynopsisService(Calls):
             cached = _current(self.cache.get_tiers(user_id), generation)  # filled meanwhile?
             if len(cached) == len(TIERS):
                 return Synopsis.from_tiers(user_id, cached)
-            records = _sync_fetch(fetch, user_id)
+            records = _fetched(fetch, user_id).run()
             parts = self._parts(cached, self.generator.offline(user_id, records), generation)
             made = self._save(user_id, parts)
         self._write_later(user_id, records, parts, generation)
@@ -160,7 +159,7 @@ class SynopsisService(Calls):
             cached = _current(await self.cache.aget_tiers(user_id), generation)
             if len(cached) == len(TIERS):
                 return Synopsis.from_tiers(user_id, cached)
-            records = await _async_fetch(fetch, user_id)
+            records = await _fetched(fetch, user_id).arun()
             parts = self._parts(cached, self.generator.offline(user_id, records), generation)
             made = await self._asave(user_id, parts)
         self._write_later(user_id, records, parts, generation)
@@ -178,7 +177,7 @@ class SynopsisService(Calls):
         tiers (async: ``fetch_memories`` may be a coroutine function)."""
         user_id = check_user_id(user_id)
         fetch = self._fetch(fetch_memories)
-        records = yield Call(_sync_fetch, _async_fetch, fetch, user_id)
+        records = yield _fetched(fetch, user_id)
         generator = self.generator
         fresh = yield Call(generator.generate, generator.agenerate, user_id, records)
         parts = self._parts({}, fresh, generation)
@@ -311,19 +310,12 @@ def stale_tier(memory_type: str) -> Tier | None:
     return "context" if memory_type == "context" else None
 
 
-def _sync_fetch(fetch: AsyncFetchMemories, user_id: str) -> Sequence[MemoryRecord]:
-    records = fetch(user_id)
-    if inspect.isawaitable(records):
-        if inspect.iscoroutine(records):
-            records.close()  # never awaited: close it to avoid a warning
-        raise InvalidTypeError(
-            "fetch_memories", "is async; call aget/agenerate_synopsis or pass a sync function"
-        )
-    return records
+def _fetched(fetch: AsyncFetchMemories, user_id: str) -> Call:
+    """The wait on the caller's ``fetch_memories`` (a coroutine function only when awaited)."""
+    return either(fetch, user_id, refused=_async_fetch)
 
 
-async def _async_fetch(fetch: AsyncFetchMemories, user_id: str) -> Sequence[MemoryRecord]:
-    records = fetch(user_id)
-    if inspect.isawaitable(records):
-        return await records
-    return records
+def _async_fetch() -> InvalidTypeError:
+    return InvalidTypeError(
+        "fetch_memories", "is async; call aget/agenerate_synopsis or pass a sync function"
+    )
