@@ -13,9 +13,18 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from tiermem.aio.twins import Call, Calls, Steps, either, stepped, stepped_twin
+from tiermem.aio.twins import (
+    Call,
+    Calls,
+    Steps,
+    adrive,
+    drive,
+    either,
+    stepped,
+    stepped_twin,
+)
 from tiermem.breaker import breaker_for
 from tiermem.errors import InvalidTypeError
 from tiermem.runner import shared_pool
@@ -35,7 +44,6 @@ THREADS = 2
 """Threads shared by every service of the process, writing LLM synopses in the background."""
 
 
-FetchMemories = Callable[[str], Sequence[MemoryRecord]]
 AsyncFetchMemories = Callable[[str], Sequence[MemoryRecord] | Awaitable[Sequence[MemoryRecord]]]
 
 
@@ -112,58 +120,64 @@ class SynopsisService(Calls):
         self._writing: set[str] = set()  # users whose LLM synopsis is being written
         self._writing_lock = threading.Lock()
 
+    @stepped
     def get(
-        self,
-        user_id: str,
-        fetch_memories: FetchMemories | None = None,
-        *,
-        generation: int | None = None,
-    ) -> Synopsis:
-        """The user's synopsis: cached tiers where present, the rest written offline at
-        once and cached (the LLM's in the background, for the reads after).
-
-        ``generation``: the user's change generation, read before the memories; a tier
-        cached at another one is stale (the user's data changed since) and written again.
-        """
-        user_id = check_user_id(user_id)
-        fetch = self._fetch(fetch_memories)
-        cached = _current(self.cache.get_tiers(user_id, refresh=self.refresh_on_access), generation)
-        if len(cached) == len(TIERS):
-            return Synopsis.from_tiers(user_id, cached)
-        with self._locks.get(user_id):
-            cached = _current(self.cache.get_tiers(user_id), generation)  # filled meanwhile?
-            if len(cached) == len(TIERS):
-                return Synopsis.from_tiers(user_id, cached)
-            records = _fetched(fetch, user_id).run()
-            parts = self._parts(cached, self.generator.offline(user_id, records), generation)
-            made = self._save(user_id, parts)
-        self._write_later(user_id, records, parts, generation)
-        return made
-
-    async def aget(
         self,
         user_id: str,
         fetch_memories: AsyncFetchMemories | None = None,
         *,
         generation: int | None = None,
-    ) -> Synopsis:
-        """Async twin of :meth:`get`; ``fetch_memories`` may be a coroutine function."""
+    ) -> Steps[Synopsis]:
+        """The user's synopsis: cached tiers where present, the rest written offline at
+        once and cached (the LLM's in the background, for the reads after).
+
+        ``generation``: the user's change generation, read before the memories; a tier
+        cached at another one is stale (the user's data changed since) and written again.
+        Async: ``fetch_memories`` may be a coroutine function.
+        """
         user_id = check_user_id(user_id)
         fetch = self._fetch(fetch_memories)
-        cached = _current(
-            await self.cache.aget_tiers(user_id, refresh=self.refresh_on_access), generation
+        cache = self.cache
+        tiers = yield Call(
+            cache.get_tiers, cache.aget_tiers, user_id, refresh=self.refresh_on_access
         )
+        cached = _current(tiers, generation)
         if len(cached) == len(TIERS):
             return Synopsis.from_tiers(user_id, cached)
-        async with self._alocks.get(user_id):
-            cached = _current(await self.cache.aget_tiers(user_id), generation)
-            if len(cached) == len(TIERS):
-                return Synopsis.from_tiers(user_id, cached)
-            records = await _fetched(fetch, user_id).arun()
-            parts = self._parts(cached, self.generator.offline(user_id, records), generation)
-            made = await self._asave(user_id, parts)
-        self._write_later(user_id, records, parts, generation)
-        return made
+        made, later = yield _Locked(user_id, self._missed(user_id, fetch, generation))
+        if later is not None:
+            self._write_later(user_id, *later, generation)
+        return cast(Synopsis, made)
+
+    aget = stepped_twin(get)
+
+    def _missed(
+        self, user_id: str, fetch: AsyncFetchMemories, generation: int | None
+    ) -> Steps[tuple[Synopsis, tuple[Sequence[MemoryRecord], _Parts] | None]]:
+        """A miss, under the user's lock: the tiers another call cached meanwhile, or the
+        missing ones written offline and cached (with what the LLM's rewrite needs)."""
+        cache = self.cache
+        cached = _current((yield Call(cache.get_tiers, cache.aget_tiers, user_id)), generation)
+        if len(cached) == len(TIERS):
+            return Synopsis.from_tiers(user_id, cached), None
+        records = yield _fetched(fetch, user_id)
+        parts = self._parts(cached, self.generator.offline(user_id, records), generation)
+        yield self._saving(user_id, parts)
+        return parts.synopsis(user_id), (records, parts)
+
+    def _step(self, wait: Call | _Locked, /) -> Any:
+        """Run a wait; a :class:`_Locked` section under the user's thread lock."""
+        if isinstance(wait, _Locked):
+            with self._locks.get(wait.user_id):
+                return drive(wait.steps, self._step)
+        return super()._step(wait)
+
+    async def _astep(self, wait: Call | _Locked, /) -> Any:
+        """:meth:`_step` awaited; a :class:`_Locked` section under the user's asyncio lock."""
+        if isinstance(wait, _Locked):
+            async with self._alocks.get(wait.user_id):
+                return await adrive(wait.steps, self._astep)
+        return await super()._astep(wait)
 
     @stepped
     def generate_synopsis(
@@ -181,8 +195,7 @@ class SynopsisService(Calls):
         generator = self.generator
         fresh = yield Call(generator.generate, generator.agenerate, user_id, records)
         parts = self._parts({}, fresh, generation)
-        cache = self.cache
-        yield Call(cache.set_tiers, cache.aset_tiers, user_id, parts.missing, ttl=parts.ttl)
+        yield self._saving(user_id, parts)
         return parts.synopsis(user_id)
 
     agenerate_synopsis = stepped_twin(generate_synopsis)
@@ -266,13 +279,10 @@ class SynopsisService(Calls):
             )
         return fetch
 
-    def _save(self, user_id: str, parts: _Parts) -> Synopsis:
-        self.cache.set_tiers(user_id, parts.missing, ttl=parts.ttl)
-        return parts.synopsis(user_id)
-
-    async def _asave(self, user_id: str, parts: _Parts) -> Synopsis:
-        await self.cache.aset_tiers(user_id, parts.missing, ttl=parts.ttl)
-        return parts.synopsis(user_id)
+    def _saving(self, user_id: str, parts: _Parts) -> Call:
+        """The wait that caches the tiers ``parts`` wrote."""
+        cache = self.cache
+        return Call(cache.set_tiers, cache.aset_tiers, user_id, parts.missing, ttl=parts.ttl)
 
     def _parts(
         self, cached: dict[Tier, SynopsisTier], fresh: Synopsis, generation: int | None = None
@@ -282,6 +292,14 @@ class SynopsisService(Calls):
             t: replace(fresh.tier(t), generation=generation) for t in TIERS if t not in cached
         }
         return _Parts(cached, missing, self.cache.ttls["context"] if fell_back else None)
+
+
+class _Locked(NamedTuple):
+    """A wait of :meth:`SynopsisService.get`: ``steps`` driven under the user's lock (a
+    thread lock, or an asyncio lock when awaited)."""
+
+    user_id: str
+    steps: Steps[Any]
 
 
 @dataclass(frozen=True)
