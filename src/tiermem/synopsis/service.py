@@ -42,8 +42,6 @@ log = logging.getLogger(__name__)
 
 THREADS = 2
 """Threads shared by every service of the process, writing LLM synopses in the background."""
-
-
 AsyncFetchMemories = Callable[[str], Sequence[MemoryRecord] | Awaitable[Sequence[MemoryRecord]]]
 
 
