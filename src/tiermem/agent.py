@@ -161,7 +161,7 @@ class Agent(Calls):
         return await self._run(prompt, context, **options)
 
     @stepped
-    def _turn(self, prompt: str, context: str | None, **options: Any) -> Steps[Message]:
+    def _turn(self, /, prompt: str, context: str | None, **options: Any) -> Steps[Message]:
         """One turn, written once (a stepped method): its waits are the history, each
         model call, each tool call and the recording of the exchange."""
         if context is not None and not isinstance(context, str):

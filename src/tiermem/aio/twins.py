@@ -96,26 +96,28 @@ def stepped(work: Callable[Concatenate[S, P], Steps[R]]) -> Callable[Concatenate
 
 
 def stepped_twin(
-    method: Callable[Concatenate[S, P], R],
+    method: Callable[Concatenate[Any, P], R],
     *,
     threads_unless: Callable[[Any], bool] | None = None,
-) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
     """The async twin of a :func:`stepped` method: each wait awaited with ``self._astep``
     (or, where ``threads_unless(self)`` is false, ``method`` whole in one thread). A
-    method that is not stepped has no waits (in memory): its twin runs it at once."""
+    method that is not stepped has no waits (in memory): its twin runs it at once. Typed
+    by the method's parameters (``self`` is any: a subclass's twin may stand for a
+    base's abstract coroutine)."""
     work: Callable[..., Steps[R]] | None = getattr(method, "__steps__", None)
     if work is None:
 
-        async def at_once(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        async def at_once(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
             return method(self, *args, **kwargs)
 
         _async_name(at_once, method, "(in memory: runs at once, never blocks on I/O)")
         return at_once
 
-    async def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def run(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
         if threads_unless is not None and not threads_unless(self):
             return await asyncio.to_thread(method, self, *args, **kwargs)
-        return await adrive(work(self, *args, **kwargs), self._astep)  # type: ignore[attr-defined]
+        return await adrive(work(self, *args, **kwargs), self._astep)
 
     _async_name(run, method)
     return run

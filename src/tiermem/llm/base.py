@@ -181,14 +181,14 @@ class HttpChatModel:
         self.calls = 0
 
     @stepped
-    def complete(self, messages: MessagesInput, **options: Any) -> Steps[Completion]:
+    def complete(self, /, messages: MessagesInput, **options: Any) -> Steps[Completion]:
         """Send ``messages`` and return the model's answer with its token usage."""
         return (yield from self._answer(messages, options))
 
     acomplete = stepped_twin(complete)
 
     @stepped
-    def generate(self, prompt: str, **options: Any) -> Steps[str]:
+    def generate(self, /, prompt: str, **options: Any) -> Steps[str]:
         """Seed-compatible shortcut: one user prompt in, the answer's text out."""
         return (yield from self._answer(_prompt(prompt), options)).text
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from tiermem.aio.twins import (
     Call,
     Calls,
+    Gather,
     Steps,
     adrive,
     drive,
@@ -144,7 +145,8 @@ class SynopsisService(Calls):
             return Synopsis.from_tiers(user_id, cached)
         made, later = yield _Locked(user_id, self._missed(user_id, fetch, generation))
         if later is not None:
-            self._write_later(user_id, *later, generation)
+            records, parts = later
+            self._write_later(user_id, records, parts, generation)
         return cast(Synopsis, made)
 
     aget = stepped_twin(get)
@@ -163,14 +165,14 @@ class SynopsisService(Calls):
         yield self._saving(user_id, parts)
         return parts.synopsis(user_id), (records, parts)
 
-    def _step(self, wait: Call | _Locked, /) -> Any:
+    def _step(self, wait: Call | Gather | _Locked, /) -> Any:
         """Run a wait; a :class:`_Locked` section under the user's thread lock."""
         if isinstance(wait, _Locked):
             with self._locks.get(wait.user_id):
                 return drive(wait.steps, self._step)
         return super()._step(wait)
 
-    async def _astep(self, wait: Call | _Locked, /) -> Any:
+    async def _astep(self, wait: Call | Gather | _Locked, /) -> Any:
         """:meth:`_step` awaited; a :class:`_Locked` section under the user's asyncio lock."""
         if isinstance(wait, _Locked):
             async with self._alocks.get(wait.user_id):
