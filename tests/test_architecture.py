@@ -227,7 +227,6 @@ WRITTEN: dict[str, frozenset[str]] = {
             "client/__init__.py:AsyncMemoryClient.call",
             "agent.py:Agent._arun_tool",
             "memory/retrieval.py:Retriever._aembedded",
-            "memory/wiring.py:Tiers.aembed",
             "breaker.py:aguarded",
         }
     ),

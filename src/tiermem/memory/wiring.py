@@ -8,7 +8,6 @@ lock; what Tiers built itself it closes, a part given to it stays open (it may b
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
@@ -17,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+from tiermem.aio.twins import Call, Calls, Steps, stepped, stepped_twin
 from tiermem.breaker import model_unavailable
 from tiermem.buffer.memory import BufferMemory, BufferRegistry
 from tiermem.config.model import TiermemConfig
@@ -44,7 +44,7 @@ PROFILE_PAGE: dict[str, Any] = {"limit": 200, "memory_type": list(PROFILE_TYPES)
 """The store's list arguments of the memories a synopsis is written from."""
 
 
-class Tiers:
+class Tiers(Calls):
     """The parts of one Memory (see :class:`~tiermem.memory.Memory` for the arguments)."""
 
     def __init__(
@@ -147,18 +147,16 @@ class Tiers:
         except Exception as exc:  # the same error is raised where the model is first used
             log.debug("preloading the embedding model failed: %s", exc)
 
-    def embed(self, texts: list[str]) -> Any:
+    @stepped
+    def embed(self, texts: list[str]) -> Steps[Any]:
         """The texts' vectors in one call; an embedder's own exception becomes a
-        ProviderError."""
+        ProviderError. Async: texts the embedder has cached cost no thread (a local
+        model runs in one for the others); the embedder is built in a thread."""
         with _provider_errors():
-            return self.embedder.embed(texts)
+            embedder = self._embedder or (yield Call(lambda: self.embedder, None))
+            return (yield Call(embedder.embed, embedder.aembed, texts))
 
-    async def aembed(self, texts: list[str]) -> Any:
-        """Async twin of :meth:`embed`: texts the embedder has cached cost no thread (a
-        local model runs in one for the others); the embedder is built in a thread."""
-        embedder = self._embedder or await asyncio.to_thread(lambda: self.embedder)
-        with _provider_errors():
-            return await embedder.aembed(texts)
+    aembed = stepped_twin(embed)
 
     def max_chars(self) -> int:
         """The longest text a message may have (``memory.max_message_chars``): the
