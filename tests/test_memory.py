@@ -1268,12 +1268,12 @@ def test_follow_up_searches_what_the_best_hits_name(tmp_path: Path) -> None:
     assert "agility" in context(1)  # its name, Pixel, found the other line
 
 
-def test_the_query_is_embedded_on_the_calling_thread_when_no_search_thread_started_it(
+def test_search_thread_work_runs_on_the_calling_thread_when_no_thread_started_it(
     memory: Memory,
 ) -> None:
-    """The query's embedding goes to a search thread while the reads and the keyword
-    search run; one no thread has started by the time they are done (a busy machine, or
-    every search thread taken) is run by the caller instead of waited for: the same hits."""
+    """The query's embedding and the keyword search go to search threads while the reads
+    run; what no thread has started by the time it is wanted (a busy machine, or every
+    search thread taken) is run by the caller instead of waited for: the same hits."""
     u = user()
     memory.add("user", "The harbour ferry leaves at noon.", u, "s1")
     assert memory.flush(10)

@@ -10,9 +10,11 @@ There are three sources, and every async method of the library comes from one of
   to embed, an HTTP request) is written once, as a generator of those waits
   (:data:`Steps`), and gets both forms from it: ``@stepped`` runs each wait with the
   object's ``_step``, ``stepped_twin`` awaits each one with its ``_astep``: the checks and
-  the shaping of the answer exist once. An in-memory method has no waits at all:
-  ``stepped_twin`` of a plain method runs it at once, on the event loop (a thread would
-  cost more than the work).
+  the shaping of the answer exist once. A wait may be a :class:`Call` of another
+  object's twin pair (a class of :class:`Calls` runs it), a :class:`Gather` of several,
+  or :func:`either` (a caller's function that may be async). An in-memory method has no
+  waits at all: ``stepped_twin`` of a plain method runs it at once, on the event loop (a
+  thread would cost more than the work).
 - **Plans**: a store read is a generator of statements (:mod:`tiermem.stores.plans`), run
   by the same two drivers with a connection's ``execute``.
 

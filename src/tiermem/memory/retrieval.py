@@ -17,6 +17,7 @@ import math
 import uuid
 import weakref
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -92,19 +93,20 @@ class Retriever:
         ``query``.
 
         One strategy, two drivers (:meth:`_step`, :meth:`_astep`): the query is embedded
-        from the start, beside the reads and the keyword search, which go in one batch;
-        then the vector search, in a batch whose results are shaped, with the synopsis
-        read, the candidates made and ``finish`` called, in one call (``abatch_then``: in
-        one thread, so an event loop only awaits it). A vector ready at once (cached)
-        lets an async gather send every read and search in that last batch. An embedder
-        that is down: the candidates are what the keyword search found."""
+        from the start, beside the reads and the keyword search; then the vector search,
+        in a batch whose results are shaped, with the synopsis read, the candidates made
+        and ``finish`` called, in one call (``abatch_then``: in one thread, so an event
+        loop only awaits it). Blocking, the keyword search runs in a search thread of its
+        own, beside the reads and the vector search; awaited, it goes in the reads' batch,
+        and a vector ready at once (cached) lets every read and search go in the last
+        batch. An embedder that is down: the candidates are what the keyword search found."""
         reads = self._reads(user_id, session_id)
         assemble = partial(self._assemble, query, user_id, session_id, reads)
         if not query.strip():
-            return cast(T, (yield _Then(reads, lambda found: finish(assemble(found, None)))))
-        batch: list[Op] = [*reads, self._keyword_op(query, user_id)]
-        embedded, found = yield _Beside([query], batch)
-        batch = [] if found is not None else batch
+            return cast(T, (yield _Then([], reads, lambda found: finish(assemble(found, None)))))
+        keyword: list[Op] = [self._keyword_op(query, user_id)]
+        embedded, found = yield _Beside([query], reads, keyword)
+        batch: list[Op] = [] if found is not None else [*reads, *keyword]
         vector, down = None, None
         if isinstance(embedded, TiermemError):
             down = embedder_down(embedded)
@@ -112,38 +114,46 @@ class Retriever:
             vector = embedded[0]
             batch += self._vector_ops(vector, user_id, query)
 
-        def then(hits: list[Any]) -> T:
-            return finish(assemble([*(found or []), *hits], vector, down))
+        def then(results: list[Any]) -> T:
+            return finish(assemble(results, vector, down))
 
-        return cast(T, (yield _Then(batch, then)))
+        return cast(T, (yield _Then(found or [], batch, then)))
 
     agather = stepped_twin(gather)
 
     def _step(self, step: _Beside | _Then, /) -> Any:
-        """Run a wait of :meth:`gather`: a :class:`_Then`'s batch, or a :class:`_Beside`'s
-        embedding in a search thread while this one reads (the caller embeds when no
-        search thread was free to start it: a busy machine)."""
+        """Run a wait of :meth:`gather` blocking: a :class:`_Beside`'s embedding and its
+        ``aside`` searches each in a search thread (:class:`_Aside`) while this thread
+        reads; a :class:`_Then`'s batch, then what is still running aside."""
         store = self.tiers.store
         if isinstance(step, _Then):
-            return step.then(store.batch(step.ops) if step.ops else [])
-        embedding = self.tiers.search_pool().submit(self._embedded, step.texts)
+            results = store.batch(step.ops) if step.ops else []
+            found = [r for f in step.found for r in (f.result() if isinstance(f, _Aside) else [f])]
+            return step.then([*found, *results])
+        pool = self.tiers.search_pool()
+        embedding = _Aside(pool, self._embedded, step.texts)
+        aside = _Aside(pool, store.batch, step.aside)
         try:
             found = store.batch(step.ops)
-        finally:
-            ran = not embedding.cancel()
-        return (embedding.result() if ran else self._embedded(step.texts)), found
+        except BaseException:
+            embedding.cancel()
+            aside.cancel()
+            raise
+        return embedding.result(), [*found, aside]
 
     async def _astep(self, step: _Beside | _Then, /) -> Any:
         """:meth:`_step` on a store that reads natively in async calls (PostgreSQL): the
         embedding a task (a vector the embedder has cached costs no thread: then the
-        reads go with the vector search, ``found`` is None), the batches the store's."""
+        reads go with the vector search, ``found`` is None), the reads and the searches
+        aside in one of the store's batches."""
         store = self.tiers.store
         if isinstance(step, _Then):
-            return await store.abatch_then(step.ops, step.then)
+            before = step.found
+            return await store.abatch_then(step.ops, lambda hits: step.then([*before, *hits]))
         embedding = asyncio.ensure_future(self._aembedded(step.texts))
         try:
             await asyncio.sleep(0)  # a cached vector is ready now
-            found = None if embedding.done() else await store.abatch(step.ops)
+            found = None if embedding.done() else await store.abatch([*step.ops, *step.aside])
             return await embedding, found
         finally:  # a failure: nothing left running, no exception left unread
             embedding.cancel()  # no-op on a task that is done
@@ -383,21 +393,41 @@ class Retriever:
 
 
 class _Beside(NamedTuple):
-    """A wait of :meth:`Retriever.gather`: the ``texts`` embedded while the ``ops`` are
-    read. Answered with (the vectors or the embedder's error, the ops' results; None
-    when the vectors were ready before the reads began: the ops are then left to the
+    """A wait of :meth:`Retriever.gather`: the ``texts`` embedded while the ``ops`` and
+    the ``aside`` ops are read (``aside``: a search that may run apart). Answered with
+    the vectors (or the embedder's error) and the ops' then the aside ops' results (a
+    blocking driver's aside ones an :class:`_Aside` still running); None for the
+    results when the vectors were ready before the reads began (they are left to the
     next batch)."""
 
     texts: list[str]
     ops: list[Op]
+    aside: list[Op]
 
 
 class _Then(NamedTuple):
-    """A wait of :meth:`Retriever.gather`: ``then`` of the ``ops``' results, in one call
-    (``abatch_then``)."""
+    """A wait of :meth:`Retriever.gather`: ``then`` of the results ``found`` before and
+    of the ``ops``, in one call (``abatch_then``)."""
 
+    found: list[Any]
     ops: list[Op]
     then: Callable[[list[Any]], Any]
+
+
+class _Aside:
+    """Work in a search thread, while the caller does other work; run by the caller
+    when no search thread started it by the time its result is wanted (a busy
+    machine, or every search thread taken)."""
+
+    def __init__(self, pool: ThreadPoolExecutor, work: Callable[..., Any], *args: Any) -> None:
+        self.work, self.args = work, args
+        self.future = pool.submit(work, *args)
+
+    def result(self) -> Any:
+        return self.work(*self.args) if self.future.cancel() else self.future.result()
+
+    def cancel(self) -> None:
+        self.future.cancel()
 
 
 class _Read:
