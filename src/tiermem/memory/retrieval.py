@@ -96,10 +96,11 @@ class Retriever:
         from the start, beside the reads and the keyword search; then the vector search,
         in a batch whose results are shaped, with the synopsis read, the candidates made
         and ``finish`` called, in one call (``abatch_then``: in one thread, so an event
-        loop only awaits it). Blocking, the keyword search runs in a search thread of its
-        own, beside the reads and the vector search; awaited, it goes in the reads' batch,
-        and a vector ready at once (cached) lets every read and search go in the last
-        batch. An embedder that is down: the candidates are what the keyword search found."""
+        loop only awaits it). Blocking on PostgreSQL, the keyword search runs in a search
+        thread of its own, beside the reads and the vector search; else it goes in the
+        reads' batch, and awaited, a vector ready at once (cached) lets every read and
+        search go in the last batch. An embedder that is down: the candidates are what
+        the keyword search found."""
         reads = self._reads(user_id, session_id)
         assemble = partial(self._assemble, query, user_id, session_id, reads)
         if not query.strip():
@@ -122,9 +123,11 @@ class Retriever:
     agather = stepped_twin(gather)
 
     def _step(self, step: _Beside | _Then, /) -> Any:
-        """Run a wait of :meth:`gather` blocking: a :class:`_Beside`'s embedding and its
-        ``aside`` searches each in a search thread (:class:`_Aside`) while this thread
-        reads; a :class:`_Then`'s batch, then what is still running aside."""
+        """Run a wait of :meth:`gather` blocking: a :class:`_Beside`'s embedding in a search
+        thread (:class:`_Aside`) while this thread reads, and its ``aside`` searches in
+        another where the store reads apart (PostgreSQL's pool; SQLite's one connection
+        would make the reads wait: there they go in the reads' batch); a :class:`_Then`'s
+        batch, then what is still running aside."""
         store = self.tiers.store
         if isinstance(step, _Then):
             results = store.batch(step.ops) if step.ops else []
@@ -132,14 +135,15 @@ class Retriever:
             return step.then([*found, *results])
         pool = self.tiers.search_pool()
         embedding = _Aside(pool, self._embedded, step.texts)
-        aside = _Aside(pool, store.batch, step.aside)
+        apart = self.tiers.reads_apart
+        aside = [_Aside(pool, store.batch, step.aside)] if apart else []
         try:
-            found = store.batch(step.ops)
+            found = store.batch(step.ops if apart else [*step.ops, *step.aside])
         except BaseException:
-            embedding.cancel()
-            aside.cancel()
+            for work in (embedding, *aside):
+                work.cancel()
             raise
-        return embedding.result(), [*found, aside]
+        return embedding.result(), [*found, *aside]
 
     async def _astep(self, step: _Beside | _Then, /) -> Any:
         """:meth:`_step` on a store that reads natively in async calls (PostgreSQL): the

@@ -334,6 +334,14 @@ class Tiers(Calls):
         accesses: AccessLog = self._open_once("_accesses", lambda: AccessLog(self.store))
         return accesses
 
+    @property
+    def reads_apart(self) -> bool:
+        """Whether a store read in another thread runs beside this thread's (a pool of
+        connections: PostgreSQL), rather than waiting for it (SQLite's one connection)."""
+        from tiermem.stores import SQLiteStore
+
+        return not isinstance(self.store, SQLiteStore)
+
     def search_pool(self) -> ThreadPoolExecutor:
         """Threads that search the store while the caller embeds the query."""
         pool: ThreadPoolExecutor = self._open_once(
