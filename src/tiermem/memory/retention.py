@@ -36,7 +36,7 @@ UNINDEXED_LIMIT = 500
 keyword (the worker normally keeps this to the last second's messages)."""
 
 
-class Retention(Calls, ABC):
+class Retention(ABC):
     """A retention mode: where messages go and are read from, and the in-process queue of
     messages (:attr:`archiver`) they share.
 
@@ -202,7 +202,7 @@ class Retention(Calls, ABC):
         return None
 
 
-class Persistent(Retention):
+class Persistent(Calls, Retention):
     """Every message in the store's transcript; the worker embeds and summarizes it."""
 
     def _new_archiver(self) -> Archiver:
