@@ -249,9 +249,6 @@ WRITTEN: dict[str, frozenset[str]] = {
     "a deadline: a late sync call keeps its thread, a late task is cancelled": frozenset(
         {"rerank/stage.py:arerank_scores"}
     ),
-    "left to convert (this list only shrinks)": frozenset(
-        {"stores/queue.py:WorkQueue.awork_stats"}  # stores/ is being recomposed (issue 36, 3)
-    ),
 }
 """The coroutines written by hand, each for its reason."""
 

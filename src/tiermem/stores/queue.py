@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
+from tiermem.aio.twins import Steps, stepped, stepped_twin
 from tiermem.messages import Message, speaker
 from tiermem.stores.facts import (
     DueSessionsOp,
@@ -310,10 +311,14 @@ class WorkQueue(Part):
         op = RetryOp(check_user_id(user_id), None if seqs is None else tuple(int(s) for s in seqs))
         return cast(int, self._step(op))
 
-    def work_stats(self, user_id: str | None = None) -> WorkStats:
-        """Transcript rows pending, done and failed (one user's, or everyone's)."""
+    @stepped
+    def work_stats(self, user_id: str | None = None) -> Steps[WorkStats]:
+        """Transcript rows pending, done and failed (one user's, or everyone's; the other
+        methods here are the worker's, which runs in threads: they have no twin)."""
         op = WorkStatsOp(None if user_id is None else check_user_id(user_id))
-        return cast(WorkStats, self._step(op))
+        return cast(WorkStats, (yield op))
+
+    awork_stats = stepped_twin(work_stats)
 
     def queue_stats(self) -> QueueStats:
         """Every user's rows pending (and of them claimed), failed, and the oldest's age."""
@@ -322,12 +327,6 @@ class WorkQueue(Part):
     def held(self, owner: str) -> dict[str, list[int]]:
         """The pending rows ``owner`` holds under a live lease: seqs per user."""
         return cast("dict[str, list[int]]", self._step(HeldOp(owner)))
-
-    async def awork_stats(self, user_id: str | None = None) -> WorkStats:
-        """Async twin of :meth:`work_stats` (the other methods here are the worker's, which
-        runs in threads: they have none)."""
-        op = WorkStatsOp(None if user_id is None else check_user_id(user_id))
-        return cast(WorkStats, await self._astep(op))
 
     def summary_due(
         self,
