@@ -96,11 +96,11 @@ class Retriever:
         from the start, beside the reads and the keyword search; then the vector search,
         in a batch whose results are shaped, with the synopsis read, the candidates made
         and ``finish`` called, in one call (``abatch_then``: in one thread, so an event
-        loop only awaits it). Blocking on PostgreSQL, the keyword search runs in a search
-        thread of its own, beside the reads and the vector search; else it goes in the
-        reads' batch, and awaited, a vector ready at once (cached) lets every read and
-        search go in the last batch. An embedder that is down: the candidates are what
-        the keyword search found."""
+        loop only awaits it). Blocking, the keyword search runs in a search thread, beside
+        the embedding and the vector search (:meth:`_step`); awaited, it goes in the
+        reads' batch, and a vector ready at once (cached) lets every read and search go
+        in the last batch. An embedder that is down: the candidates are what the keyword
+        search found."""
         reads = self._reads(user_id, session_id)
         assemble = partial(self._assemble, query, user_id, session_id, reads)
         if not query.strip():
@@ -123,27 +123,26 @@ class Retriever:
     agather = stepped_twin(gather)
 
     def _step(self, step: _Beside | _Then, /) -> Any:
-        """Run a wait of :meth:`gather` blocking: a :class:`_Beside`'s embedding in a search
-        thread (:class:`_Aside`) while this thread reads, and its ``aside`` searches in
-        another where the store reads apart (PostgreSQL's pool; SQLite's one connection
-        would make the reads wait: there they go in the reads' batch); a :class:`_Then`'s
-        batch, then what is still running aside."""
+        """Run a wait of :meth:`gather` blocking. A :class:`_Beside`: where the store reads
+        apart (PostgreSQL's pool), the embedding and the ``aside`` searches each in a
+        search thread (:class:`_Aside`) while this thread reads; on SQLite's one
+        connection (a search in a thread would make the reads wait) the reads first,
+        then the searches aside in a search thread while this thread embeds. A
+        :class:`_Then`: its batch, then what is still running aside."""
         store = self.tiers.store
         if isinstance(step, _Then):
             results = store.batch(step.ops) if step.ops else []
             found = [r for f in step.found for r in (f.result() if isinstance(f, _Aside) else [f])]
             return step.then([*found, *results])
         pool = self.tiers.search_pool()
+        if not self.tiers.reads_apart:
+            found = store.batch(step.ops)
+            aside = _Aside(pool, store.batch, step.aside)
+            return _unless_failed(lambda: self._embedded(step.texts), aside), [*found, aside]
         embedding = _Aside(pool, self._embedded, step.texts)
-        apart = self.tiers.reads_apart
-        aside = [_Aside(pool, store.batch, step.aside)] if apart else []
-        try:
-            found = store.batch(step.ops if apart else [*step.ops, *step.aside])
-        except BaseException:
-            for work in (embedding, *aside):
-                work.cancel()
-            raise
-        return embedding.result(), [*found, *aside]
+        aside = _Aside(pool, store.batch, step.aside)
+        found = _unless_failed(lambda: store.batch(step.ops), embedding, aside)
+        return embedding.result(), [*found, aside]
 
     async def _astep(self, step: _Beside | _Then, /) -> Any:
         """:meth:`_step` on a store that reads natively in async calls (PostgreSQL): the
@@ -416,6 +415,17 @@ class _Then(NamedTuple):
     found: list[Any]
     ops: list[Op]
     then: Callable[[list[Any]], Any]
+
+
+def _unless_failed(work: Callable[[], T], *aside: _Aside) -> T:
+    """``work()``; when it fails, the work ``aside`` is cancelled (a thread that started
+    it finishes it, unread)."""
+    try:
+        return work()
+    except BaseException:
+        for started in aside:
+            started.cancel()
+        raise
 
 
 class _Aside:
