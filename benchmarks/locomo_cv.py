@@ -140,6 +140,11 @@ def default_of(memory: Any, lever: str) -> Any:
     return value
 
 
+def _inputs(found: Any) -> Any:
+    """The planner's inputs as gathered (``Retriever.gather``'s ``finish``)."""
+    return found
+
+
 def evaluate(
     memory: Any,
     conversations: list[Conversation],
@@ -166,7 +171,7 @@ def evaluate(
             for retrieval, planned in by_retrieval.items():
                 for name, value in {**defaults, **dict(retrieval)}.items():
                     setattr(retriever, name, value)
-                found = retriever.gather(q["question"], conv.name, session)
+                found = retriever.gather(q["question"], conv.name, session, _inputs)
                 for config in planned:
                     memory.planner.settings = with_levers(default_settings, config)
                     row_recall, row_tokens = [], []

@@ -136,6 +136,10 @@ def user() -> str:
 def test_reads_land_on_the_standby_and_writes_on_the_primary(store: Traced) -> None:
     memory = memory_on(store)
     u = user()
+    # the first read probes the replica; a read that comes while the probe runs (a
+    # context's keyword search runs beside its reads) goes to the primary
+    memory.history(u, "s0")
+    Traced.seen.clear()
     memory.add("user", "I keep bees on the roof", u, "s1")
     memory.remember("Ana keeps bees", u)
     context = memory.get_context("bees on the roof", u, "s1")

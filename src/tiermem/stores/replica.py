@@ -13,7 +13,9 @@ on the primary. Reads stay read-your-writes, for every process and not only the 
 
 A replica that cannot be reached is routed around: reads go to the primary, a warning
 is logged once, and every ``retry`` seconds a read tries to connect again (a refused
-connection fails at once); when it answers, reads go back to it.
+connection fails at once); when it answers, reads go back to it. Reads that come while
+such a probe (or the first one) runs go to the primary: none waits on a replica that
+may hang.
 """
 
 from __future__ import annotations
