@@ -16,7 +16,7 @@ import random
 import ssl
 import threading
 import time
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from tiermem.aio.loops import PerLoop
 from tiermem.aio.twins import Steps, stepped, stepped_twin
@@ -33,6 +33,8 @@ from tiermem.errors import (
 
 if TYPE_CHECKING:
     import httpx
+
+_C = TypeVar("_C", bound="HttpClient")
 
 _RETRY_STATUSES = frozenset({408, 409, 425, 429})  # and every 5xx
 _EXCERPT = 300
@@ -100,6 +102,30 @@ class HttpClient:
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
         self._aclients: PerLoop[httpx.AsyncClient] = PerLoop()
+
+    @classmethod
+    def bearer(
+        cls: type[_C],
+        base_url: str,
+        key: str | None,
+        key_env: str | None,
+        *,
+        timeout: float,
+        max_retries: int,
+        backoff: float,
+        provider: str,
+    ) -> _C:
+        """A client sending ``key`` as a bearer token (no header without one), whose
+        authentication errors say to check ``key_env`` (or ``api_key=``)."""
+        return cls(
+            base_url,
+            {"Authorization": f"Bearer {key}"} if key else {},
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            provider=provider,
+            auth_hint=f"check {key_env} or api_key=" if key_env else "check api_key=",
+        )
 
     # -- clients -------------------------------------------------------------------
 

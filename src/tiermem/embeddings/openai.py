@@ -90,14 +90,14 @@ class OpenAIEmbedder(BaseEmbedder):
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         if urlparse(url).hostname == urlparse(DEFAULT_BASE_URL).hostname:
             require_api_key(key, "OPENAI_API_KEY", "openai")
-        self.http = HttpClient(
+        self.http = HttpClient.bearer(
             url,
-            {"Authorization": f"Bearer {key}"} if key else {},
+            key,
+            "OPENAI_API_KEY",
             timeout=timeout,
             max_retries=max_retries,
             backoff=backoff,
             provider="openai",
-            auth_hint="check OPENAI_API_KEY or api_key=",
         )
         self.breaker = breaker if breaker is not None else CircuitBreaker(cooldown=COOLDOWN)
         """Opens after failed requests in a row (unreachable, timeouts, 429, 5xx, rejected

@@ -178,15 +178,14 @@ class HTTPReranker(BaseReranker):
             urlparse(base).hostname == urlparse(spec.base_url).hostname
         )
         self._has_key = bool(key)
-        hint = f"check {spec.key_env[0]} or api_key=" if spec.key_env else "check api_key="
-        self._http = _RerankHttp(
+        self._http = _RerankHttp.bearer(
             base,
-            {"Authorization": f"Bearer {key}"} if key else {},
+            key,
+            spec.key_env[0] if spec.key_env else None,
             timeout=timeout,
             max_retries=max_retries,
             backoff=backoff,
             provider=api,
-            auth_hint=hint,
         )
 
     def _request(self, query: str, documents: list[str]) -> dict[str, Any]:
