@@ -43,7 +43,7 @@ from tiermem.text import (
     sentences,
     words,
 )
-from tiermem.types.filters import MemoryFilter
+from tiermem.types.filters import NO_FILTER, MemoryFilter
 
 log = logging.getLogger(__name__)
 
@@ -222,36 +222,22 @@ class Retriever:
         session summaries (:data:`SUMMARIES`)."""
         # after the unindexed rows were read: a row the worker indexes in between is in
         # the index, or in both (the planner keeps one)
-        ops: list[Op] = [
-            SearchOp(user_id, "vector", vector, None, self.pool, count_access=False, shared=True)
-        ]
+        ops: list[Op] = [self._vector_op(vector, user_id, self.pool)]
         if self.standing:
-            ops.append(
-                SearchOp(
-                    user_id,
-                    "vector",
-                    vector,
-                    None,
-                    self.standing,
-                    STANDING_FILTER,
-                    count_access=False,
-                    shared=True,
-                )
-            )
+            ops.append(self._vector_op(vector, user_id, self.standing, STANDING_FILTER))
         if asks_summary(query):
-            ops.append(
-                SearchOp(
-                    user_id,
-                    "vector",
-                    vector,
-                    None,
-                    SUMMARIES,
-                    SUMMARY_FILTER,
-                    count_access=False,
-                    shared=True,
-                )
-            )
+            ops.append(self._vector_op(vector, user_id, SUMMARIES, SUMMARY_FILTER))
         return ops
+
+    @staticmethod
+    def _vector_op(
+        vector: Any, user_id: str, limit: int, where: MemoryFilter = NO_FILTER
+    ) -> SearchOp:
+        """One vector search of a context: its hits' accesses are not counted (the planner
+        records those it keeps) and its records may be the store's own."""
+        return SearchOp(
+            user_id, "vector", vector, None, limit, where, count_access=False, shared=True
+        )
 
     def _synopsis(self, user_id: str, generation: int | None) -> str | None:
         """The synopsis for a context (None when synopses are disabled)."""
