@@ -101,9 +101,7 @@ class _Selection:
     def offer(self, candidate: Candidate, room: int) -> int | None:
         """Take ``candidate`` if it is new and its line fits ``room``: its token cost, or
         None (already taken, a near duplicate, or too long)."""
-        cost = self._lines.get(id(candidate))
-        if cost is None:  # "!\n" is often one token
-            cost = self._lines[id(candidate)] = self.planner._count(candidate.content + "\n")
+        cost = self.line(candidate)
         if cost > room or candidate.key in self._keys or self._restates_taken(candidate):
             return None  # most of a pool fails the first test: it comes first
         if candidate.excerpt is not None and self._covered(candidate.excerpt):
@@ -129,6 +127,13 @@ class _Selection:
         self._seen.setdefault(len(words), []).append(words)
         self.chosen.append(candidate)
         self.costs[id(candidate)] = cost
+        return cost
+
+    def line(self, candidate: Candidate) -> int:
+        """The tokens of ``candidate``'s line with its newline (counted once a plan)."""
+        cost = self._lines.get(id(candidate))
+        if cost is None:  # "!\n" is often one token
+            cost = self._lines[id(candidate)] = self.planner._count(candidate.content + "\n")
         return cost
 
     def _covered(self, excerpt: Excerpt) -> bool:
@@ -481,7 +486,7 @@ class QueryPlanner:
         while start < len(ranked) and cap - used >= _MIN_LINE_TOKENS:
             end, room, costs = start, POOL_ROOMS * (cap - used), []
             while end < len(ranked) and room >= 0:
-                costs.append(self._count(ranked[end].content + "\n"))
+                costs.append(selection.line(ranked[end]))
                 room -= costs[-1]
                 end += 1
             stretch, start = ranked[start:end], end

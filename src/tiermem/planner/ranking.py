@@ -153,7 +153,7 @@ class MarginalRelevance:
 
     def best(self, room: int) -> Candidate | None:
         """The next candidate whose line fits ``room`` (None when none is left)."""
-        if not len(self.ranked):
+        if not self.ranked:
             return None
         self.scores[self.costs > room] = -np.inf
         if self.matrix is not None and len(self.chosen) > self.counted:
