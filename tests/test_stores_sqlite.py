@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tiermem.errors import InputError, StoreUnavailableError
-from tiermem.stores.ops import SearchOp
+from tiermem.stores.ops import AccessOp, SearchOp
 from tiermem.stores.sqlite import SQLiteStore, default_path
 from tiermem.types.records import MemoryRecord
 
@@ -165,6 +165,36 @@ def test_searches_see_every_change_to_a_row_they_read_before(tmp_path: Path) -> 
     assert seen().metadata == {"n": 2}
     store.index.search("u", vector=v[0])  # counts an access of each hit
     assert seen().access_count == 1
+    store.close()
+
+
+def test_counting_accesses_keeps_the_row_cache_and_a_rollback_empties_it(
+    tmp_path: Path,
+) -> None:
+    """The planner's accesses, written every second, leave the rows a search decoded in
+    the cache (the same objects, with their new counts); a transaction that counted
+    accesses and then failed leaves none of its counts there."""
+    store = SQLiteStore(tmp_path / "a.db", dimension=DIM)
+    v = vecs(1)[0]
+    memory_id = store.index.add("u", "alpha", embedding=v)
+
+    def shared() -> MemoryRecord:
+        op = SearchOp("u", "vector", v, None, 5, count_access=False, shared=True)
+        (hits,) = store.batch([op])
+        return cast(MemoryRecord, hits[0].record)
+
+    first = shared()
+    assert store.index.record_access("u", [memory_id]) == 1
+    assert shared() is first and first.access_count == 1
+    store.index.search("u", vector=v)  # a search that counts its hits
+    assert shared() is first and first.access_count == 2
+    assert store.index.get("u", memory_id).access_count == 3  # a get counts one too
+    assert shared() is first and first.access_count == 3
+    wrong = SearchOp("u", "vector", np.ones(3, dtype=np.float32), None, 5)  # fails, writing nothing
+    with pytest.raises(ValueError):
+        store.batch([AccessOp("u", (memory_id,)), wrong])
+    again = shared()
+    assert again is not first and again.access_count == 3
     store.close()
 
 

@@ -7,7 +7,9 @@ database holds what they were read from: the store checks, in every read transac
 version made of SQLite's ``data_version`` (it changes when another connection, in this
 process or another, commits) and the connection's ``total_changes`` (its own writes); any
 change empties the cache. So a row is never served older than the transaction reading it,
-in any process.
+in any process. One write of the store's own keeps the cache: a count of accesses
+(:meth:`RowCache.restamp`), which a context writes every second and which changes no
+field a search reads; the rows it counts get their new counts in place.
 
 Callers hold the store's lock: the cache has none of its own.
 """
@@ -32,6 +34,18 @@ class RowCache:
         if version != self._version:
             self._rows.clear()
             self._version = version
+
+    def restamp(self, before: object, after: object) -> bool:
+        """Call the rows read at ``before`` valid at ``after`` (a write that changed no
+        field of theirs but the ones the caller patches): whether they were."""
+        if self._version != before:
+            return False
+        self._version = after
+        return True
+
+    def peek(self, seq: int) -> tuple[Any, ...] | None:
+        """The row ``seq`` if kept (its place in the order unchanged)."""
+        return self._rows.get(seq)
 
     def get(self, seq: int) -> tuple[Any, ...] | None:
         fields = self._rows.get(seq)
