@@ -137,12 +137,22 @@ class Retriever:
         pool = self.tiers.search_pool()
         if not self.tiers.reads_apart:
             found = store.batch(step.ops)
-            aside = _Aside(pool, store.batch, step.aside)
+            aside = _Aside(pool, self._searched, step.aside)
             return _unless_failed(lambda: self._embedded(step.texts), aside), [*found, aside]
         embedding = _Aside(pool, self._embedded, step.texts)
-        aside = _Aside(pool, store.batch, step.aside)
+        aside = _Aside(pool, self._searched, step.aside)
         found = _unless_failed(lambda: store.batch(step.ops), embedding, aside)
         return embedding.result(), [*found, aside]
+
+    def _searched(self, ops: list[Op]) -> list[Any]:
+        """The results of searches run aside, a keyword search's hits made candidates
+        there too (:class:`_KeywordHits`: in the search thread, while the query is
+        embedded)."""
+        results = self.tiers.store.batch(ops)
+        return [
+            _KeywordHits(r) if isinstance(op, SearchOp) and op.mode == "keyword" else r
+            for op, r in zip(ops, results, strict=True)
+        ]
 
     async def _astep(self, step: _Beside | _Then, /) -> Any:
         """:meth:`_step` on a store that reads natively in async calls (PostgreSQL): the
@@ -529,8 +539,20 @@ def embedder_down(exc: TiermemError) -> str:
 
 def _by_keyword(hits: list[Any]) -> dict[int, Candidate]:
     """Keyword hits as candidates by memory id (its integer), in their order (no
-    similarity yet)."""
+    similarity yet): made already when ``hits`` are :class:`_KeywordHits`."""
+    if isinstance(hits, _KeywordHits):
+        return hits.candidates
     return {hit.record.id.int: _from_record(hit.record, None, keyword=hit.score) for hit in hits}
+
+
+class _KeywordHits(list):  # type: ignore[type-arg]
+    """A keyword search's hits with their candidates (:func:`_by_keyword`), made in the
+    search thread that ran it: about half of making a context's candidates, done while
+    the calling thread embeds the query."""
+
+    def __init__(self, hits: list[Any]) -> None:
+        super().__init__(hits)
+        self.candidates = _by_keyword(hits)
 
 
 def _from_record(record: Any, similarity: float | None, keyword: float | None = None) -> Candidate:
@@ -568,11 +590,12 @@ def _from_record(record: Any, similarity: float | None, keyword: float | None = 
 def _record_fields(record: Any) -> _Fields:
     metadata = record.metadata or {}
     content, current, sources, source_ids = fact_line(record)
+    passages = int(metadata.get("passages") or 0)
     return (
         content,
         record.created_at,
         record.importance,
-        folded(record.content),
+        "" if passages else folded(record.content),  # its passages stand for it: no key
         record.session_id,
         metadata.get("message_id"),
         metadata.get("previous_id"),
@@ -581,7 +604,7 @@ def _record_fields(record: Any) -> _Fields:
         sources,
         source_ids,
         _excerpt(record.memory_type, metadata),
-        int(metadata.get("passages") or 0),
+        passages,
         record.memory_type,
     )
 
