@@ -60,6 +60,22 @@ def test_batches_and_single_texts_get_the_same_vectors(model: OnnxEmbedder) -> N
     assert np.allclose(batch, model.embed(TEXTS), atol=1e-5)
 
 
+def test_one_text_runs_on_a_session_of_one_thread() -> None:
+    """A query (one text) runs on a session of ``query_threads`` (1), a batch on the
+    session of ``threads``; with ``query_threads=None`` both share one."""
+    fresh = OnnxEmbedder(cache_size=0)
+    fresh.embed(["one query"])
+    assert list(fresh._models) == [1]
+    fresh.embed(TEXTS[:3])
+    assert list(fresh._models) == [1, None]
+    one = fresh._models[1].session.get_session_options().intra_op_num_threads
+    assert one == 1 and fresh._models[1] is not fresh._models[None]
+    shared = OnnxEmbedder(cache_size=0, threads=2, query_threads=None)
+    shared.embed(["one query"])
+    shared.embed(TEXTS[:3])
+    assert list(shared._models) == [2]
+
+
 def test_meaning_is_captured(model: OnnxEmbedder) -> None:
     cat, kitten, revenue = model.embed(TEXTS[:3])
     assert cat @ kitten > 0.5 > cat @ revenue

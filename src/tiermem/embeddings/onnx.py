@@ -187,6 +187,12 @@ class OnnxEmbedder(BaseEmbedder):
         max_length: tokens kept per text (longer texts are truncated, as in
             sentence-transformers).
         threads: onnxruntime intra-op threads (default: its own choice, the cores).
+        query_threads: intra-op threads of a call of one text (a query), run on a
+            session of its own (loaded when first needed, 23 MB for the default model):
+            1 by default. A 15-token forward pass gains about 0.3 ms from a second
+            thread, which takes the core that the rest of a context (the keyword search
+            beside the embedding) needs: on 2 cores a big user's context took 1.7 ms
+            more (docs/embeddings.md). None: the ``threads`` session.
         encode_batch_size: texts per forward pass inside one provider call.
         **base: ``batch_size``, ``cache_size``, ``cache``, ``max_chars`` (see BaseEmbedder).
     """
@@ -198,6 +204,7 @@ class OnnxEmbedder(BaseEmbedder):
         model_path: str | os.PathLike[str] | None = None,
         max_length: int = MAX_LENGTH,
         threads: int | None = None,
+        query_threads: int | None = 1,
         encode_batch_size: int = 32,
         batch_size: int = 256,
         **base: Any,
@@ -207,32 +214,38 @@ class OnnxEmbedder(BaseEmbedder):
         self.model_path = None if model_path is None else str(model_path)
         self.max_length = max_length
         self.threads = threads
+        self.query_threads = threads if query_threads is None else query_threads
         self.encode_batch_size = encode_batch_size
         packaged = is_packaged(name) and model_path is None
         self._dimension: int | None = PACKAGED_DIMENSION if packaged else None
-        self._model: OnnxModel | None = None
+        self._models: dict[int | None, OnnxModel] = {}
 
     @property
     def loaded(self) -> OnnxModel:
-        """The shared session and tokenizer (loaded on first access)."""
-        if self._model is None:
+        """The shared session of ``threads`` and the tokenizer (loaded on first access)."""
+        return self._session(self.threads)
+
+    def _session(self, threads: int | None) -> OnnxModel:
+        model = self._models.get(threads)
+        if model is None:
             graph, tokenizer = resolve_files(self.name, self.model_path)
-            self._model = load_onnx(graph, tokenizer, self.max_length, self.threads)
-        return self._model
+            model = self._models[threads] = load_onnx(graph, tokenizer, self.max_length, threads)
+        return model
 
     def preload(self) -> None:
-        """Load the session and tokenizer now rather than at the first embedding."""
-        _ = self.loaded
+        """Load the session a first context needs (of one text: ``query_threads``) and
+        the tokenizer now rather than at the first embedding."""
+        _ = self._session(self.query_threads)
 
     @property
     def dimension(self) -> int:
         if self._dimension is None:
-            width = self.loaded.dimension
+            width = self._session(self.query_threads).dimension
             self._dimension = width or int(self._embed_batch(["dimension probe"]).shape[1])
         return self._dimension
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        model = self.loaded
+        model = self._session(self.query_threads if len(texts) == 1 else self.threads)
         encodings = model.tokenizer.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i]))
         lengths = [len(encodings[i]) for i in order]
