@@ -14,13 +14,14 @@ from hypothesis import strategies as st
 from tiermem.errors import InvalidSizeError
 from tiermem.messages import Message, summary_message
 from tiermem.planner.planner import (
+    EXCERPT_GAP,
     NEWEST_FIRST_HEADER,
     RETRIEVED_HEADER,
     SYNOPSIS_HEADER,
     Candidate,
     QueryPlanner,
 )
-from tiermem.planner.ranking import Substrings, specific, stacked
+from tiermem.planner.ranking import Excerpt, Substrings, specific, stacked
 from tiermem.planner.settings import PlannerConfig
 from tiermem.text import folded
 from tiermem.tokens import get_token_counter
@@ -465,6 +466,32 @@ def test_what_the_line_estimates_leave_is_filled_by_exact_count() -> None:
             for extra in lines
             if extra not in shown
         )
+
+
+def test_an_excerpts_cost_counts_its_header_and_the_gap_before_it() -> None:
+    """Passages of one long message are shown under one header, with a gap line between
+    spans that do not meet: each is counted when it is offered, so the items' tokens add
+    up to the section's and a full section is not rendered over the room and cut."""
+    text = "Part {n}: the rollout plan names the owner of step {n} and its deadline."
+    spans = [(0, 70), (72, 140), (400, 470), (900, 970)]  # the first two meet
+    candidates = [
+        cand(
+            text.format(n=n),
+            0.9 - n / 100,
+            timestamp=DAY,
+            message_id=f"m1#{n}",
+            excerpt=Excerpt("m1", "assistant", start, end),
+        )
+        for n, (start, end) in enumerate(spans)
+    ]
+    ctx = planner(diversity=0.0).plan("rollout plan", max_tokens=4000, candidates=candidates)
+    section = ctx.messages[-1]["content"]
+    assert section.count("assistant (excerpt of message m1):") == 1
+    assert section.count(EXCERPT_GAP) == 2
+    header = COUNTER.count_message(
+        Message.from_openai({"role": "system", "content": RETRIEVED_HEADER})
+    )
+    assert header + section_tokens(ctx, "retrieved") == recount(ctx) - 3
 
 
 def test_the_best_memories_fill_a_small_budget() -> None:

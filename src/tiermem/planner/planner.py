@@ -110,9 +110,8 @@ class _Selection:
         if date not in self._dates:
             cost += self.planner._count(date + "\n")
         excerpt = candidate.excerpt
-        opens = excerpt is not None and excerpt.message_id not in self._excerpts
-        if opens:
-            cost += self.planner._count(excerpt_header(excerpt) + "\n")  # type: ignore[arg-type]
+        if excerpt is not None:
+            cost += self._opening(excerpt)
         if cost > room:
             return None
         words = term_set(candidate.content)
@@ -135,6 +134,17 @@ class _Selection:
         if cost is None:  # "!\n" is often one token
             cost = self._lines[id(candidate)] = self.planner._count(candidate.content + "\n")
         return cost
+
+    def _opening(self, excerpt: Excerpt) -> int:
+        """The tokens ``excerpt`` adds besides its line: its message's header, for the
+        message's first excerpt, else the gap line when it is next to none of them (a
+        gap the render would add: counted, the section rarely comes out over the room)."""
+        taken = self._excerpts.get(excerpt.message_id)
+        if not taken:
+            return self.planner._count(excerpt_header(excerpt) + "\n")
+        if any(excerpt.next_to(other, EXCERPT_JOIN) for other in taken):
+            return 0
+        return self.planner._count(EXCERPT_GAP + "\n")
 
     def _covered(self, excerpt: Excerpt) -> bool:
         """Whether ``excerpt``'s text is shown already: its message whole, or another

@@ -81,6 +81,11 @@ class Excerpt:
     start: int
     end: int
 
+    def next_to(self, other: Excerpt, join: int) -> bool:
+        """Whether this span and ``other``'s (of the same message) meet or overlap, with
+        at most ``join`` characters between them."""
+        return self.start <= other.end + join and other.start <= self.end + join
+
     def within(self, other: Excerpt) -> bool:
         """Whether this span lies inside ``other`` (of the same message)."""
         return (
