@@ -756,3 +756,28 @@ def test_substrings_holds_what_in_finds(text: str, needles: list[str]) -> None:
     shown = Substrings(text)
     for needle in [*needles, text, text[3:14], text[5:], ""]:
         assert shown.hold(needle) is (needle in text)
+
+
+def test_lines_counted_when_indexed_are_not_counted_again() -> None:
+    """A stored memory's line counted by the worker with this counter (``counted``) costs
+    what was counted, and the section is counted from it: the tokenizer sees none of
+    those lines. A count by another counter is not taken; the context is exact either way."""
+    from tiermem.tokens import TiktokenCounter
+
+    counter = TiktokenCounter()
+    encode = counter._wait()
+    encoded: list[str] = []
+    counter._encode = lambda text: encoded.append(text) or encode(text)
+    said = [
+        f"Ana: the deadline for module {n} is the {n + 3}th of March, not later" for n in range(6)
+    ]
+    counted = [cand(t, timestamp=DAY, counted=(counter.name, len(encode(t + "\n")))) for t in said]
+    other = cand("Bo: I prefer PostgreSQL for this", timestamp=DAY, counted=("approx", 1))
+    ctx = QueryPlanner(PlannerConfig(), counter=counter).plan(
+        "deadline for the module", max_tokens=400, candidates=[*counted, other]
+    )
+    assert {i.content for i in ctx.items} == {*said, other.content}
+    assert not {t + "\n" for t in said} & set(encoded)
+    assert other.content + "\n" in encoded
+    total = sum(len(encode(m["content"])) + 3 for m in ctx.messages) + 3
+    assert ctx.total_tokens == total

@@ -17,9 +17,11 @@ from tiermem.tokens import (
     ApproxTokenCounter,
     TiktokenCounter,
     TokenCounter,
+    counted_line,
     encoding_for_model,
     get_token_counter,
     seed_tiktoken_cache,
+    stored_count,
 )
 
 PROSE = (
@@ -220,3 +222,25 @@ def test_a_damaged_encoding_file_fails_at_the_first_count(tmp_path) -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )
     assert out.stdout.split("\n")[:2] == ["ModelLoadError True"] * 2, out.stderr
+
+
+def test_a_line_counted_when_indexed_is_taken_while_the_line_is_the_same() -> None:
+    """The worker stores ``[counter, tokens, hash]`` with each line it indexes; the count
+    stands for that line only: another line (an updated memory) or a damaged value
+    gives none, and a counter told a count does not encode the line."""
+    counter = TiktokenCounter()
+    line = "assistant: the deadline for the authentication module is 15 March!"
+    stored = counted_line(counter, line)
+    assert stored[:2] == [counter.name, len(counter._wait()(line + "\n"))]
+    digest = hashlib.sha256(line.encode()).hexdigest()
+    assert stored_count(stored, digest) == (counter.name, stored[1])
+    other = hashlib.sha256(b"assistant: the deadline moved to April").hexdigest()
+    assert stored_count(stored, other) is None
+    for damaged in (None, "12", [counter.name, "12", stored[2]], stored[:2], [*stored, 1]):
+        assert stored_count(damaged, digest) is None
+    fresh = TiktokenCounter()
+    encoded = []
+    encode = fresh._wait()
+    fresh._encode = lambda text: encoded.append(text) or encode(text)
+    fresh.remember(line + "\n", stored[1])
+    assert fresh.count(line + "\n") == stored[1] and encoded == []

@@ -149,3 +149,38 @@ def test_rows_are_embedded_soon_after_the_embedder_is_back(
         bound = 5 + 3 if embedder is http else 1 + 3  # the probe's wait + a loose margin
         print(f"{kind}: every row embedded {took:.1f}s after the embedder was back")
         assert took < bound, f"{took:.1f}s after the embedder was back"
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_each_indexed_line_carries_its_token_count(tmp_path: Path, engine: str) -> None:
+    """The worker counts each line it indexes (a message's, each passage's) with the
+    Memory's counter and stores the count with it; what the store returns gives it back
+    for the planner, so a context does not count those lines again."""
+    from conformance.conftest import _server_url
+    from tiermem.memory.retrieval import _record_fields
+    from tiermem.tokens import LINE_TOKENS, get_token_counter
+
+    counter = get_token_counter("gpt-4o")
+    persistent = (
+        {"path": str(tmp_path / "m.db")}
+        if engine == "sqlite"
+        else {"provider": "postgresql", "connection_string": _server_url()}
+    )
+    long = "\n\n".join(
+        f"Step {n}: move the {n}th table to the new schema, then check its indexes and "
+        "its foreign keys against the old one before the next step." * 3
+        for n in range(12)
+    )
+    user = f"counted-{time.time_ns()}"
+    config = {"memory": {"persistent": persistent}}
+    with Memory(config=config, embedder=HashEmbedder(DIM), token_counter=counter) as memory:
+        memory.add("user", "the tide was low", user, "s")
+        memory.add("assistant", long, user, "s")
+        memory.flush()
+        rows = memory.store.index.list(user, limit=100)
+        assert {r.memory_type for r in rows} == {"message", "passage"}
+        for row in rows:
+            name, tokens, _ = row.metadata[LINE_TOKENS]
+            assert (name, tokens) == (counter.name, counter.count(row.content + "\n"))
+            assert _record_fields(row)[-1] == (counter.name, tokens)
+        memory.forget_user(user)

@@ -43,6 +43,7 @@ from tiermem.text import (
     sentences,
     words,
 )
+from tiermem.tokens import LINE_TOKENS, stored_count
 from tiermem.types.filters import NO_FILTER, MemoryFilter
 
 log = logging.getLogger(__name__)
@@ -579,11 +580,12 @@ def _from_record(record: Any, similarity: float | None, keyword: float | None = 
         excerpt,
         passages,
         kind,
+        counted,
     ) = kept[1]
     return Candidate(  # positional, in field order: a third of the time of keywords
         line, "store", similarity, keyword, created, importance, folded_key, session,
         message, previous, memory, record.embedding, 0.0, 0.0, 0.0, current, sources, ids,
-        excerpt, passages, False, kind,
+        excerpt, passages, False, kind, counted,
     )  # fmt: skip
 
 
@@ -606,6 +608,9 @@ def _record_fields(record: Any) -> _Fields:
         _excerpt(record.memory_type, metadata),
         passages,
         record.memory_type,
+        stored_count(metadata.get(LINE_TOKENS), record.content_hash)
+        if content is record.content
+        else None,
     )
 
 
@@ -625,12 +630,12 @@ def _excerpt(memory_type: str, metadata: dict[str, Any]) -> Excerpt | None:
 
 _Fields = tuple[
     str, datetime, float, str, "str | None", "str | None", "str | None", uuid.UUID, bool,
-    tuple[str, ...], tuple[str, ...], "Excerpt | None", int, str,
+    tuple[str, ...], tuple[str, ...], "Excerpt | None", int, str, "tuple[str, int] | None",
 ]  # fmt: skip
 """A stored memory's candidate fields but the scores and vector, in :class:`Candidate`'s
 order: line, time, importance, dedup key, session, message, previous message, memory id,
 current, sources and their message ids, where a passage sits, how many passages a long
-message has, and the memory's type."""
+message has, the memory's type and its line's tokens counted when it was indexed."""
 _FIELDS: dict[int, tuple[weakref.ref[Any], _Fields]] = {}
 """Each stored record's candidate fields (:data:`_Fields`), by the memory id's
 integer, with the record they were made of: a search that shares its records (SQLite's

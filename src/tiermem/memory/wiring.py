@@ -376,6 +376,7 @@ class Tiers(Calls):
             background=work.background,
             facts=self._new_fact_worker(),
             passages=self.config.memory.passages,
+            counter=self.token_counter,
         )
 
     def _new_fact_worker(self) -> Any:

@@ -26,6 +26,7 @@ its tokens (:meth:`Context.explain`).
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -93,7 +94,7 @@ class _Selection:
         self.costs: dict[int, int] = {}
         self._keys: set[str] = set()
         self._dates: set[str] = set()
-        self._seen: dict[int, list[frozenset[str]]] = {}
+        self._seen = _WordSets()
         self._said: set[str] = set()
         self._excerpts: dict[str, list[Excerpt]] = {}  # the chosen excerpts by message
         self._lines: dict[int, int] = {}  # each offered candidate's line, in tokens
@@ -115,7 +116,7 @@ class _Selection:
         if cost > room:
             return None
         words = term_set(candidate.content)
-        if self.planner._near_duplicate(words, self._seen):
+        if self._seen.near(words, self.planner.settings.near_duplicate):
             return None
         self._dates.add(date)
         self._keys.add(candidate.key)
@@ -123,7 +124,7 @@ class _Selection:
             self._said.add(candidate.message_id)
         if excerpt is not None:
             self._excerpts.setdefault(excerpt.message_id, []).append(excerpt)
-        self._seen.setdefault(len(words), []).append(words)
+        self._seen.add(words)
         self.chosen.append(candidate)
         self.costs[id(candidate)] = cost
         return cost
@@ -131,8 +132,8 @@ class _Selection:
     def line(self, candidate: Candidate) -> int:
         """The tokens of ``candidate``'s line with its newline (counted once a plan)."""
         cost = self._lines.get(id(candidate))
-        if cost is None:  # "!\n" is often one token
-            cost = self._lines[id(candidate)] = self.planner._count(candidate.content + "\n")
+        if cost is None:
+            cost = self._lines[id(candidate)] = self.planner.line_tokens(candidate)
         return cost
 
     def _opening(self, excerpt: Excerpt) -> int:
@@ -166,6 +167,36 @@ class _Selection:
         return bool(candidate.source_ids) and self._said.issuperset(candidate.source_ids)
 
 
+class _WordSets:
+    """The word sets of the memories taken, by size: what a near duplicate is sought in."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []  # ascending
+        self.sets: list[frozenset[str]] = []  # in the order of their sizes
+
+    def add(self, words: frozenset[str]) -> None:
+        at = bisect.bisect_right(self.sizes, len(words))
+        self.sizes.insert(at, len(words))
+        self.sets.insert(at, words)
+
+    def near(self, words: frozenset[str], limit: float) -> bool:
+        """Whether ``words`` overlaps a set taken by the Jaccard ``limit`` or more.
+
+        Jaccard >= t needs the smaller set to hold at least t of the larger, so only the
+        sets of a similar size are compared (found by bisection).
+        """
+        if not words:
+            return False
+        size = len(words)
+        low = bisect.bisect_left(self.sizes, math.ceil(size * limit))
+        high = bisect.bisect_right(self.sizes, math.floor(size / limit))
+        for other in self.sets[low:high]:
+            shared = len(words & other)  # the union's size follows: no union built
+            if shared >= limit * (size + len(other) - shared):
+                return True
+        return False
+
+
 class QueryPlanner:
     """Ranks candidates from every tier and fits them to a token budget."""
 
@@ -173,6 +204,7 @@ class QueryPlanner:
         self.settings = settings or PlannerConfig()
         self.counter = counter
         self._counts: dict[str, int] = {}
+        self._remember: Callable[[str, int], None] | None = getattr(counter, "remember", None)
 
     def rank_relevance(self, query: str, candidates: Sequence[Candidate]) -> None:
         """Set each candidate's ``relevance`` in [0, 1] from all the evidence at hand.
@@ -316,7 +348,7 @@ class QueryPlanner:
         until they do)."""
         used = 0
         for candidate in candidates:
-            used += self._count(candidate.content + "\n")
+            used += self.line_tokens(candidate)
             if used > room:
                 return True
         return False
@@ -519,7 +551,7 @@ class QueryPlanner:
             _set_keywords(query, chosen)
             lines = _render(chosen, selection.newest_first)
             message = {"role": "system", "content": "\n".join(lines)}
-            tokens = self._lines_tokens(lines, message)
+            tokens = self._lines_tokens(lines, message, chosen)
             if tokens <= cap:
                 items = [
                     ContextItem(
@@ -542,22 +574,13 @@ class QueryPlanner:
             selection.chosen.remove(min(chosen, key=lambda c: c.score))
         return _Part()
 
-    def _near_duplicate(self, words: frozenset[str], seen: dict[int, list[frozenset[str]]]) -> bool:
-        """Whether ``words`` overlaps a chosen memory's by the Jaccard limit or more.
-
-        Jaccard >= t needs the smaller set to hold at least t of the larger, so only
-        chosen memories of a similar size are compared.
-        """
-        if not words:
-            return False
-        limit = self.settings.near_duplicate
-        size = len(words)
-        for other_size in range(math.ceil(size * limit), math.floor(size / limit) + 1):
-            for other in seen.get(other_size, ()):
-                shared = len(words & other)  # the union's size follows: no union built
-                if shared >= limit * (size + other_size - shared):
-                    return True
-        return False
+    def line_tokens(self, candidate: Candidate) -> int:
+        """Tokens of ``candidate``'s line with its newline ("!\\n" is often one token):
+        counted when it was indexed, if by this counter, else counted now."""
+        counted = candidate.counted
+        if counted is None or counted[0] != self.counter.name:
+            return self._count(candidate.content + "\n")
+        return counted[1]
 
     def _count(self, text: str) -> int:
         """Tokens of ``text``, cached: the same memories come back query after query."""
@@ -571,11 +594,22 @@ class QueryPlanner:
     def _tokens(self, message: dict[str, Any]) -> int:
         return self.counter.count_message(Message.from_openai(message))
 
-    def _lines_tokens(self, lines: list[str], message: dict[str, Any]) -> int:
+    def _lines_tokens(
+        self, lines: list[str], message: dict[str, Any], shown: Sequence[Candidate] = ()
+    ) -> int:
         """:meth:`_tokens` of ``message``, a system message of ``lines``: from the lines'
-        cached counts when the counter can (``count_lines_message``)."""
+        cached counts when the counter can (``count_lines_message``), the lines of the
+        ``shown`` memories counted when they were indexed given to it first."""
         count = getattr(self.counter, "count_lines_message", None)
-        return self._tokens(message) if count is None else int(count(lines))
+        if count is None:
+            return self._tokens(message)
+        if self._remember is not None:
+            name = self.counter.name
+            for candidate in shown:
+                counted = candidate.counted
+                if counted is not None and counted[0] == name:
+                    self._remember(candidate.content + "\n", counted[1])
+        return int(count(lines))
 
 
 _REPLY_PRIMING = 3  # OpenAI adds 3 tokens that prime the reply

@@ -40,7 +40,8 @@ class Candidate:
     ``passages`` is how many passages a long message has (they stand for it in a context);
     ``standing`` marks one of the user's standing instructions or preferences nearest the
     query, or a session summary nearest a query that asks for a summary (offered first);
-    ``kind`` is a stored memory's type.
+    ``kind`` is a stored memory's type; ``counted`` the tokens of its line with its
+    newline, counted when it was indexed, with the counter's name.
 
     Slotted: a prompt's 300 candidates are read a dozen times each after the query's
     forward pass has pushed them out of the CPU's caches; without a dict each is 176
@@ -69,6 +70,7 @@ class Candidate:
     passages: int = 0
     standing: bool = False
     kind: str = ""
+    counted: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,12 +157,15 @@ class MarginalRelevance:
         self.penalty = np.zeros(len(ranked), dtype=np.float32)
         self.position = {id(c): row for row, c in enumerate(ranked)}
         self.counted = len(chosen)
+        self.room: int | None = None  # the room the scores were last cut to
 
     def best(self, room: int) -> Candidate | None:
         """The next candidate whose line fits ``room`` (None when none is left)."""
         if not self.ranked:
             return None
-        self.scores[self.costs > room] = -np.inf
+        if room != self.room:
+            self.scores[self.costs > room] = -np.inf
+            self.room = room
         if self.matrix is not None and len(self.chosen) > self.counted:
             for candidate in self.chosen[self.counted :]:  # taken since the last step
                 row = self.position.get(id(candidate))
@@ -170,7 +175,7 @@ class MarginalRelevance:
         marginal = (
             self.scores if self.matrix is None else self.scores - self.diversity * self.penalty
         )
-        row = int(np.argmax(marginal))
+        row = int(marginal.argmax())
         if marginal[row] == -np.inf:
             return None
         self.scores[row] = -np.inf

@@ -40,6 +40,7 @@ from tiermem.stores.facts import (
 from tiermem.stores.parts import Part
 from tiermem.stores.records import NewMemory
 from tiermem.stores.transcript import SessionSummary, message_columns
+from tiermem.tokens import LINE_TOKENS, TokenCounter, counted_line
 from tiermem.types.checks import check_user_id
 from tiermem.types.records import MemoryRecord
 from tiermem.types.transcript import TranscriptRow, WorkStats
@@ -60,10 +61,13 @@ class WorkItem:
     previous_id: str | None
     attempts: int
 
-    def index_row(self, vector: Any, passages: int = 0) -> NewMemory:
+    def index_row(
+        self, vector: Any, passages: int = 0, counter: TokenCounter | None = None
+    ) -> NewMemory:
         """The row's index record: memory_type ``message`` (``tool`` for tool results), its
         time, and metadata linking it to the message and the one before it (and, for a
-        long message, how many ``passages`` it has)."""
+        long message, how many ``passages`` it has; with a ``counter``, its line's
+        tokens: :func:`~tiermem.tokens.counted_line`)."""
         message = self.message
         metadata = {
             "message_id": message.message_id,
@@ -76,6 +80,8 @@ class WorkItem:
             metadata["name"] = message.name
         if self.previous_id:
             metadata["previous_id"] = self.previous_id
+        if counter is not None:
+            metadata[LINE_TOKENS] = counted_line(counter, self.line)
         return NewMemory(
             content=self.line,
             embedding=vector,
@@ -91,13 +97,15 @@ class WorkItem:
         self,
         passages: Sequence[tuple[tuple[int, int], Any]],
         standing: Sequence[tuple[tuple[int, int], Any]] = (),
+        counter: TokenCounter | None = None,
     ) -> tuple[NewMemory, ...]:
         """Index records of spans of the message, each ``((start, end), vector)``: its
         ``passages`` (memory_type ``passage``, numbered by ``part``) and the ``standing``
         instructions or preferences it states (memory_type ``preference``). Each has the
         message's time and session, and metadata naming the message, the span of its
         text and who said it (the store adds ``parent``, the id of the message's own
-        record, when it indexes them: they go with it)."""
+        record, when it indexes them: they go with it); with a ``counter``, the span's
+        tokens."""
         message = self.message
         text = message.text
         kinds = [("passage", p) for p in passages] + [("preference", s) for s in standing]
@@ -116,6 +124,11 @@ class WorkItem:
                     "end": end,
                     "length": len(text),
                     "speaker": speaker(message),
+                    **(
+                        {}
+                        if counter is None
+                        else {LINE_TOKENS: counted_line(counter, text[start:end])}
+                    ),
                 },
                 created_at=message.timestamp,
             )

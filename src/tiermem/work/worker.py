@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from tiermem.facts.worker import FactWorker
     from tiermem.stores.protocol import MemoryStore
     from tiermem.summaries.summarize import Summarizer
+    from tiermem.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,9 @@ class StoreWorker:
             and :meth:`run_once` do work, in the caller's thread; other processes may).
         facts: extracts facts from the sessions whose messages it embedded (if given).
         passages: when a long message is also indexed as passages (None: never).
+        counter: counts each indexed line's tokens, stored with it, so that a context
+            counts only what it renders (:func:`~tiermem.tokens.counted_line`; None: the
+            planner counts every line it weighs).
     """
 
     def __init__(
@@ -115,9 +119,11 @@ class StoreWorker:
         background: bool = True,
         facts: FactWorker | None = None,
         passages: PassageSettings | None = PASSAGES,
+        counter: TokenCounter | None = None,
     ) -> None:
         self.store = store
         self.passages = passages
+        self.counter = counter
         self.embedder = embedder
         self._summarizer_factory = summarizer
         self._summarizer: Summarizer | None = None
@@ -259,8 +265,8 @@ class StoreWorker:
         for item, found in zip(items, vectors, strict=True):
             if found is not None:
                 vector, passages, standing = found
-                derived = item.derived_rows(passages, standing)
-                row = (item.seq, item.index_row(vector, len(passages)), derived)
+                derived = item.derived_rows(passages, standing, self.counter)
+                row = (item.seq, item.index_row(vector, len(passages), self.counter), derived)
                 by_user.setdefault(item.user_id, []).append(row)
         for user, rows in by_user.items():
             for start in range(0, len(rows), COMPLETE_ROWS):
