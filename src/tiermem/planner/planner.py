@@ -26,8 +26,6 @@ its tokens (:meth:`Context.explain`).
 
 from __future__ import annotations
 
-import bisect
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -40,6 +38,7 @@ from tiermem.planner.ranking import (
     Candidate,
     Excerpt,
     MarginalRelevance,
+    WordSets,
     asks_summary,
     line_facts,
     named_speakers,
@@ -94,7 +93,7 @@ class _Selection:
         self.costs: dict[int, int] = {}
         self._keys: set[str] = set()
         self._dates: set[str] = set()
-        self._seen = _WordSets()
+        self._seen = WordSets()
         self._said: set[str] = set()
         self._excerpts: dict[str, list[Excerpt]] = {}  # the chosen excerpts by message
         self._lines: dict[int, int] = {}  # each offered candidate's line, in tokens
@@ -165,36 +164,6 @@ class _Selection:
     def _restates_taken(self, candidate: Candidate) -> bool:
         """A fact whose source messages are all taken adds nothing beside them."""
         return bool(candidate.source_ids) and self._said.issuperset(candidate.source_ids)
-
-
-class _WordSets:
-    """The word sets of the memories taken, by size: what a near duplicate is sought in."""
-
-    def __init__(self) -> None:
-        self.sizes: list[int] = []  # ascending
-        self.sets: list[frozenset[str]] = []  # in the order of their sizes
-
-    def add(self, words: frozenset[str]) -> None:
-        at = bisect.bisect_right(self.sizes, len(words))
-        self.sizes.insert(at, len(words))
-        self.sets.insert(at, words)
-
-    def near(self, words: frozenset[str], limit: float) -> bool:
-        """Whether ``words`` overlaps a set taken by the Jaccard ``limit`` or more.
-
-        Jaccard >= t needs the smaller set to hold at least t of the larger, so only the
-        sets of a similar size are compared (found by bisection).
-        """
-        if not words:
-            return False
-        size = len(words)
-        low = bisect.bisect_left(self.sizes, math.ceil(size * limit))
-        high = bisect.bisect_right(self.sizes, math.floor(size / limit))
-        for other in self.sets[low:high]:
-            shared = len(words & other)  # the union's size follows: no union built
-            if shared >= limit * (size + len(other) - shared):
-                return True
-        return False
 
 
 class QueryPlanner:

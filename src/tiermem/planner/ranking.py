@@ -8,6 +8,8 @@ what depends on a line alone is kept by line (:data:`LINES`).
 
 from __future__ import annotations
 
+import bisect
+import math
 import re
 import uuid
 from collections.abc import Sequence
@@ -180,6 +182,36 @@ class MarginalRelevance:
             return None
         self.scores[row] = -np.inf
         return self.ranked[row]
+
+
+class WordSets:
+    """The word sets of the memories taken, by size: what a near duplicate is sought in."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []  # ascending
+        self.sets: list[frozenset[str]] = []  # in the order of their sizes
+
+    def add(self, words: frozenset[str]) -> None:
+        at = bisect.bisect_right(self.sizes, len(words))
+        self.sizes.insert(at, len(words))
+        self.sets.insert(at, words)
+
+    def near(self, words: frozenset[str], limit: float) -> bool:
+        """Whether ``words`` overlaps a set taken by the Jaccard ``limit`` or more.
+
+        Jaccard >= t needs the smaller set to hold at least t of the larger, so only the
+        sets of a similar size are compared (found by bisection).
+        """
+        if not words:
+            return False
+        size = len(words)
+        low = bisect.bisect_left(self.sizes, math.ceil(size * limit))
+        high = bisect.bisect_right(self.sizes, math.floor(size / limit))
+        for other in self.sets[low:high]:
+            shared = len(words & other)  # the union's size follows: no union built
+            if shared >= limit * (size + len(other) - shared):
+                return True
+        return False
 
 
 def specific(candidates: Sequence[Candidate], weight: float) -> list[float | None]:
