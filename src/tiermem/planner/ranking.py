@@ -192,6 +192,7 @@ class WordSets:
         self.sets: list[frozenset[str]] = []  # in the order of their sizes
 
     def add(self, words: frozenset[str]) -> None:
+        """Keep ``words`` (a memory just taken) among the sets of its size."""
         at = bisect.bisect_right(self.sizes, len(words))
         self.sizes.insert(at, len(words))
         self.sets.insert(at, words)
