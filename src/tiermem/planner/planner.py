@@ -546,10 +546,14 @@ class QueryPlanner:
     def line_tokens(self, candidate: Candidate) -> int:
         """Tokens of ``candidate``'s line with its newline ("!\\n" is often one token):
         counted when it was indexed, if by this counter, else counted now."""
+        stored = self._stored(candidate)
+        return self._count(candidate.content + "\n") if stored is None else stored
+
+    def _stored(self, candidate: Candidate) -> int | None:
+        """The tokens of ``candidate``'s line counted when it was indexed, if by this
+        counter."""
         counted = candidate.counted
-        if counted is None or counted[0] != self.counter.name:
-            return self._count(candidate.content + "\n")
-        return counted[1]
+        return counted[1] if counted is not None and counted[0] == self.counter.name else None
 
     def _count(self, text: str) -> int:
         """Tokens of ``text``, cached: the same memories come back query after query."""
@@ -573,11 +577,10 @@ class QueryPlanner:
         if count is None:
             return self._tokens(message)
         if self._remember is not None:
-            name = self.counter.name
             for candidate in shown:
-                counted = candidate.counted
-                if counted is not None and counted[0] == name:
-                    self._remember(candidate.content + "\n", counted[1])
+                stored = self._stored(candidate)
+                if stored is not None:
+                    self._remember(candidate.content + "\n", stored)
         return int(count(lines))
 
 
