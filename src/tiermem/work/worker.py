@@ -264,14 +264,31 @@ class StoreWorker:
         by_user: dict[str, list[tuple[int, NewMemory, tuple[NewMemory, ...]]]] = {}
         for item, found in zip(items, vectors, strict=True):
             if found is not None:
-                vector, passages, standing = found
-                derived = item.derived_rows(passages, standing, self.counter)
-                row = (item.seq, item.index_row(vector, len(passages), self.counter), derived)
-                by_user.setdefault(item.user_id, []).append(row)
+                row, derived = self._rows(item, *found)
+                by_user.setdefault(item.user_id, []).append((item.seq, row, derived))
         for user, rows in by_user.items():
             for start in range(0, len(rows), COMPLETE_ROWS):
                 self.store.queue.complete(self.owner, user, rows[start : start + COMPLETE_ROWS])
         return True
+
+    def _rows(
+        self, item: WorkItem, vector: Any, passages: list[Any], standing: list[Any]
+    ) -> tuple[NewMemory, tuple[NewMemory, ...]]:
+        """``item``'s index row and the rows of its passages and standing instructions,
+        each line's tokens counted. A counter that fails is dropped (the counts save a
+        context time; they never hold up indexing): its lines are counted in contexts."""
+        counter = self.counter
+        try:
+            return (
+                item.index_row(vector, len(passages), counter),
+                item.derived_rows(passages, standing, counter),
+            )
+        except Exception as exc:
+            if counter is None:
+                raise
+            log.warning("counting tokens failed (%s); indexing without the counts", exc)
+            self.counter = None
+            return self._rows(item, vector, passages, standing)
 
     def _embed(self, items: list[WorkItem]) -> list[tuple[Any, list[Any], list[Any]]]:
         """The vector to index each of ``items`` with, and the spans and vectors of its
