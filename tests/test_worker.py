@@ -183,4 +183,38 @@ def test_each_indexed_line_carries_its_token_count(tmp_path: Path, engine: str) 
             name, tokens, _ = row.metadata[LINE_TOKENS]
             assert (name, tokens) == (counter.name, counter.count(row.content + "\n"))
             assert _record_fields(row)[-1] == (counter.name, tokens)
+        message = next(r for r in rows if r.memory_type == "message")
+        vector = HashEmbedder(DIM).embed(["user: the tide was high"])[0]
+        changed = memory.store.index.update(
+            user, message.id, content="user: the tide was high", embedding=vector
+        )
+        assert changed.metadata[LINE_TOKENS] == message.metadata[LINE_TOKENS]
+        assert _record_fields(changed)[-1] is None  # the stored count is not this line's
         memory.forget_user(user)
+
+
+def test_a_counter_that_fails_never_holds_up_indexing(tmp_path: Path) -> None:
+    """Counting a line's tokens saves a context time; when the counter raises (a damaged
+    encoding file fails at the first count), every row is indexed all the same, without
+    counts, and the counter is not tried again."""
+    from tiermem.errors import ModelLoadError
+    from tiermem.tokens import LINE_TOKENS, ApproxTokenCounter
+
+    class Failing(ApproxTokenCounter):
+        calls = 0
+
+        def count(self, text: str) -> int:
+            Failing.calls += 1
+            raise ModelLoadError("the encoding file is damaged")
+
+    long = "\n\n".join(f"Step {n}: move the {n}th table to the new schema. " * 12 for n in range(8))
+    with SQLiteStore(tmp_path / "m.db", dimension=DIM) as store:
+        said = [Message("user", "the tide was low"), Message("assistant", long)]
+        store.transcript.append("ana", "s", said)
+        worker = StoreWorker(store, HashEmbedder(DIM), background=False, counter=Failing())
+        assert worker.run_once() == 2
+        rows = store.index.list("ana", limit=100)
+        assert {r.memory_type for r in rows} == {"message", "passage"}
+        assert not any(LINE_TOKENS in r.metadata for r in rows)
+        assert store.queue.work_stats("ana").done == 2
+        assert Failing.calls == 1 and worker.counter is None
